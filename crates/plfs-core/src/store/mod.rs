@@ -1,0 +1,239 @@
+//! The I/O-store seam: everything plfs keeps on a backend goes through [`Store`].
+//!
+//! The trait is shaped so that append-only and directory-less stores can
+//! implement it without emulating POSIX: logs are written only through
+//! [`AppendWriter`] (HDFS has no pwrite), whole small files are published
+//! atomically with [`Store::create_new`] / [`Store::replace`] (S3 conditional
+//! puts), and [`Store::create_dir_all`] is `mkdir -p` (HDFS `mkdirs`, a no-op
+//! on S3). How each call maps onto HDFS and S3 is in docs/ARCHITECTURE.md.
+//!
+//! Wrappers ([`faulty::FaultyStore`], [`counting::CountingStore`]) decorate any
+//! store; every store and wrapper runs the one suite in [`conformance`].
+
+pub mod conformance;
+pub mod counting;
+pub mod faulty;
+pub mod memory;
+pub mod path;
+pub mod posix;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::error::{Error, ErrorKind, Result};
+
+pub use path::StorePath;
+
+/// What a store can do beyond the required calls. Callers branch on these,
+/// never on the concrete store type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Directories exist as objects of their own (false on S3: prefixes).
+    pub directories: bool,
+    /// Mode bits are stored and returned by `metadata`.
+    pub modes: bool,
+    /// Owner uid/gid can be set and are returned by `metadata`.
+    pub owners: bool,
+    /// Access and modification times can be set.
+    pub times: bool,
+    /// Symbolic links are stored natively.
+    pub symlinks: bool,
+    /// `rename` of a directory is a single atomic step.
+    pub atomic_dir_rename: bool,
+}
+
+impl Capabilities {
+    pub const ALL: Capabilities = Capabilities {
+        directories: true,
+        modes: true,
+        owners: true,
+        times: true,
+        symlinks: true,
+        atomic_dir_rename: true,
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Directory,
+    Symlink,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub kind: EntryKind,
+}
+
+/// What a store knows about one object. Fields a store cannot provide are None.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    pub kind: EntryKind,
+    pub size: u64,
+    /// Permission bits only (no file-type bits).
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub atime: Option<SystemTime>,
+    pub mtime: Option<SystemTime>,
+    pub ctime: Option<SystemTime>,
+}
+
+/// Capacity figures for statfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpaceInfo {
+    pub block_size: u64,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_available: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_max: u64,
+}
+
+/// A backend that holds plfs containers and directories.
+///
+/// All paths are relative to the store's root. Every method is safe to call
+/// from many threads and many processes at once; the atomicity each promises
+/// is what container creation relies on to stay lock-free.
+pub trait Store: Send + Sync + fmt::Debug {
+    /// The backend's location as configured, e.g. `posix:///data/b0`.
+    fn url(&self) -> &str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// Creates one directory; `AlreadyExists` if anything is at `path`,
+    /// `NotFound` if the parent is missing.
+    fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()>;
+
+    /// Creates a directory and its missing parents; succeeds if it exists.
+    fn create_dir_all(&self, path: &StorePath) -> Result<()>;
+
+    /// Entries of a directory, excluding `.` and `..`, in no particular order.
+    fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>>;
+
+    /// Metadata of the object itself (symlinks are not followed).
+    fn metadata(&self, path: &StorePath) -> Result<Metadata>;
+
+    fn remove_file(&self, path: &StorePath) -> Result<()>;
+
+    /// Removes an empty directory; `DirectoryNotEmpty` otherwise.
+    fn remove_dir(&self, path: &StorePath) -> Result<()>;
+
+    /// Moves `from` to `to` in one atomic step, failing with `AlreadyExists`
+    /// when anything is already at `to` (never replaces, never moves into).
+    fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()>;
+
+    /// Publishes a small file with all of `contents` at once, or fails with
+    /// `AlreadyExists`. Readers never see a partial file.
+    fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()>;
+
+    /// Atomically replaces (or creates) a small file with `contents`.
+    fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()>;
+
+    /// Creates a new, empty log for appending; `AlreadyExists` if present.
+    fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>>;
+
+    /// Opens an object for positional reads.
+    fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>>;
+
+    /// Sets permission bits (`Unsupported` without `capabilities().modes`).
+    fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()>;
+
+    /// Sets owner and group; `None` leaves one unchanged.
+    fn set_owner(&self, path: &StorePath, uid: Option<u32>, gid: Option<u32>) -> Result<()>;
+
+    /// Sets access and modification times; `None` leaves one unchanged.
+    fn set_times(&self, path: &StorePath, atime: Option<SystemTime>, mtime: Option<SystemTime>)
+    -> Result<()>;
+
+    /// Creates a symbolic link at `path` whose text is `target`.
+    fn symlink(&self, target: &str, path: &StorePath) -> Result<()>;
+
+    fn read_link(&self, path: &StorePath) -> Result<String>;
+
+    /// Capacity of the backend, for statfs.
+    fn space(&self) -> Result<SpaceInfo>;
+}
+
+/// An append-only log being written. Bytes become durable at `sync`.
+pub trait AppendWriter: Send + fmt::Debug {
+    /// Appends all of `buf` or fails; a failure may leave a torn tail that
+    /// readers must detect (the index format's checksums do).
+    fn append(&mut self, buf: &[u8]) -> Result<()>;
+
+    /// Makes every appended byte durable.
+    fn sync(&mut self) -> Result<()>;
+
+    /// Bytes in the log so far: the physical offset of the next append.
+    fn len(&self) -> u64;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Finishes the log. Durability still needs a `sync` first.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Positional reads of one object, shareable between threads.
+pub trait ReadHandle: Send + Sync + fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; short only at end of object.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+
+    /// Current size of the object.
+    fn len(&self) -> Result<u64>;
+
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+/// Convenience calls built only from the required ones.
+pub trait StoreExt: Store {
+    /// Reads a whole (small) object.
+    fn read_all(&self, path: &StorePath) -> Result<Vec<u8>> {
+        let handle = self.open_read(path)?;
+        let length = handle.len()?;
+        let mut buf = vec![
+            0u8;
+            usize::try_from(length).map_err(|_| {
+                Error::new(ErrorKind::InvalidInput, format!("{path}: {length} bytes is too large to load"))
+            })?
+        ];
+        read_exact_at(handle.as_ref(), &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
+        Ok(buf)
+    }
+
+    /// Whether anything exists at `path`.
+    fn exists(&self, path: &StorePath) -> Result<bool> {
+        match self.metadata(path) {
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}
+
+/// Fills `buf` from `offset`, failing with `Corrupt` if the object ends first.
+pub fn read_exact_at(handle: &dyn ReadHandle, buf: &mut [u8], offset: u64) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let count = handle.read_at(&mut buf[done..], offset + done as u64)?;
+        if count == 0 {
+            return Err(Error::corrupt(format!(
+                "object ends at {} but {} bytes were expected from offset {offset}",
+                offset + done as u64,
+                buf.len()
+            )));
+        }
+        done += count;
+    }
+    Ok(())
+}
+
+pub type SharedStore = Arc<dyn Store>;

@@ -1,0 +1,711 @@
+//! [`Store`] over a directory of a local or mounted POSIX file system.
+//!
+//! Every call is one or two system calls on paths below the root, so many
+//! processes on many hosts can share one backend: exclusivity comes from
+//! `O_EXCL`, `link(2)` and `renameat2(RENAME_NOREPLACE)`, never from locks.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{
+    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, ReadHandle, SpaceInfo, Store, StorePath,
+};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Mode of the files plfs creates; the process umask still applies.
+const FILE_MODE: u32 = 0o644;
+
+/// Prefix of the names `create_new` and `replace` stage their bytes under.
+pub const TEMP_PREFIX: &str = ".plfs-tmp.";
+
+/// A stale temp of an earlier process with our pid can hold a name, and so
+/// can a process with the same pid on another host sharing the backend.
+const TEMP_ATTEMPTS: u32 = 64;
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A store rooted at one directory; [`StorePath::root`] is that directory.
+#[derive(Debug)]
+pub struct PosixStore {
+    root: PathBuf,
+    url: String,
+}
+
+impl PosixStore {
+    /// Opens the backend at `root`, which must already exist as a directory.
+    pub fn new(root: impl Into<PathBuf>, url: String) -> Result<PosixStore> {
+        let root = root.into();
+        let what = || format!("{url}: backend root {}", root.display());
+        let meta = fs::metadata(&root).map_err(|error| Error::io(error, what()))?;
+        if !meta.is_dir() {
+            return Err(Error::new(ErrorKind::NotADirectory, format!("{}: not a directory", what())));
+        }
+        Ok(PosixStore { root, url })
+    }
+
+    /// The directory this store lives in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The root is addressed as "root/." so that calls which do not follow
+    /// symlinks (lstat, unlink, lchown) still act on the directory a
+    /// symlinked root points at, never on the link.
+    fn full(&self, path: &StorePath) -> PathBuf {
+        if path.is_root() { self.root.join(".") } else { self.root.join(path.as_str()) }
+    }
+
+    fn fail<'a>(&'a self, op: &'a str, path: &'a StorePath) -> impl Fn(io::Error) -> Error + 'a {
+        move |error| Error::io(error, format!("{}: {op} {path}", self.url))
+    }
+
+    /// Without this guard a path of "" would address the backend root itself.
+    fn refuse_root(&self, op: &str, path: &StorePath) -> Result<()> {
+        if path.is_root() {
+            return Err(Error::invalid(format!(
+                "{}: {op} {path}: the store root cannot be removed or moved",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+
+    /// The directory a non-root path's entry lives in.
+    fn parent_of<'a>(&'a self, full: &'a Path) -> &'a Path {
+        full.parent().unwrap_or(&self.root)
+    }
+
+    fn publish_new(&self, path: &StorePath, contents: &[u8]) -> io::Result<()> {
+        if path.is_root() {
+            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        }
+        let target = self.full(path);
+        let dir = self.parent_of(&target);
+        let temp = write_synced_temp(dir, contents)?;
+        // link(2), unlike rename(2), fails when the name is taken.
+        fs::hard_link(&temp.path, &target)?;
+        drop(temp);
+        sync_dir(dir)
+    }
+
+    fn publish_replacing(&self, path: &StorePath, contents: &[u8]) -> io::Result<()> {
+        if path.is_root() {
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+        }
+        let target = self.full(path);
+        let dir = self.parent_of(&target);
+        let temp = write_synced_temp(dir, contents)?;
+        fs::rename(&temp.path, &target)?;
+        temp.published();
+        sync_dir(dir)
+    }
+
+    fn open_file(&self, path: &StorePath) -> io::Result<File> {
+        let file = File::open(self.full(path))?;
+        // open(2) accepts directories; reads would fail later and less clearly.
+        if file.metadata()?.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+        }
+        Ok(file)
+    }
+
+    fn read_link_text(&self, path: &StorePath) -> Result<String> {
+        let target = fs::read_link(self.full(path)).map_err(self.fail("readlink", path))?;
+        target.into_os_string().into_string().map_err(|text| {
+            Error::invalid(format!("{}: readlink {path}: target {text:?} is not UTF-8", self.url))
+        })
+    }
+}
+
+impl Store for PosixStore {
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
+        fs::DirBuilder::new().mode(mode & 0o7777).create(self.full(path)).map_err(self.fail("mkdir", path))
+    }
+
+    fn create_dir_all(&self, path: &StorePath) -> Result<()> {
+        fs::DirBuilder::new().recursive(true).create(self.full(path)).map_err(self.fail("mkdir -p", path))
+    }
+
+    fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>> {
+        let fail = self.fail("list", path);
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(self.full(path)).map_err(&fail)? {
+            let entry = entry.map_err(&fail)?;
+            let Ok(name) = entry.file_name().into_string() else {
+                tracing::warn!(store = %self.url, dir = %path, "skipping a non-UTF-8 name");
+                continue;
+            };
+            let file_type = match entry.file_type() {
+                Ok(file_type) => file_type,
+                // Removed between readdir and lstat: it is no longer an entry.
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(fail(error)),
+            };
+            entries.push(DirEntry { name, kind: kind_of(file_type) });
+        }
+        Ok(entries)
+    }
+
+    fn metadata(&self, path: &StorePath) -> Result<Metadata> {
+        let meta = fs::symlink_metadata(self.full(path)).map_err(self.fail("stat", path))?;
+        Ok(Metadata {
+            kind: kind_of(meta.file_type()),
+            size: meta.len(),
+            mode: Some(meta.mode() & 0o7777),
+            uid: Some(meta.uid()),
+            gid: Some(meta.gid()),
+            atime: unix_time(meta.atime(), meta.atime_nsec()),
+            mtime: unix_time(meta.mtime(), meta.mtime_nsec()),
+            ctime: unix_time(meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    fn remove_file(&self, path: &StorePath) -> Result<()> {
+        fs::remove_file(self.full(path)).map_err(self.fail("unlink", path))
+    }
+
+    fn remove_dir(&self, path: &StorePath) -> Result<()> {
+        self.refuse_root("rmdir", path)?;
+        fs::remove_dir(self.full(path)).map_err(self.fail("rmdir", path))
+    }
+
+    fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
+        self.refuse_root("rename", from)?;
+        let fail = |error| Error::io(error, format!("{}: rename {from} -> {to}", self.url));
+        // The kernel answers for "." before looking at the source; answering
+        // here keeps the order the same on every store.
+        if to.is_root() {
+            return Err(fail(io::Error::from_raw_os_error(libc::EEXIST)));
+        }
+        rename_noreplace(&self.full(from), &self.full(to)).map_err(fail)
+    }
+
+    fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.publish_new(path, contents).map_err(self.fail("create", path))
+    }
+
+    fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.publish_replacing(path, contents).map_err(self.fail("replace", path))
+    }
+
+    fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(self.full(path))
+            .map_err(self.fail("create log", path))?;
+        let what = format!("{}: {path}", self.url);
+        Ok(Box::new(PosixAppendWriter { file, len: 0, what }))
+    }
+
+    fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
+        let file = self.open_file(path).map_err(self.fail("open", path))?;
+        let what = format!("{}: {path}", self.url);
+        Ok(Box::new(PosixReadHandle { file, what }))
+    }
+
+    fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
+        fs::set_permissions(self.full(path), Permissions::from_mode(mode & 0o7777))
+            .map_err(self.fail("chmod", path))
+    }
+
+    fn set_owner(&self, path: &StorePath, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        std::os::unix::fs::lchown(self.full(path), uid, gid).map_err(self.fail("chown", path))
+    }
+
+    fn set_times(
+        &self,
+        path: &StorePath,
+        atime: Option<SystemTime>,
+        mtime: Option<SystemTime>,
+    ) -> Result<()> {
+        set_times_nofollow(&self.full(path), atime, mtime).map_err(self.fail("utimens", path))
+    }
+
+    fn symlink(&self, target: &str, path: &StorePath) -> Result<()> {
+        std::os::unix::fs::symlink(target, self.full(path)).map_err(self.fail("symlink", path))
+    }
+
+    fn read_link(&self, path: &StorePath) -> Result<String> {
+        self.read_link_text(path)
+    }
+
+    fn space(&self) -> Result<SpaceInfo> {
+        let stats = statvfs(&self.root).map_err(self.fail("statvfs", &StorePath::root()))?;
+        Ok(SpaceInfo {
+            block_size: widen(stats.f_frsize),
+            blocks: widen(stats.f_blocks),
+            blocks_free: widen(stats.f_bfree),
+            blocks_available: widen(stats.f_bavail),
+            files: widen(stats.f_files),
+            files_free: widen(stats.f_ffree),
+            name_max: widen(stats.f_namemax),
+        })
+    }
+}
+
+/// Appends through an `O_APPEND` descriptor, so a torn write never lands
+/// anywhere but the end.
+#[derive(Debug)]
+struct PosixAppendWriter {
+    file: File,
+    len: u64,
+    /// "url: path", for errors.
+    what: String,
+}
+
+impl PosixAppendWriter {
+    fn fail(&self, error: io::Error) -> Error {
+        Error::io(error, format!("append at offset {}", self.len)).context(self.what.clone())
+    }
+}
+
+impl AppendWriter for PosixAppendWriter {
+    fn append(&mut self, buf: &[u8]) -> Result<()> {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            match self.file.write(rest) {
+                Ok(0) => return Err(self.fail(io::ErrorKind::WriteZero.into())),
+                // Counted as they land so `len` stays the true end after a torn append.
+                Ok(count) => {
+                    rest = &rest[count..];
+                    self.len += count as u64;
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(self.fail(error)),
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(|error| Error::io(error, format!("{}: fdatasync", self.what)))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct PosixReadHandle {
+    file: File,
+    what: String,
+}
+
+impl ReadHandle for PosixReadHandle {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        loop {
+            match self.file.read_at(buf, offset) {
+                Ok(count) => return Ok(count),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    return Err(Error::io(error, format!("{}: read at offset {offset}", self.what)));
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> Result<u64> {
+        let meta = self.file.metadata().map_err(|error| Error::io(error, self.what.clone()))?;
+        Ok(meta.len())
+    }
+}
+
+/// A staged file that is unlinked unless it was renamed into place.
+struct TempFile {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl TempFile {
+    /// The name no longer exists after a rename; unlinking it again could hit
+    /// someone else's file.
+    fn published(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if self.armed {
+            // Best effort: on success the published name already holds the
+            // inode, and on failure the original error matters more.
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Writes `contents` to a fresh temp file in `dir` and makes it durable, so a
+/// name published from it never points at a partial file after a crash.
+fn write_synced_temp(dir: &Path, contents: &[u8]) -> io::Result<TempFile> {
+    let (mut file, temp) = create_temp(dir)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    Ok(temp)
+}
+
+fn create_temp(dir: &Path) -> io::Result<(File, TempFile)> {
+    for _ in 0..TEMP_ATTEMPTS {
+        let serial = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{TEMP_PREFIX}{}.{serial}", process::id()));
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path);
+        match opened {
+            Ok(file) => return Ok((file, TempFile { path, armed: true })),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
+        }
+    }
+    // Not AlreadyExists: that would claim the caller's target exists.
+    Err(io::Error::other(format!("no free temporary name in {}", dir.display())))
+}
+
+/// Makes a new or changed directory entry durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    match File::open(dir)?.sync_all() {
+        // Some file systems cannot fsync a directory and order entries anyway.
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        result => result,
+    }
+}
+
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    match renameat2_noreplace(from, to) {
+        Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+            rename_without_noreplace(from, to)
+        }
+        result => result,
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn renameat2_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    let from = c_path(from)?;
+    let to = c_path(to)?;
+    // Called through syscall(2) so glibc older than 2.28 still links.
+    // SAFETY: both pointers are NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn renameat2_noreplace(_from: &Path, _to: &Path) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// For file systems without `RENAME_NOREPLACE` (older NFS, some FUSE).
+///
+/// Non-directories move by link(2) + unlink(2): link never replaces, so the
+/// no-replace promise holds, though both names exist for a moment.
+/// Directories cannot be hard-linked, so they are checked and then renamed.
+/// That leaves a race: an empty directory created at `to` between the check
+/// and rename(2) is silently replaced. Container creation tolerates it because
+/// the loser's directory is empty, but a backend that needs strict exclusivity
+/// must support `RENAME_NOREPLACE`.
+fn rename_without_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    if !fs::symlink_metadata(from)?.is_dir() {
+        fs::hard_link(from, to)?;
+        if let Err(error) = fs::remove_file(from) {
+            // Undo, so a failed rename does not leave the object under both names.
+            let _ = fs::remove_file(to);
+            return Err(error);
+        }
+        return Ok(());
+    }
+    match fs::symlink_metadata(to) {
+        Ok(_) => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => fs::rename(from, to),
+        Err(error) => Err(error),
+    }
+}
+
+fn set_times_nofollow(path: &Path, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> io::Result<()> {
+    if atime.is_none() && mtime.is_none() {
+        // Linux skips the lookup when both are UTIME_OMIT, so a missing path
+        // would "succeed"; answer as for any other change.
+        return fs::symlink_metadata(path).map(drop);
+    }
+    let path = c_path(path)?;
+    let times = [timespec(atime), timespec(mtime)];
+    // SAFETY: `path` is NUL-terminated and `times` holds the two timespecs
+    // utimensat reads; both outlive the call.
+    let rc =
+        unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// `None` becomes UTIME_OMIT so that time is left as it is.
+fn timespec(time: Option<SystemTime>) -> libc::timespec {
+    let Some(time) = time else {
+        return libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT };
+    };
+    let (secs, nanos) = match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => (after.as_secs() as i64, after.subsec_nanos()),
+        // timespec counts whole seconds down and nanoseconds up.
+        Err(before) => {
+            let before = before.duration();
+            let secs = -(before.as_secs() as i64);
+            match before.subsec_nanos() {
+                0 => (secs, 0),
+                nanos => (secs - 1, 1_000_000_000 - nanos),
+            }
+        }
+    };
+    libc::timespec { tv_sec: secs as libc::time_t, tv_nsec: nanos as libc::c_long }
+}
+
+fn unix_time(secs: i64, nanos: i64) -> Option<SystemTime> {
+    let nanos = Duration::from_nanos(u64::try_from(nanos).ok()?);
+    let whole = Duration::from_secs(secs.unsigned_abs());
+    let base = if secs >= 0 { UNIX_EPOCH.checked_add(whole) } else { UNIX_EPOCH.checked_sub(whole) };
+    base?.checked_add(nanos)
+}
+
+fn statvfs(path: &Path) -> io::Result<libc::statvfs> {
+    let path = c_path(path)?;
+    let mut stats = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stats` is writable memory of the
+    // right type; both outlive the call.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs filled every field when it returned 0.
+    Ok(unsafe { stats.assume_init() })
+}
+
+/// statvfs field widths differ between platforms; all fit in u64.
+fn widen(value: impl Into<u64>) -> u64 {
+    value.into()
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+}
+
+fn kind_of(file_type: fs::FileType) -> EntryKind {
+    if file_type.is_dir() {
+        EntryKind::Directory
+    } else if file_type.is_symlink() {
+        EntryKind::Symlink
+    } else {
+        EntryKind::File
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StoreExt, conformance};
+
+    fn store() -> (tempfile::TempDir, PosixStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("posix://{}", dir.path().display());
+        let store = PosixStore::new(dir.path(), url).unwrap();
+        (dir, store)
+    }
+
+    fn p(text: &str) -> StorePath {
+        StorePath::parse(text).unwrap()
+    }
+
+    #[test]
+    fn conformance_suite() {
+        let (_dir, store) = store();
+        conformance::run_all(&store);
+    }
+
+    #[test]
+    fn new_rejects_missing_root_and_files() {
+        let (dir, _store) = store();
+        let missing = dir.path().join("missing");
+        let error = PosixStore::new(&missing, "posix://m".into()).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound);
+        assert!(error.to_string().contains(&missing.display().to_string()), "{error}");
+
+        let file = dir.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        let error = PosixStore::new(&file, "posix://f".into()).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotADirectory);
+        assert!(error.to_string().contains(&file.display().to_string()), "{error}");
+    }
+
+    #[test]
+    fn root_is_the_backend_directory() {
+        let (dir, store) = store();
+        fs::write(dir.path().join("outside-api"), b"seen").unwrap();
+        assert_eq!(store.read_all(&p("outside-api")).unwrap(), b"seen");
+        assert_eq!(store.metadata(&StorePath::root()).unwrap().kind, EntryKind::Directory);
+        assert_eq!(store.root(), dir.path());
+    }
+
+    #[test]
+    fn root_cannot_be_removed_moved_or_overwritten() {
+        let (dir, store) = store();
+        let root = StorePath::root();
+        assert_eq!(store.remove_dir(&root).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(store.rename(&root, &p("x")).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(store.rename(&p("x"), &root).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        assert_eq!(store.create_new(&root, b"x").unwrap_err().kind(), ErrorKind::AlreadyExists);
+        assert_eq!(store.replace(&root, b"x").unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert!(dir.path().is_dir());
+    }
+
+    #[test]
+    fn a_symlinked_root_acts_as_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("real")).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("real", &link).unwrap();
+        let store = PosixStore::new(&link, "posix://link".into()).unwrap();
+        let root = StorePath::root();
+        assert_eq!(store.metadata(&root).unwrap().kind, EntryKind::Directory);
+        assert_eq!(store.remove_file(&root).unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert_eq!(store.create_append(&root).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        assert_eq!(store.symlink("x", &root).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        assert_eq!(store.rename(&p("missing"), &root).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        store.create_new(&p("f"), b"F").unwrap();
+        assert_eq!(store.rename(&p("f"), &root).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        store.create_dir_all(&root).unwrap();
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(dir.path().join("real/f")).unwrap(), b"F");
+    }
+
+    #[test]
+    fn append_errors_name_the_path_and_offset() {
+        let file = OpenOptions::new().append(true).open("/dev/full").unwrap();
+        let mut writer = PosixAppendWriter { file, len: 4096, what: "posix://b0: data.1".into() };
+        let error = writer.append(b"x").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NoSpace);
+        let text = error.to_string();
+        assert!(text.starts_with("posix://b0: data.1: append at offset 4096: no space"), "{text}");
+        assert_eq!(writer.len(), 4096);
+    }
+
+    #[test]
+    fn errors_name_the_store_and_path() {
+        let (_dir, store) = store();
+        let error = store.open_read(&p("no/such")).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound);
+        assert_eq!(error.errno(), libc::ENOENT);
+        let text = error.to_string();
+        assert!(text.contains(store.url()) && text.contains("no/such"), "{text}");
+    }
+
+    #[test]
+    fn fallback_rename_moves_files_without_replacing() {
+        let (dir, _store) = store();
+        let (a, b, c) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("c"));
+        fs::write(&a, b"A").unwrap();
+        rename_without_noreplace(&a, &b).unwrap();
+        assert!(!a.exists());
+        assert_eq!(fs::read(&b).unwrap(), b"A");
+
+        fs::write(&c, b"C").unwrap();
+        let error = rename_without_noreplace(&c, &b).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EEXIST));
+        assert_eq!(fs::read(&b).unwrap(), b"A");
+        assert_eq!(fs::read(&c).unwrap(), b"C");
+    }
+
+    #[test]
+    fn fallback_rename_moves_symlinks_not_targets() {
+        let (dir, _store) = store();
+        let (link, moved) = (dir.path().join("link"), dir.path().join("moved"));
+        std::os::unix::fs::symlink("dangling", &link).unwrap();
+        rename_without_noreplace(&link, &moved).unwrap();
+        assert_eq!(fs::read_link(&moved).unwrap(), Path::new("dangling"));
+        assert!(fs::symlink_metadata(&link).is_err());
+    }
+
+    #[test]
+    fn fallback_rename_moves_directories_without_replacing() {
+        let (dir, _store) = store();
+        let (src, dst, empty) = (dir.path().join("src"), dir.path().join("dst"), dir.path().join("e"));
+        fs::create_dir_all(src.join("sub")).unwrap();
+        fs::write(src.join("sub/f"), b"F").unwrap();
+        fs::create_dir(&empty).unwrap();
+        let error = rename_without_noreplace(&src, &empty).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EEXIST));
+        assert!(src.join("sub/f").exists());
+
+        rename_without_noreplace(&src, &dst).unwrap();
+        assert_eq!(fs::read(dst.join("sub/f")).unwrap(), b"F");
+        assert!(!src.exists());
+    }
+
+    #[test]
+    fn failed_create_new_leaves_no_temp_file() {
+        let (dir, store) = store();
+        store.create_new(&p("x"), b"1").unwrap();
+        assert_eq!(store.create_new(&p("x"), b"2").unwrap_err().kind(), ErrorKind::AlreadyExists);
+        store.replace(&p("x"), b"3").unwrap();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["x"]);
+        assert_eq!(store.read_all(&p("x")).unwrap(), b"3");
+    }
+
+    #[test]
+    fn published_files_get_the_plfs_mode() {
+        let (_dir, store) = store();
+        store.create_new(&p("x"), b"1").unwrap();
+        let mode = store.metadata(&p("x")).unwrap().mode.unwrap();
+        // Only the umask may clear bits; nothing beyond 0o644 is ever granted.
+        assert_eq!(mode & !FILE_MODE, 0);
+        assert_ne!(mode & 0o600, 0);
+    }
+
+    #[test]
+    fn timespec_round_trips_times_before_and_after_the_epoch() {
+        for time in [
+            UNIX_EPOCH + Duration::new(1_700_000_000, 5),
+            UNIX_EPOCH - Duration::new(10, 250_000_000),
+            UNIX_EPOCH - Duration::from_secs(3),
+        ] {
+            let spec = timespec(Some(time));
+            assert_eq!(unix_time(spec.tv_sec, spec.tv_nsec), Some(time));
+        }
+        assert_eq!(timespec(None).tv_nsec, libc::UTIME_OMIT);
+    }
+}
