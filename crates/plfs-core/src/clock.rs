@@ -1,0 +1,149 @@
+//! Time is injected so a seeded simulation can replay exactly, and ordering
+//! stamps are made strictly increasing so that within one process a later
+//! write always beats an earlier one, whatever the wall clock does.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of wall-clock time in nanoseconds since the Unix epoch.
+pub trait Clock: Send + Sync + fmt::Debug {
+    fn now_ns(&self) -> u64;
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ns(&self) -> u64 {
+        // A clock before 1970 is a broken host; stamps then start at zero and
+        // stay ordered through the Stamper's monotonic bump.
+        #[allow(clippy::disallowed_methods)]
+        let now = SystemTime::now();
+        now.duration_since(UNIX_EPOCH).map_or(0, saturating_ns)
+    }
+}
+
+/// A clock that moves only when told to: for deterministic tests.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now_ns: AtomicU64,
+}
+
+impl ManualClock {
+    pub fn new(start_ns: u64) -> ManualClock {
+        ManualClock { now_ns: AtomicU64::new(start_ns) }
+    }
+
+    pub fn advance(&self, nanoseconds: u64) {
+        self.now_ns.fetch_add(nanoseconds, Ordering::SeqCst);
+    }
+
+    pub fn set(&self, now_ns: u64) {
+        self.now_ns.store(now_ns, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ns(&self) -> u64 {
+        self.now_ns.load(Ordering::SeqCst)
+    }
+}
+
+/// Hands out ordering stamps: wall-clock nanoseconds, bumped so that each is
+/// strictly greater than every stamp this process handed out before. Across
+/// hosts, order is only as good as clock synchronisation (docs/FORMAT.md).
+#[derive(Debug, Clone)]
+pub struct Stamper {
+    clock: Arc<dyn Clock>,
+    last: Arc<AtomicU64>,
+}
+
+impl Stamper {
+    pub fn new(clock: Arc<dyn Clock>) -> Stamper {
+        Stamper { clock, last: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// A stamper shared by every user in this process, on the system clock.
+    pub fn process_wide() -> Stamper {
+        static LAST: std::sync::OnceLock<Arc<AtomicU64>> = std::sync::OnceLock::new();
+        Stamper {
+            clock: Arc::new(SystemClock),
+            last: LAST.get_or_init(|| Arc::new(AtomicU64::new(0))).clone(),
+        }
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// The next stamp: max(now, previous + 1).
+    pub fn next(&self) -> u64 {
+        let now = self.clock.now_ns();
+        let mut previous = self.last.load(Ordering::Relaxed);
+        loop {
+            let candidate = now.max(previous + 1);
+            match self.last.compare_exchange_weak(previous, candidate, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return candidate,
+                Err(actual) => previous = actual,
+            }
+        }
+    }
+
+    /// Makes every later stamp exceed `seen`, e.g. a stamp read from disk,
+    /// so a reopened file's new writes beat what is already there even if
+    /// this host's clock is behind the one that wrote it.
+    pub fn observe(&self, seen: u64) {
+        self.last.fetch_max(seen, Ordering::AcqRel);
+    }
+}
+
+pub fn saturating_ns(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+pub fn ns_to_system_time(ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+pub fn system_time_to_ns(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, saturating_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_strictly_increase_even_when_the_clock_stalls_or_steps_back() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let stamper = Stamper::new(clock.clone());
+        assert_eq!(stamper.next(), 1_000);
+        assert_eq!(stamper.next(), 1_001);
+        clock.set(500);
+        assert_eq!(stamper.next(), 1_002);
+        clock.set(5_000);
+        assert_eq!(stamper.next(), 5_000);
+        stamper.observe(9_000);
+        assert_eq!(stamper.next(), 9_001);
+    }
+
+    #[test]
+    fn concurrent_stamps_are_unique() {
+        let stamper = Stamper::new(Arc::new(ManualClock::new(7)));
+        let mut all: Vec<u64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| (0..1000).map(|_| stamper.next()).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 4000);
+    }
+}

@@ -1,0 +1,13 @@
+//! The on-disk encodings. Every structure here is little-endian, starts with
+//! a magic and a format version, and ends in (or is framed by) a CRC32C, so a
+//! reader can tell torn, corrupt and too-new bytes apart. docs/FORMAT.md
+//! describes each one field by field; the golden tests pin the bytes.
+
+pub mod access;
+pub mod codec;
+pub mod data_log;
+pub mod index_log;
+pub mod version;
+
+/// The container format this build writes and the newest it reads.
+pub const FORMAT_VERSION: u16 = 1;

@@ -1,0 +1,356 @@
+//! The one module that knows the names inside a container. Every name is
+//! built from typed ids here and parsed back here, with fixed-width hex
+//! fields so hostnames with dots can never confuse a parser. Nothing else in
+//! plfs splits or formats these names.
+//!
+//! ```text
+//! <dir>/<file>/                    container (canonical backend)
+//!     access                       mode, owner, times (format::access)
+//!     version                      format version (format::version)
+//!     meta/open.<log>              writer <log> has the file open
+//!     meta/size.<log>.<fields>     writer <log> closed: its size summary
+//!     hostdir.<N>/index.<log>      index log of writer <log>
+//!     hostdir.<N>/data.<log>       data log of writer <log>
+//! <dir>/<file>/hostdir.<M>/...     on other backends: shadow containers
+//! <dir>/.plfs-new.<hash>.<...>     a container being created
+//! <dir>/.plfs-gone.<hash>.<...>    a container being removed
+//! ```
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::placement::{HostdirId, name_hash};
+use crate::store::StorePath;
+
+pub const ACCESS: &str = "access";
+pub const VERSION: &str = "version";
+pub const META_DIR: &str = "meta";
+/// Names starting with this are plfs's own and never shown to users.
+pub const RESERVED_PREFIX: &str = ".plfs-";
+
+const HOSTDIR_PREFIX: &str = "hostdir.";
+const DATA_PREFIX: &str = "data.";
+const INDEX_PREFIX: &str = "index.";
+const OPEN_PREFIX: &str = "open.";
+const SIZE_PREFIX: &str = "size.";
+const NEW_CONTAINER_PREFIX: &str = ".plfs-new.";
+const REMOVED_CONTAINER_PREFIX: &str = ".plfs-gone.";
+
+/// Identifies one writer's pair of logs: unique because stamps from one
+/// process strictly increase and pid and host tell processes apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LogId {
+    pub stamp: u64,
+    pub writer: u64,
+    pub pid: u32,
+    /// `name_hash` of the writer's hostname (the full name is in the log header).
+    pub host: u32,
+}
+
+const LOG_ID_TEXT_BYTES: usize = 16 + 1 + 16 + 1 + 8 + 1 + 8;
+
+impl LogId {
+    pub fn new(stamp: u64, writer: u64, pid: u32, hostname: &str) -> LogId {
+        LogId { stamp, writer, pid, host: name_hash(hostname) }
+    }
+
+    pub fn parse(text: &str) -> Option<LogId> {
+        if text.len() != LOG_ID_TEXT_BYTES {
+            return None;
+        }
+        let mut fields = text.split('.');
+        let id = LogId {
+            stamp: hex_u64(fields.next()?, 16)?,
+            writer: hex_u64(fields.next()?, 16)?,
+            pid: hex_u64(fields.next()?, 8)? as u32,
+            host: hex_u64(fields.next()?, 8)? as u32,
+        };
+        fields.next().is_none().then_some(id)
+    }
+}
+
+impl fmt::Display for LogId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}.{:016x}.{:08x}.{:08x}", self.stamp, self.writer, self.pid, self.host)
+    }
+}
+
+fn hex_u64(text: &str, width: usize) -> Option<u64> {
+    if text.len() != width || !text.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+        return None;
+    }
+    u64::from_str_radix(text, 16).ok()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogKind {
+    Data,
+    Index,
+}
+
+pub fn log_name(kind: LogKind, id: &LogId) -> String {
+    match kind {
+        LogKind::Data => format!("{DATA_PREFIX}{id}"),
+        LogKind::Index => format!("{INDEX_PREFIX}{id}"),
+    }
+}
+
+pub fn parse_log_name(name: &str) -> Option<(LogKind, LogId)> {
+    if let Some(rest) = name.strip_prefix(DATA_PREFIX) {
+        return LogId::parse(rest).map(|id| (LogKind::Data, id));
+    }
+    if let Some(rest) = name.strip_prefix(INDEX_PREFIX) {
+        return LogId::parse(rest).map(|id| (LogKind::Index, id));
+    }
+    None
+}
+
+pub fn hostdir_name(hostdir: HostdirId) -> String {
+    format!("{HOSTDIR_PREFIX}{}", hostdir.0)
+}
+
+pub fn parse_hostdir_name(name: &str) -> Option<HostdirId> {
+    let digits = name.strip_prefix(HOSTDIR_PREFIX)?;
+    if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if digits.len() > 1 && digits.starts_with('0') {
+        return None;
+    }
+    digits.parse().ok().map(HostdirId)
+}
+
+/// What an entry directly inside a container directory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerEntry {
+    Access,
+    Version,
+    Meta,
+    Hostdir(HostdirId),
+    /// Not a name plfs writes: reported by `plfs recover`, otherwise left alone.
+    Unknown,
+}
+
+pub fn classify_container_entry(name: &str) -> ContainerEntry {
+    match name {
+        ACCESS => ContainerEntry::Access,
+        VERSION => ContainerEntry::Version,
+        META_DIR => ContainerEntry::Meta,
+        _ => parse_hostdir_name(name).map_or(ContainerEntry::Unknown, ContainerEntry::Hostdir),
+    }
+}
+
+/// The summary a writer leaves in `meta/` when it closes, so `stat` of a
+/// closed file is one listing and no reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeRecord {
+    pub log: LogId,
+    /// Largest end offset of this log's writes after its own last truncate.
+    pub max_end: u64,
+    /// Data bytes this log holds (for st_blocks).
+    pub bytes: u64,
+    /// Stamp of this log's newest record (the file's mtime candidate).
+    pub last_stamp: u64,
+    /// This log's newest truncate: (stamp, size).
+    pub truncate: Option<(u64, u64)>,
+}
+
+impl SizeRecord {
+    /// A size record's fields travel in its name; a CRC32C of them closes
+    /// the name so a damaged or hand-made name is rejected, not believed.
+    pub fn name(&self) -> String {
+        let (truncate_stamp, truncate_size) = self.truncate.unwrap_or((0, 0));
+        let fields = format!(
+            "{}.{:016x}.{:016x}.{:016x}.{:016x}.{:016x}",
+            self.log, self.max_end, self.bytes, self.last_stamp, truncate_stamp, truncate_size
+        );
+        format!("{SIZE_PREFIX}{fields}.{:08x}", crc32c::crc32c(fields.as_bytes()))
+    }
+
+    fn parse(rest: &str) -> Result<SizeRecord> {
+        let bad = || Error::corrupt(format!("size record name {SIZE_PREFIX}{rest} is malformed"));
+        let (fields, crc) = rest.rsplit_once('.').ok_or_else(bad)?;
+        let crc = hex_u64(crc, 8).ok_or_else(bad)? as u32;
+        if crc != crc32c::crc32c(fields.as_bytes()) {
+            return Err(Error::corrupt(format!("size record name {SIZE_PREFIX}{rest}: checksum mismatch")));
+        }
+        if fields.len() < LOG_ID_TEXT_BYTES + 1 {
+            return Err(bad());
+        }
+        let (log, numbers) = fields.split_at(LOG_ID_TEXT_BYTES);
+        let log = LogId::parse(log).ok_or_else(bad)?;
+        let numbers: Vec<u64> = numbers
+            .strip_prefix('.')
+            .ok_or_else(bad)?
+            .split('.')
+            .map(|field| hex_u64(field, 16))
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        let [max_end, bytes, last_stamp, truncate_stamp, truncate_size] = numbers[..] else {
+            return Err(bad());
+        };
+        let truncate = (truncate_stamp != 0).then_some((truncate_stamp, truncate_size));
+        Ok(SizeRecord { log, max_end, bytes, last_stamp, truncate })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaEntry {
+    /// The writer of this log has the file open (or crashed with it open).
+    Open(LogId),
+    Size(SizeRecord),
+}
+
+pub fn open_record_name(log: &LogId) -> String {
+    format!("{OPEN_PREFIX}{log}")
+}
+
+/// Parses a name in `meta/`. None for names plfs does not write; an error
+/// for a size record whose checksum fails.
+pub fn parse_meta_name(name: &str) -> Option<Result<MetaEntry>> {
+    if let Some(rest) = name.strip_prefix(OPEN_PREFIX) {
+        return LogId::parse(rest).map(|id| Ok(MetaEntry::Open(id)));
+    }
+    if let Some(rest) = name.strip_prefix(SIZE_PREFIX) {
+        return Some(SizeRecord::parse(rest).map(MetaEntry::Size));
+    }
+    None
+}
+
+/// Name of the temporary directory a container is assembled in before it
+/// is renamed into place; it embeds a hash of the final name so it stays
+/// short whatever the file name's length.
+pub fn new_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
+    format!("{NEW_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+}
+
+/// Name a container is renamed to when it is unlinked, so it disappears in
+/// one step before its pieces are deleted.
+pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
+    format!("{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+}
+
+/// Whether a name in a logical directory is plfs's own.
+pub fn is_reserved(name: &str) -> bool {
+    name.starts_with(RESERVED_PREFIX)
+}
+
+/// Whether `name` is a half-built container (left by a crashed creator).
+pub fn is_new_container(name: &str) -> bool {
+    name.starts_with(NEW_CONTAINER_PREFIX)
+}
+
+/// Paths inside one container directory on one backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPaths {
+    pub dir: StorePath,
+}
+
+impl ContainerPaths {
+    pub fn new(dir: StorePath) -> ContainerPaths {
+        ContainerPaths { dir }
+    }
+
+    fn child(&self, name: &str) -> StorePath {
+        // Names built in this module are always valid components.
+        self.dir.join(name).expect("layout names are valid path components")
+    }
+
+    pub fn access(&self) -> StorePath {
+        self.child(ACCESS)
+    }
+
+    pub fn version(&self) -> StorePath {
+        self.child(VERSION)
+    }
+
+    pub fn meta_dir(&self) -> StorePath {
+        self.child(META_DIR)
+    }
+
+    pub fn meta(&self, name: &str) -> Result<StorePath> {
+        self.meta_dir().join(name)
+    }
+
+    pub fn hostdir(&self, hostdir: HostdirId) -> StorePath {
+        self.child(&hostdir_name(hostdir))
+    }
+
+    pub fn log(&self, hostdir: HostdirId, kind: LogKind, log: &LogId) -> StorePath {
+        self.hostdir(hostdir).join(&log_name(kind, log)).expect("layout names are valid path components")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn log_id() -> impl Strategy<Value = LogId> {
+        (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>())
+            .prop_map(|(stamp, writer, pid, host)| LogId { stamp, writer, pid, host })
+    }
+
+    proptest! {
+        #[test]
+        fn log_names_round_trip(id in log_id(), data in any::<bool>()) {
+            let kind = if data { LogKind::Data } else { LogKind::Index };
+            let name = log_name(kind, &id);
+            prop_assert!(name.len() <= 255);
+            prop_assert_eq!(parse_log_name(&name), Some((kind, id)));
+        }
+
+        #[test]
+        fn size_records_round_trip(
+            id in log_id(), max_end in any::<u64>(), bytes in any::<u64>(),
+            last_stamp in any::<u64>(), truncate in proptest::option::of((1u64.., any::<u64>()))
+        ) {
+            let record = SizeRecord { log: id, max_end, bytes, last_stamp, truncate };
+            let name = record.name();
+            prop_assert!(name.len() <= 255, "{} bytes", name.len());
+            prop_assert_eq!(parse_meta_name(&name).unwrap().unwrap(), MetaEntry::Size(record));
+        }
+
+        #[test]
+        fn hostdir_names_round_trip(n in 0u32..1024) {
+            prop_assert_eq!(parse_hostdir_name(&hostdir_name(HostdirId(n))), Some(HostdirId(n)));
+        }
+    }
+
+    #[test]
+    fn open_records_round_trip() {
+        let id = LogId::new(5, 6, 7, "host.with.dots");
+        assert_eq!(parse_meta_name(&open_record_name(&id)).unwrap().unwrap(), MetaEntry::Open(id));
+    }
+
+    #[test]
+    fn damaged_size_record_names_are_rejected() {
+        let record = SizeRecord {
+            log: LogId::new(1, 2, 3, "h"),
+            max_end: 100,
+            bytes: 100,
+            last_stamp: 9,
+            truncate: None,
+        };
+        let name = record.name();
+        let damaged = name.replacen("0000000000000064", "0000000000000065", 1);
+        assert_ne!(damaged, name);
+        let error = parse_meta_name(&damaged).unwrap().unwrap_err();
+        assert!(error.to_string().contains("checksum"), "{error}");
+    }
+
+    #[test]
+    fn foreign_names_are_not_misread() {
+        for name in ["data.x", "index.", "hostdir.", "hostdir.01", "hostdir.12345", "hostdir.-1", "notes.txt"]
+        {
+            assert_eq!(parse_log_name(name), None, "{name}");
+            if name.starts_with("hostdir") {
+                assert_eq!(parse_hostdir_name(name), None, "{name}");
+            }
+        }
+        assert_eq!(classify_container_entry("hostdir.7"), ContainerEntry::Hostdir(HostdirId(7)));
+        assert_eq!(classify_container_entry("README"), ContainerEntry::Unknown);
+        assert!(parse_meta_name("open.garbage").is_none());
+        assert!(is_reserved(&new_container_name(&"x".repeat(255), 1, 2)));
+    }
+}

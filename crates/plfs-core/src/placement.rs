@@ -1,0 +1,157 @@
+//! Every decision of *where* something lives: which backend holds a file's
+//! canonical container, which hostdir a host writes into, and which backend
+//! holds each hostdir. Progressive layouts (by extent) will plug in here.
+//!
+//! The hash is CRC32C of the UTF-8 name: stable across releases and hosts,
+//! which matters because placement is recomputed on every open and must
+//! agree with what was written years before.
+
+use crate::config::BackendRole;
+use crate::error::{Error, Result};
+
+/// Most hostdirs a container may have (bounds directory fan-out).
+pub const HOSTDIRS_MAX: u32 = 1024;
+
+/// Index of a backend in the mount's backend list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BackendId(pub usize);
+
+/// A hostdir bucket inside a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostdirId(pub u32);
+
+pub fn name_hash(name: &str) -> u32 {
+    crc32c::crc32c(name.as_bytes())
+}
+
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// Backends that may hold containers and their metadata.
+    canonical: Vec<BackendId>,
+    /// Backends that may hold hostdirs (writers' logs).
+    shadow: Vec<BackendId>,
+    backend_count: usize,
+    num_hostdirs: u32,
+}
+
+impl Placement {
+    /// Builds the placement for a mount's backends, in configured order.
+    /// Untyped backends take both roles; typed and untyped cannot mix.
+    pub fn new(roles: &[BackendRole], num_hostdirs: u32) -> Result<Placement> {
+        if roles.is_empty() {
+            return Err(Error::invalid("a mount needs at least one backend"));
+        }
+        if num_hostdirs == 0 || num_hostdirs > HOSTDIRS_MAX {
+            return Err(Error::invalid(format!("num_hostdirs {num_hostdirs} is outside 1..={HOSTDIRS_MAX}")));
+        }
+        let typed = roles.iter().filter(|role| **role != BackendRole::Any).count();
+        if typed != 0 && typed != roles.len() {
+            return Err(Error::invalid("backends must be all typed (canonical/shadow) or all untyped"));
+        }
+        let with_role = |wanted: BackendRole| -> Vec<BackendId> {
+            roles
+                .iter()
+                .enumerate()
+                .filter(|(_, role)| **role == BackendRole::Any || **role == wanted)
+                .map(|(index, _)| BackendId(index))
+                .collect()
+        };
+        let canonical = with_role(BackendRole::Canonical);
+        let shadow = with_role(BackendRole::Shadow);
+        if canonical.is_empty() {
+            return Err(Error::invalid("no backend has the canonical role"));
+        }
+        if shadow.is_empty() {
+            return Err(Error::invalid("no backend has the shadow role"));
+        }
+        Ok(Placement { canonical, shadow, backend_count: roles.len(), num_hostdirs })
+    }
+
+    pub fn backend_count(&self) -> usize {
+        self.backend_count
+    }
+
+    pub fn num_hostdirs(&self) -> u32 {
+        self.num_hostdirs
+    }
+
+    /// Where the container of a file named `file_name` (last path
+    /// component) lives. Only the name is hashed, as in PLFS, so moving a
+    /// file between directories never moves its container between backends.
+    pub fn canonical_backend(&self, file_name: &str) -> BackendId {
+        self.canonical[name_hash(file_name) as usize % self.canonical.len()]
+    }
+
+    /// The hostdir all writers on `hostname` share, bounding the number of
+    /// entries per directory by hosts rather than by processes.
+    pub fn hostdir(&self, hostname: &str) -> HostdirId {
+        HostdirId(name_hash(hostname) % self.num_hostdirs)
+    }
+
+    /// The backend holding hostdir `hostdir` of the file `file_name`.
+    /// Consecutive hostdirs land on consecutive shadow backends, starting at
+    /// an offset given by the file name, so no single backend holds every
+    /// hostdir of a file and different files start on different backends.
+    pub fn hostdir_backend(&self, file_name: &str, hostdir: HostdirId) -> BackendId {
+        let start = name_hash(file_name) as usize;
+        self.shadow[(start + hostdir.0 as usize) % self.shadow.len()]
+    }
+
+    /// Backends that may hold any hostdir of any file; readers look here.
+    pub fn shadow_backends(&self) -> &[BackendId] {
+        &self.shadow
+    }
+
+    /// Every backend: directories are mirrored on all of them.
+    pub fn all_backends(&self) -> impl Iterator<Item = BackendId> {
+        (0..self.backend_count).map(BackendId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn untyped(count: usize) -> Vec<BackendRole> {
+        vec![BackendRole::Any; count]
+    }
+
+    #[test]
+    fn hostdirs_of_one_file_spread_over_every_backend() {
+        let placement = Placement::new(&untyped(3), 32).unwrap();
+        let used: BTreeSet<_> =
+            (0..32).map(|h| placement.hostdir_backend("checkpoint.0001", HostdirId(h))).collect();
+        assert_eq!(used.len(), 3);
+    }
+
+    #[test]
+    fn canonical_choice_spreads_names_and_is_stable() {
+        let placement = Placement::new(&untyped(4), 32).unwrap();
+        let used: BTreeSet<_> = (0..64).map(|i| placement.canonical_backend(&format!("file.{i}"))).collect();
+        assert_eq!(used.len(), 4);
+        // Pinned: placement must never change between releases.
+        assert_eq!(name_hash("checkpoint"), crc32c::crc32c(b"checkpoint"));
+        assert_eq!(placement.canonical_backend("a"), BackendId(crc32c::crc32c(b"a") as usize % 4));
+    }
+
+    #[test]
+    fn typed_roles_are_respected() {
+        let roles = [BackendRole::Canonical, BackendRole::Shadow, BackendRole::Shadow];
+        let placement = Placement::new(&roles, 8).unwrap();
+        for i in 0..50 {
+            let name = format!("f{i}");
+            assert_eq!(placement.canonical_backend(&name), BackendId(0));
+            assert_ne!(placement.hostdir_backend(&name, HostdirId(i % 8)), BackendId(0));
+        }
+    }
+
+    #[test]
+    fn bad_configurations_are_rejected() {
+        assert!(Placement::new(&[], 32).is_err());
+        assert!(Placement::new(&untyped(1), 0).is_err());
+        assert!(Placement::new(&untyped(1), HOSTDIRS_MAX + 1).is_err());
+        assert!(Placement::new(&[BackendRole::Any, BackendRole::Shadow], 4).is_err());
+        assert!(Placement::new(&[BackendRole::Shadow], 4).is_err());
+    }
+}
