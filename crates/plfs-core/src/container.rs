@@ -1,0 +1,498 @@
+//! Containers on backends: lock-free creation, finding every log of a file
+//! on every backend, reading metadata records, and removal.
+//!
+//! Creation assembles a complete container (version, access file, meta
+//! directory) under a private temporary name and publishes it with one
+//! no-replace rename, so any number of racing creators end with exactly one
+//! container and no reader ever sees a half-made one. On stores without
+//! atomic directory rename (S3) the access file's conditional create is the
+//! deciding step instead.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::access::AccessRecord;
+use crate::format::index_log::{self, DecodedIndexLog, Record};
+use crate::format::version::VersionRecord;
+use crate::fs::MountState;
+use crate::layout::{self, ContainerEntry, ContainerPaths, LogId, LogKind, MetaEntry, SizeRecord};
+use crate::placement::{BackendId, HostdirId};
+use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
+
+/// Racing creators retry a few times when they lose in a way that leaves no
+/// container behind (e.g. the winner unlinked it again at once).
+const CREATE_ATTEMPTS_MAX: usize = 6;
+
+/// What a logical path is, as seen on its canonical backend.
+#[derive(Debug, Clone)]
+pub enum Lookup {
+    File(AccessRecord),
+    Directory(Metadata),
+    Symlink(Metadata),
+}
+
+/// The name that decides placement: the last component, or "/" for the root.
+pub fn placement_name(path: &StorePath) -> &str {
+    path.file_name().unwrap_or("/")
+}
+
+pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, ContainerPaths) {
+    let backend = mount.placement.canonical_backend(placement_name(path));
+    (backend, ContainerPaths::new(path.clone()))
+}
+
+/// Finds what is at `path`. A directory holding an access file is a file.
+pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    let metadata = store.metadata(path).with_context(|| format!("{}: {path}", store.url()))?;
+    match metadata.kind {
+        EntryKind::Symlink => Ok(Lookup::Symlink(metadata)),
+        EntryKind::File => Err(Error::corrupt(format!(
+            "{}: {path} is a plain file where plfs expects a container or directory",
+            store.url()
+        ))),
+        EntryKind::Directory => match store.read_all(&paths.access()) {
+            Ok(bytes) => Ok(Lookup::File(
+                AccessRecord::decode(&bytes)
+                    .with_context(|| format!("{}: {}", store.url(), paths.access()))?,
+            )),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(Lookup::Directory(metadata)),
+            Err(error) => Err(error),
+        },
+    }
+}
+
+/// Creates the container for `path` unless one exists. Returns whether this
+/// call created it. `exclusive` turns an existing container into an error.
+pub(crate) fn create(
+    mount: &MountState,
+    path: &StorePath,
+    access: &AccessRecord,
+    exclusive: bool,
+) -> Result<bool> {
+    let name = path.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    for _ in 0..CREATE_ATTEMPTS_MAX {
+        match lookup(mount, path) {
+            Ok(Lookup::File(_)) if exclusive => {
+                return Err(Error::new(ErrorKind::AlreadyExists, path.to_string()));
+            }
+            Ok(Lookup::File(_)) => return Ok(false),
+            Ok(Lookup::Directory(_)) => return Err(Error::new(ErrorKind::IsADirectory, path.to_string())),
+            Ok(Lookup::Symlink(_)) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_string())),
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        let parent = path.parent().unwrap_or_default();
+        match store.metadata(&parent) {
+            Ok(metadata) if metadata.kind == EntryKind::Directory => {}
+            Ok(_) => return Err(Error::new(ErrorKind::NotADirectory, parent.to_string())),
+            Err(error) => return Err(error.context(format!("parent of {path}"))),
+        }
+        let published = if store.capabilities().atomic_dir_rename {
+            publish_by_rename(mount, store, &parent, name, &paths, access)?
+        } else {
+            publish_by_access_file(store, &paths, access)?
+        };
+        if published {
+            return Ok(true);
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Io,
+        format!(
+            "{path}: container creation kept racing with removal; gave up after {CREATE_ATTEMPTS_MAX} attempts"
+        ),
+    ))
+}
+
+fn publish_by_rename(
+    mount: &MountState,
+    store: &dyn Store,
+    parent: &StorePath,
+    name: &str,
+    paths: &ContainerPaths,
+    access: &AccessRecord,
+) -> Result<bool> {
+    let temporary = parent.join(&layout::new_container_name(name, mount.stamper.next(), mount.pid))?;
+    let staged = ContainerPaths::new(temporary.clone());
+    let assemble = || -> Result<()> {
+        store.create_dir(&temporary, 0o755)?;
+        store.create_dir(&staged.meta_dir(), 0o755)?;
+        store.create_new(&staged.version(), &VersionRecord::current().encode())?;
+        store.create_new(&staged.access(), &access.encode())?;
+        store.rename(&temporary, &paths.dir)
+    };
+    match assemble() {
+        Ok(()) => Ok(true),
+        Err(error) => {
+            remove_tree(store, &temporary).ok();
+            if error.kind() == ErrorKind::AlreadyExists {
+                Ok(false)
+            } else {
+                Err(error.context(format!("{}: creating container {}", store.url(), paths.dir)))
+            }
+        }
+    }
+}
+
+fn publish_by_access_file(store: &dyn Store, paths: &ContainerPaths, access: &AccessRecord) -> Result<bool> {
+    store.create_dir_all(&paths.meta_dir())?;
+    match store.create_new(&paths.version(), &VersionRecord::current().encode()) {
+        Ok(()) => {}
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(error),
+    }
+    match store.create_new(&paths.access(), &access.encode()) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Removes a directory tree on one store, deepest entries first.
+pub(crate) fn remove_tree(store: &dyn Store, path: &StorePath) -> Result<()> {
+    let entries = match store.list(path) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    for entry in entries {
+        let child = path.join(&entry.name)?;
+        match entry.kind {
+            EntryKind::Directory => remove_tree(store, &child)?,
+            EntryKind::File | EntryKind::Symlink => ignore_missing(store.remove_file(&child))?,
+        }
+    }
+    ignore_missing(store.remove_dir(path))
+}
+
+pub(crate) fn ignore_missing(result: Result<()>) -> Result<()> {
+    match result {
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// One writer's logs, wherever they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLocation {
+    pub backend: BackendId,
+    pub hostdir: HostdirId,
+    pub id: LogId,
+    pub has_index: bool,
+    pub has_data: bool,
+}
+
+impl LogLocation {
+    pub fn path(&self, container: &StorePath, kind: LogKind) -> StorePath {
+        ContainerPaths::new(container.clone()).log(self.hostdir, kind, &self.id)
+    }
+}
+
+/// Everything found in a container's directories across all backends.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    pub logs: Vec<LogLocation>,
+    /// Names plfs does not write, with their backend: for `plfs recover`.
+    pub unknown: Vec<(BackendId, StorePath)>,
+}
+
+/// Lists every hostdir of the container on every backend (hostdirs may be
+/// anywhere after a rename or a change of num_hostdirs).
+pub(crate) fn inventory(mount: &MountState, path: &StorePath) -> Result<Inventory> {
+    let paths = ContainerPaths::new(path.clone());
+    let mut found: BTreeMap<(BackendId, HostdirId, LogId), (bool, bool)> = BTreeMap::new();
+    let mut inventory = Inventory::default();
+    for backend in mount.placement.all_backends() {
+        let store = mount.store(backend);
+        let entries = match store.list(path) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            Err(error) => return Err(error.context(format!("{}: listing {path}", store.url()))),
+        };
+        for entry in entries {
+            let ContainerEntry::Hostdir(hostdir) = layout::classify_container_entry(&entry.name) else {
+                continue;
+            };
+            let hostdir_path = paths.hostdir(hostdir);
+            let logs =
+                store.list(&hostdir_path).with_context(|| format!("{}: {hostdir_path}", store.url()))?;
+            for log in logs {
+                match layout::parse_log_name(&log.name) {
+                    Some((kind, id)) => {
+                        let slot = found.entry((backend, hostdir, id)).or_insert((false, false));
+                        match kind {
+                            LogKind::Index => slot.0 = true,
+                            LogKind::Data => slot.1 = true,
+                        }
+                    }
+                    None => inventory.unknown.push((backend, hostdir_path.join(&log.name)?)),
+                }
+            }
+        }
+    }
+    inventory.logs = found
+        .into_iter()
+        .map(|((backend, hostdir, id), (has_index, has_data))| LogLocation {
+            backend,
+            hostdir,
+            id,
+            has_index,
+            has_data,
+        })
+        .collect();
+    Ok(inventory)
+}
+
+/// The records in `meta/`, split into open records and size records.
+#[derive(Debug, Default)]
+pub struct MetaRecords {
+    pub open: Vec<LogId>,
+    pub sizes: Vec<SizeRecord>,
+    /// A size record name failed its checksum: sizes must come from logs.
+    pub damaged: bool,
+}
+
+pub(crate) fn read_meta(mount: &MountState, path: &StorePath) -> Result<MetaRecords> {
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    let mut records = MetaRecords::default();
+    let entries = match store.list(&paths.meta_dir()) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(records),
+        Err(error) => return Err(error.context(format!("{}: {}", store.url(), paths.meta_dir()))),
+    };
+    for entry in entries {
+        match layout::parse_meta_name(&entry.name) {
+            Some(Ok(MetaEntry::Open(id))) => records.open.push(id),
+            Some(Ok(MetaEntry::Size(size))) => records.sizes.push(size),
+            Some(Err(error)) => {
+                tracing::warn!("{}: {}: {error}; sizes will be read from index logs", store.url(), path);
+                records.damaged = true;
+            }
+            None => {}
+        }
+    }
+    Ok(records)
+}
+
+/// Reads and decodes one index log. A torn tail is logged and skipped.
+pub(crate) fn read_index_log(
+    mount: &MountState,
+    path: &StorePath,
+    log: &LogLocation,
+) -> Result<DecodedIndexLog> {
+    let store = mount.store(log.backend);
+    let log_path = log.path(path, LogKind::Index);
+    let label = || format!("{}: index log {log_path}", store.url());
+    let bytes = store.read_all(&log_path).with_context(label)?;
+    let decoded = index_log::decode(&bytes).with_context(label)?;
+    if let Some(torn) = decoded.torn_tail {
+        tracing::warn!(
+            "{}: ignoring torn tail of {} bytes at offset {} (run `plfs recover`)",
+            label(),
+            torn.length,
+            torn.offset
+        );
+    }
+    Ok(decoded)
+}
+
+/// Size, blocks and newest stamp of a file, from its records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SizeSummary {
+    pub eof: u64,
+    pub bytes: u64,
+    pub last_stamp: u64,
+}
+
+/// Summarises one log's records the way its size record would.
+pub fn summarize(log: LogId, records: &[Record]) -> SizeRecord {
+    let mut summary = SizeRecord { log, max_end: 0, bytes: 0, last_stamp: 0, truncate: None };
+    for record in records {
+        match record {
+            Record::Write(write) => {
+                summary.max_end = summary.max_end.max(write.logical.saturating_add(write.length));
+                summary.bytes += write.length;
+                summary.last_stamp = summary.last_stamp.max(write.stamp);
+            }
+            Record::Truncate(truncate) => {
+                summary.max_end = 0;
+                summary.truncate = Some((truncate.stamp, truncate.size));
+                summary.last_stamp = summary.last_stamp.max(truncate.stamp);
+            }
+        }
+    }
+    summary
+}
+
+/// The file's size from per-log summaries: the newest truncate (stamp T,
+/// size S) sets a floor; only writes after T can extend past S. A log whose
+/// records straddle T is resolved from its records via `records_of`.
+pub(crate) fn combine_sizes(
+    summaries: &[SizeRecord],
+    mut records_of: impl FnMut(&LogId) -> Result<Vec<Record>>,
+) -> Result<SizeSummary> {
+    let newest_truncate = summaries.iter().filter_map(|s| s.truncate.map(|t| (t, s.log))).max();
+    let mut result = SizeSummary {
+        eof: newest_truncate.map_or(0, |((_, size), _)| size),
+        bytes: summaries.iter().map(|s| s.bytes).sum(),
+        last_stamp: summaries.iter().map(|s| s.last_stamp).max().unwrap_or(0),
+    };
+    let Some(((truncate_stamp, _), truncating_log)) = newest_truncate else {
+        result.eof = summaries.iter().map(|s| s.max_end).max().unwrap_or(0);
+        return Ok(result);
+    };
+    for summary in summaries {
+        if summary.log == truncating_log || summary.log.stamp > truncate_stamp {
+            result.eof = result.eof.max(summary.max_end);
+        } else if summary.last_stamp > truncate_stamp && summary.max_end > result.eof {
+            for record in records_of(&summary.log)? {
+                if let Record::Write(write) = record
+                    && write.stamp > truncate_stamp
+                {
+                    result.eof = result.eof.max(write.logical.saturating_add(write.length));
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// Computes a closed or open file's size from `meta/`, reading only the
+/// index logs of writers that are still open (or crashed open) and of logs
+/// that straddle the newest truncate.
+pub(crate) fn size_from_meta(mount: &MountState, path: &StorePath) -> Result<SizeSummary> {
+    let meta = read_meta(mount, path)?;
+    let mut inventory_cache: Option<Inventory> = None;
+    let mut locate = |id: &LogId| -> Result<Option<LogLocation>> {
+        let hostdir = HostdirId(id.host % mount.placement.num_hostdirs());
+        let backend = mount.placement.hostdir_backend(placement_name(path), hostdir);
+        let guess = LogLocation { backend, hostdir, id: *id, has_index: true, has_data: true };
+        if mount.store(backend).exists(&guess.path(path, LogKind::Index))? {
+            return Ok(Some(guess));
+        }
+        if inventory_cache.is_none() {
+            inventory_cache = Some(inventory(mount, path)?);
+        }
+        let inventory = inventory_cache.as_ref().expect("just filled");
+        Ok(inventory.logs.iter().find(|log| log.id == *id && log.has_index).cloned())
+    };
+    let mut summaries: Vec<SizeRecord> = Vec::new();
+    let mut loaded: BTreeMap<LogId, Vec<Record>> = BTreeMap::new();
+    if meta.damaged {
+        let all = inventory(mount, path)?;
+        for log in all.logs.iter().filter(|log| log.has_index) {
+            let records = read_index_log(mount, path, log)?.records;
+            summaries.push(summarize(log.id, &records));
+            loaded.insert(log.id, records);
+        }
+    } else {
+        let closed: HashSet<LogId> = meta.sizes.iter().map(|s| s.log).collect();
+        summaries.extend(meta.sizes.iter().copied());
+        for id in meta.open.iter().filter(|id| !closed.contains(id)) {
+            if let Some(log) = locate(id)? {
+                let records = read_index_log(mount, path, &log)?.records;
+                summaries.push(summarize(*id, &records));
+                loaded.insert(*id, records);
+            }
+        }
+    }
+    combine_sizes(&summaries, |id| {
+        if let Some(records) = loaded.get(id) {
+            return Ok(records.clone());
+        }
+        match locate(id)? {
+            Some(log) => Ok(read_index_log(mount, path, &log)?.records),
+            None => Ok(Vec::new()),
+        }
+    })
+}
+
+/// After a truncate to zero at `stamp`, deletes the logs it made entirely
+/// obsolete: closed (a size record, no open record) and with every record
+/// older than the truncate. Index log first, so a crash in between leaves
+/// an orphan data log (reported by `plfs recover`), never an index record
+/// pointing at nothing. Logs of writers still open are left alone.
+pub(crate) fn reclaim_before(mount: &MountState, path: &StorePath, stamp: u64) -> Result<()> {
+    let meta = read_meta(mount, path)?;
+    if meta.damaged {
+        return Ok(());
+    }
+    let open: HashSet<LogId> = meta.open.iter().copied().collect();
+    let obsolete: Vec<&SizeRecord> =
+        meta.sizes.iter().filter(|size| size.last_stamp < stamp && !open.contains(&size.log)).collect();
+    if obsolete.is_empty() {
+        return Ok(());
+    }
+    let inventory = inventory(mount, path)?;
+    let (backend, paths) = canonical(mount, path);
+    for size in obsolete {
+        for log in inventory.logs.iter().filter(|log| log.id == size.log) {
+            let store = mount.store(log.backend);
+            ignore_missing(store.remove_file(&log.path(path, LogKind::Index)))?;
+            ignore_missing(store.remove_file(&log.path(path, LogKind::Data)))?;
+        }
+        ignore_missing(mount.store(backend).remove_file(&paths.meta(&size.name())?))?;
+    }
+    mount.log_cache.forget_under(path);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::index_log::{TruncateRecord, WriteRecord};
+    use crate::index::{LogRef, MergedIndex};
+    use proptest::prelude::*;
+
+    fn write(logical: u64, length: u64, stamp: u64) -> Record {
+        Record::Write(WriteRecord {
+            logical,
+            length,
+            physical: 0,
+            stamp,
+            sequence: stamp,
+            writer: 0,
+            data_crc: 0,
+        })
+    }
+
+    fn truncate(size: u64, stamp: u64) -> Record {
+        Record::Truncate(TruncateRecord { size, stamp, sequence: stamp, writer: 0 })
+    }
+
+    proptest! {
+        /// Sizes computed from summaries agree with a full merge, whatever
+        /// mix of writes and truncates the logs hold.
+        #[test]
+        fn summaries_agree_with_the_merge(
+            ops in proptest::collection::vec((0usize..4, 0u64..1000, 0u64..200, 0u8..6), 1..40),
+            late_start in proptest::collection::vec(any::<bool>(), 4)
+        ) {
+            // Records of different logs interleave in time; some logs are
+            // created before every record, others just before their first.
+            let mut per_log: Vec<(Option<LogId>, Vec<Record>)> = vec![(None, Vec::new()); 4];
+            for (position, &(log, offset, length, kind)) in ops.iter().enumerate() {
+                let stamp = 10 + 2 * position as u64;
+                if per_log[log].0.is_none() {
+                    let created = if late_start[log] { stamp - 1 } else { 1 + log as u64 };
+                    per_log[log].0 = Some(LogId { stamp: created, writer: log as u64, pid: 1, host: 2 });
+                }
+                per_log[log].1.push(if kind == 0 { truncate(offset, stamp) } else { write(offset, length, stamp) });
+            }
+            let per_log: Vec<(LogId, Vec<Record>)> =
+                per_log.into_iter().filter_map(|(id, records)| id.map(|id| (id, records))).collect();
+            let summaries: Vec<SizeRecord> = per_log.iter().map(|(id, r)| summarize(*id, r)).collect();
+            let combined = combine_sizes(&summaries, |id| {
+                Ok(per_log.iter().find(|(i, _)| i == id).unwrap().1.clone())
+            }).unwrap();
+            let merged = MergedIndex::from_logs(
+                per_log.iter().enumerate().map(|(i, (_, r))| (LogRef(i as u32), r.as_slice())), true);
+            prop_assert_eq!(combined.eof, merged.eof());
+        }
+    }
+}

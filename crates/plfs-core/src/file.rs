@@ -1,0 +1,617 @@
+//! An open logical file: per-writer logs on the write side, a merged index
+//! on the read side, shared by every handle of the file in this process.
+//!
+//! Lock order, always: `write_gate` → one writer slot → `read_state`.
+//! Writes hold the gate shared, so writers run in parallel; building the
+//! read state holds it exclusively, so no record can be half-applied.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::container::{self, LogLocation};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
+use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WriteRecord};
+use crate::fs::MountState;
+use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
+use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
+use crate::placement::{BackendId, HostdirId};
+use crate::store::{AppendWriter, StorePath};
+
+/// Identifies a writer (a process, an MPI rank, a FUSE client): each gets
+/// its own data and index log.
+pub type WriterId = u64;
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub exclusive: bool,
+    pub truncate: bool,
+}
+
+impl OpenFlags {
+    pub const RDONLY: OpenFlags =
+        OpenFlags { read: true, write: false, create: false, exclusive: false, truncate: false };
+    pub const WRONLY: OpenFlags =
+        OpenFlags { read: false, write: true, create: false, exclusive: false, truncate: false };
+    pub const RDWR: OpenFlags =
+        OpenFlags { read: true, write: true, create: false, exclusive: false, truncate: false };
+
+    pub fn create(mut self) -> OpenFlags {
+        self.create = true;
+        self
+    }
+
+    pub fn exclusive(mut self) -> OpenFlags {
+        self.exclusive = true;
+        self
+    }
+
+    pub fn truncate(mut self) -> OpenFlags {
+        self.truncate = true;
+        self
+    }
+
+    /// From POSIX `open(2)` flags; flags plfs has no use for are ignored,
+    /// an access mode that is not one of the three is refused.
+    pub fn from_posix(flags: i32) -> Result<OpenFlags> {
+        let mut result = match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => OpenFlags::RDONLY,
+            libc::O_WRONLY => OpenFlags::WRONLY,
+            libc::O_RDWR => OpenFlags::RDWR,
+            other => return Err(Error::invalid(format!("open access mode {other:#o} is not valid"))),
+        };
+        result.create = flags & libc::O_CREAT != 0;
+        result.exclusive = flags & libc::O_EXCL != 0;
+        result.truncate = flags & libc::O_TRUNC != 0;
+        if result.exclusive && !result.create {
+            result.exclusive = false;
+        }
+        Ok(result)
+    }
+}
+
+/// One writer's open log pair.
+#[derive(Debug)]
+struct WriterLogs {
+    id: LogId,
+    backend: BackendId,
+    hostdir: HostdirId,
+    data: Box<dyn AppendWriter>,
+    index: Box<dyn AppendWriter>,
+    frame: FrameBuilder,
+    sequence: u64,
+    summary: SizeRecord,
+    /// Data appended since the last sync.
+    data_dirty: bool,
+    /// Index bytes appended since the last sync.
+    index_dirty: bool,
+}
+
+#[derive(Debug, Default)]
+struct WriterSlot {
+    /// None before the first write, and after a failed append retired the
+    /// pair (the next write starts a fresh pair rather than append after a
+    /// possibly torn tail).
+    logs: Option<WriterLogs>,
+    /// Closed logs of this writer, summarised for their size records.
+    retired: Vec<SizeRecord>,
+}
+
+/// The read side: a merged index and the data logs it points into.
+#[derive(Debug)]
+struct ReadState {
+    index: MergedIndex,
+    sources: Vec<Arc<DataLog>>,
+    refs: HashMap<LogId, LogRef>,
+}
+
+/// The data logs one read touches.
+type ReadSources = HashMap<LogRef, Arc<DataLog>>;
+
+/// Where a data log the index points into lives.
+#[derive(Debug)]
+struct DataLog {
+    backend: BackendId,
+    path: StorePath,
+}
+
+impl ReadState {
+    fn log_ref(&mut self, id: LogId, backend: BackendId, path: StorePath) -> LogRef {
+        *self.refs.entry(id).or_insert_with(|| {
+            self.sources.push(Arc::new(DataLog { backend, path }));
+            LogRef((self.sources.len() - 1) as u32)
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct OpenFile {
+    mount: Arc<MountState>,
+    path: RwLock<StorePath>,
+    write_gate: RwLock<()>,
+    writers: Mutex<HashMap<WriterId, Arc<Mutex<WriterSlot>>>>,
+    read_state: RwLock<Option<ReadState>>,
+    /// The file size as this process knows it: disk state when first
+    /// needed, then moved by local writes and truncates (lazy stat).
+    eof: Mutex<Option<u64>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write_lock<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl OpenFile {
+    pub(crate) fn new(mount: Arc<MountState>, path: StorePath) -> OpenFile {
+        OpenFile {
+            mount,
+            path: RwLock::new(path),
+            write_gate: RwLock::new(()),
+            writers: Mutex::new(HashMap::new()),
+            read_state: RwLock::new(None),
+            eof: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn path(&self) -> StorePath {
+        read_lock(&self.path).clone()
+    }
+
+    pub(crate) fn set_path(&self, path: StorePath) {
+        *write_lock(&self.path) = path;
+    }
+
+    fn slot(&self, writer: WriterId) -> Arc<Mutex<WriterSlot>> {
+        lock(&self.writers).entry(writer).or_default().clone()
+    }
+
+    fn slots(&self) -> Vec<Arc<Mutex<WriterSlot>>> {
+        lock(&self.writers).values().cloned().collect()
+    }
+
+    /// Appends `buf` at logical `offset` for `writer`.
+    pub(crate) fn write(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let end =
+            offset.checked_add(buf.len() as u64).filter(|end| *end <= FILE_SIZE_MAX).ok_or_else(|| {
+                Error::invalid(format!(
+                    "write of {} bytes at offset {offset} passes the maximum file size",
+                    buf.len()
+                ))
+            })?;
+        let _gate = read_lock(&self.write_gate);
+        let slot = self.slot(writer);
+        let mut slot = lock(&slot);
+        let path = self.path();
+        let logs = self.ensure_logs(&mut slot, writer, &path)?;
+        let physical = logs.data.len();
+        if let Err(error) = logs.data.append(buf) {
+            self.retire(&mut slot, &path);
+            return Err(error.context(format!("{path}: writing {} bytes at offset {offset}", buf.len())));
+        }
+        let logs = slot.logs.as_mut().expect("present after ensure");
+        logs.data_dirty = true;
+        let record = Record::Write(WriteRecord {
+            logical: offset,
+            length: buf.len() as u64,
+            physical,
+            stamp: self.mount.stamper.next(),
+            sequence: logs.sequence,
+            writer,
+            data_crc: crc32c::crc32c(buf),
+        });
+        self.push_record(&mut slot, &path, &record)?;
+        let logs = slot.logs.as_ref().expect("present");
+        let (id, backend, data_path) = (
+            logs.id,
+            logs.backend,
+            ContainerPaths::new(path.clone()).log(logs.hostdir, LogKind::Data, &logs.id),
+        );
+        if let Some(state) = write_lock(&self.read_state).as_mut() {
+            let log = state.log_ref(id, backend, data_path);
+            state.index.apply_write(offset, buf.len() as u64, log, physical);
+        }
+        if let Some(eof) = lock(&self.eof).as_mut() {
+            *eof = (*eof).max(end);
+        }
+        Ok(buf.len())
+    }
+
+    /// Records a truncate to `size` on behalf of `writer`, durably, and
+    /// returns its stamp.
+    pub(crate) fn truncate(&self, size: u64, writer: WriterId) -> Result<u64> {
+        if size > FILE_SIZE_MAX {
+            return Err(Error::invalid(format!("truncate to {size} passes the maximum file size")));
+        }
+        let _gate = read_lock(&self.write_gate);
+        let slot = self.slot(writer);
+        let mut slot = lock(&slot);
+        let path = self.path();
+        self.ensure_logs(&mut slot, writer, &path)?;
+        let logs = slot.logs.as_mut().expect("present after ensure");
+        let stamp = self.mount.stamper.next();
+        let record = Record::Truncate(TruncateRecord { size, stamp, sequence: logs.sequence, writer });
+        self.push_record(&mut slot, &path, &record)?;
+        self.sync_slot(&mut slot, &path)?;
+        if let Some(state) = write_lock(&self.read_state).as_mut() {
+            state.index.apply_truncate(size);
+        }
+        *lock(&self.eof) = Some(size);
+        Ok(stamp)
+    }
+
+    /// Buffers a record in the writer's frame, appending the frame to the
+    /// index log when it reaches the flush threshold.
+    fn push_record(&self, slot: &mut WriterSlot, path: &StorePath, record: &Record) -> Result<()> {
+        let logs = slot.logs.as_mut().expect("caller ensured logs");
+        logs.frame.push(record);
+        logs.sequence += 1;
+        absorb(&mut logs.summary, record);
+        if logs.frame.len() >= self.mount.tuning.index_flush_bytes {
+            self.flush_frame(slot, path)?;
+        }
+        Ok(())
+    }
+
+    /// Appends the buffered frame to the index log (no fsync). A failure
+    /// retires the log pair: its tail may be torn and must stay the tail.
+    fn flush_frame(&self, slot: &mut WriterSlot, path: &StorePath) -> Result<()> {
+        let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
+        let Some(frame) = logs.frame.finish() else { return Ok(()) };
+        let result = logs.index.append(frame);
+        logs.frame.clear();
+        match result {
+            Ok(()) => {
+                logs.index_dirty = true;
+                Ok(())
+            }
+            Err(error) => {
+                self.retire(slot, path);
+                Err(error.context(format!("{path}: appending index records")))
+            }
+        }
+    }
+
+    /// Makes a writer's data durable, then the index records that point at
+    /// it: after a crash an index record never names bytes that are gone.
+    fn sync_slot(&self, slot: &mut WriterSlot, path: &StorePath) -> Result<()> {
+        let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
+        if logs.data_dirty {
+            if let Err(error) = logs.data.sync() {
+                self.retire(slot, path);
+                return Err(error.context(format!("{path}: syncing data log")));
+            }
+            slot.logs.as_mut().expect("present").data_dirty = false;
+        }
+        self.flush_frame(slot, path)?;
+        let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
+        if logs.index_dirty {
+            if let Err(error) = logs.index.sync() {
+                self.retire(slot, path);
+                return Err(error.context(format!("{path}: syncing index log")));
+            }
+            slot.logs.as_mut().expect("present").index_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Stops using a writer's log pair after a failure. Its summary still
+    /// gets a size record at close, covering what reached the index.
+    fn retire(&self, slot: &mut WriterSlot, path: &StorePath) {
+        if let Some(logs) = slot.logs.take() {
+            tracing::warn!("{path}: retiring log pair {} after a failed append", logs.id);
+            slot.retired.push(logs.summary);
+            drop(logs.data.close());
+            drop(logs.index.close());
+        }
+    }
+
+    /// Creates the writer's logs on first use: hostdir, open record, then
+    /// the index and data logs with their headers.
+    fn ensure_logs<'a>(
+        &self,
+        slot: &'a mut WriterSlot,
+        writer: WriterId,
+        path: &StorePath,
+    ) -> Result<&'a mut WriterLogs> {
+        if slot.logs.is_none() {
+            slot.logs = Some(self.create_logs(writer, path)?);
+        }
+        Ok(slot.logs.as_mut().expect("just created"))
+    }
+
+    fn create_logs(&self, writer: WriterId, path: &StorePath) -> Result<WriterLogs> {
+        let mount = &self.mount;
+        let name = container::placement_name(path);
+        let hostdir = mount.placement.hostdir(&mount.hostname);
+        let backend = mount.placement.hostdir_backend(name, hostdir);
+        let store = mount.store(backend);
+        let paths = ContainerPaths::new(path.clone());
+        let (canonical_backend, _) = container::canonical(mount, path);
+        let context = || format!("{}: {path}: creating logs for writer {writer}", store.url());
+        if backend == canonical_backend {
+            // The container exists here; never recreate it if it was removed.
+            match store.create_dir(&paths.hostdir(hostdir), 0o755) {
+                Ok(()) => {}
+                Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(error.context(context())),
+            }
+        } else {
+            store.create_dir_all(&paths.hostdir(hostdir)).with_context(context)?;
+        }
+        let id = LogId::new(mount.stamper.next(), writer, mount.pid, &mount.hostname);
+        let canonical_store = mount.store(canonical_backend);
+        canonical_store
+            .create_new(&paths.meta(&layout::open_record_name(&id))?, &[])
+            .with_context(|| format!("{}: {path}: open record", canonical_store.url()))?;
+        let header =
+            LogHeader { created_stamp: id.stamp, writer, pid: mount.pid, hostname: mount.hostname.clone() };
+        let mut index =
+            store.create_append(&paths.log(hostdir, LogKind::Index, &id)).with_context(context)?;
+        index.append(&header.encode(INDEX_MAGIC)).with_context(context)?;
+        let mut data = store.create_append(&paths.log(hostdir, LogKind::Data, &id)).with_context(context)?;
+        data.append(&header.encode(DATA_MAGIC)).with_context(context)?;
+        Ok(WriterLogs {
+            id,
+            backend,
+            hostdir,
+            data,
+            index,
+            frame: FrameBuilder::new(),
+            sequence: 0,
+            summary: SizeRecord { log: id, max_end: 0, bytes: 0, last_stamp: 0, truncate: None },
+            data_dirty: true,
+            index_dirty: true,
+        })
+    }
+
+    /// Makes every local writer's data and index durable, and drops the
+    /// read state so the next read sees other writers' synced records too.
+    pub(crate) fn sync(&self) -> Result<()> {
+        let _gate = read_lock(&self.write_gate);
+        let path = self.path();
+        let mut first_error = None;
+        for slot in self.slots() {
+            if let Err(error) = self.sync_slot(&mut lock(&slot), &path) {
+                first_error.get_or_insert(error);
+            }
+        }
+        *write_lock(&self.read_state) = None;
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Reads into `buf` from logical `offset`; returns bytes read (short
+    /// only at end of file). Holes read as zeros.
+    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let (pieces, sources) = self.plan_read(offset, buf.len() as u64)?;
+        let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
+        self.read_pieces(&mut buf[..total], offset, &pieces, &sources)
+            .with_context(|| format!("{}: read of {total} bytes at offset {offset}", self.path()))?;
+        Ok(total)
+    }
+
+    /// Looks the range up in the read state, building it when missing. A
+    /// concurrent `sync` may drop the state in between; then build again.
+    fn plan_read(&self, offset: u64, length: u64) -> Result<(Vec<Piece>, ReadSources)> {
+        const ATTEMPTS_MAX: usize = 8;
+        for _ in 0..ATTEMPTS_MAX {
+            self.ensure_read_state()?;
+            if let Some(state) = read_lock(&self.read_state).as_ref() {
+                let pieces = state.index.lookup(offset, length);
+                let mut sources = HashMap::new();
+                for piece in &pieces {
+                    if let Source::Data { log, .. } = piece.source {
+                        sources.entry(log).or_insert_with(|| state.sources[log.0 as usize].clone());
+                    }
+                }
+                return Ok((pieces, sources));
+            }
+        }
+        Err(Error::new(ErrorKind::Unavailable, format!("{}: index kept changing under a read", self.path())))
+    }
+
+    fn read_pieces(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        pieces: &[Piece],
+        sources: &ReadSources,
+    ) -> Result<()> {
+        let mut per_log: HashMap<LogRef, Vec<(u64, &mut [u8])>> = HashMap::new();
+        let mut rest = buf;
+        for piece in pieces {
+            debug_assert!(piece.logical >= offset);
+            let (head, tail) = rest.split_at_mut(piece.length as usize);
+            rest = tail;
+            match piece.source {
+                Source::Hole => head.fill(0),
+                Source::Data { log, physical } => per_log.entry(log).or_default().push((physical, head)),
+            }
+        }
+        let cache = &self.mount.log_cache;
+        let readahead = cache.readahead_bytes();
+        let tasks: Vec<_> = per_log
+            .into_iter()
+            .map(|(log, parts)| {
+                let source = &sources[&log];
+                let store = self.mount.store(source.backend);
+                move || -> Result<()> {
+                    let cached = cache.get(source.backend, store, &source.path)?;
+                    for (physical, part) in parts {
+                        cached.read_exact(part, physical, readahead)?;
+                    }
+                    Ok(())
+                }
+            })
+            .collect();
+        self.mount.read_pool.run_all(tasks)
+    }
+
+    fn ensure_read_state(&self) -> Result<()> {
+        if read_lock(&self.read_state).is_some() {
+            return Ok(());
+        }
+        let _gate = write_lock(&self.write_gate);
+        if read_lock(&self.read_state).is_some() {
+            return Ok(());
+        }
+        let path = self.path();
+        for slot in self.slots() {
+            self.flush_frame(&mut lock(&slot), &path)?;
+        }
+        let state = load_read_state(&self.mount, &path)?;
+        *lock(&self.eof) = Some(state.index.eof());
+        *write_lock(&self.read_state) = Some(state);
+        Ok(())
+    }
+
+    /// The size as this process sees it, without I/O once known.
+    pub(crate) fn size(&self) -> Result<u64> {
+        if let Some(eof) = *lock(&self.eof) {
+            return Ok(eof);
+        }
+        let _gate = write_lock(&self.write_gate);
+        let path = self.path();
+        for slot in self.slots() {
+            self.flush_frame(&mut lock(&slot), &path)?;
+        }
+        let size = container::size_from_meta(&self.mount, &path)?.eof;
+        let mut eof = lock(&self.eof);
+        Ok(*eof.get_or_insert(size))
+    }
+
+    /// Appends every writer's buffered records to its index log (no
+    /// fsync), so other readers of the backend see them.
+    pub(crate) fn flush_index(&self) -> Result<()> {
+        let _gate = read_lock(&self.write_gate);
+        let path = self.path();
+        for slot in self.slots() {
+            self.flush_frame(&mut lock(&slot), &path)?;
+        }
+        Ok(())
+    }
+
+    /// Finishes every writer: index flushed, size record published, open
+    /// record removed. Returns the first error after trying them all.
+    pub(crate) fn close(&self) -> Result<()> {
+        let _gate = write_lock(&self.write_gate);
+        let path = self.path();
+        let mut first_error = None;
+        let slots: Vec<_> = lock(&self.writers).drain().map(|(_, slot)| slot).collect();
+        for slot in slots {
+            let mut slot = lock(&slot);
+            if let Err(error) = self.flush_frame(&mut slot, &path) {
+                first_error.get_or_insert(error);
+            }
+            let mut finished = std::mem::take(&mut slot.retired);
+            if let Some(logs) = slot.logs.take() {
+                finished.push(logs.summary);
+                for result in [logs.index.close(), logs.data.close()] {
+                    if let Err(error) = result {
+                        first_error.get_or_insert(error.context(format!("{path}: closing logs")));
+                    }
+                }
+            }
+            for summary in finished {
+                if let Err(error) = publish_size_record(&self.mount, &path, &summary) {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        *write_lock(&self.read_state) = None;
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+fn absorb(summary: &mut SizeRecord, record: &Record) {
+    match record {
+        Record::Write(write) => {
+            summary.max_end = summary.max_end.max(write.logical + write.length);
+            summary.bytes += write.length;
+            summary.last_stamp = summary.last_stamp.max(write.stamp);
+        }
+        Record::Truncate(truncate) => {
+            summary.max_end = 0;
+            summary.truncate = Some((truncate.stamp, truncate.size));
+            summary.last_stamp = summary.last_stamp.max(truncate.stamp);
+        }
+    }
+}
+
+/// Publishes a closed log's size record, then removes its open record, so
+/// at every instant `meta/` describes the log one way or the other.
+pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary: &SizeRecord) -> Result<()> {
+    let (backend, paths) = container::canonical(mount, path);
+    let store = mount.store(backend);
+    let context = || format!("{}: {path}: meta record for log {}", store.url(), summary.log);
+    match store.create_new(&paths.meta(&summary.name())?, &[]) {
+        Ok(()) => {}
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(error.context(context())),
+    }
+    container::ignore_missing(store.remove_file(&paths.meta(&layout::open_record_name(&summary.log))?))
+        .with_context(context)
+}
+
+/// Reads every index log of the file and merges them.
+fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
+    let inventory = container::inventory(mount, path)?;
+    let logs: Vec<&LogLocation> = inventory.logs.iter().filter(|log| log.has_index).collect();
+    let decoded: Vec<Result<Vec<Record>>> = {
+        let slots: Vec<Mutex<Option<Result<Vec<Record>>>>> = logs.iter().map(|_| Mutex::new(None)).collect();
+        let tasks: Vec<_> = logs
+            .iter()
+            .zip(&slots)
+            .map(|(log, slot)| {
+                move || -> Result<()> {
+                    *lock(slot) = Some(container::read_index_log(mount, path, log).map(|d| d.records));
+                    Ok(())
+                }
+            })
+            .collect();
+        mount.read_pool.run_all(tasks)?;
+        slots
+            .into_iter()
+            .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(Vec::new())))
+            .collect()
+    };
+    let mut state = ReadState {
+        index: MergedIndex::new(mount.tuning.compress_contiguous),
+        sources: Vec::new(),
+        refs: HashMap::new(),
+    };
+    let mut all: Vec<(LogRef, Vec<Record>)> = Vec::with_capacity(logs.len());
+    for (log, records) in logs.iter().zip(decoded) {
+        let records = records?;
+        if records.iter().any(|record| matches!(record, Record::Write(_))) && !log.has_data {
+            return Err(Error::corrupt(format!(
+                "{}: index log {} has records but its data log is missing",
+                mount.store(log.backend).url(),
+                log.path(path, LogKind::Index)
+            )));
+        }
+        if let Some(newest) = records.iter().map(Record::stamp).max() {
+            mount.stamper.observe(newest);
+        }
+        let reference = state.log_ref(log.id, log.backend, log.path(path, LogKind::Data));
+        all.push((reference, records));
+    }
+    state.index = MergedIndex::from_logs(
+        all.iter().map(|(log, records)| (*log, records.as_slice())),
+        mount.tuning.compress_contiguous,
+    );
+    Ok(state)
+}

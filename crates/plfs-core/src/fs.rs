@@ -1,0 +1,751 @@
+//! The file-system API of one mount: what the CLI, FUSE, the C library and
+//! the preload call. Paths are relative to the mount point ("/dir/file").
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use crate::clock::{Stamper, ns_to_system_time, system_time_to_ns};
+use crate::config::{BackendLocation, BackendRole, MountConfig, Tuning};
+use crate::container::{self, Lookup};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::file::{OpenFile, OpenFlags, WriterId};
+use crate::format::access::AccessRecord;
+use crate::layout::{self, ContainerPaths};
+use crate::placement::{BackendId, Placement};
+use crate::reader::{LogCache, ReadPool};
+use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StoreExt, StorePath, posix::PosixStore};
+
+/// Who this process is, as recorded in logs and access files.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub hostname: String,
+    pub pid: u32,
+    /// Owner recorded for files this mount creates.
+    pub uid: u32,
+    pub gid: u32,
+    pub stamper: Stamper,
+    pub tuning: Tuning,
+}
+
+impl Options {
+    /// The real host, process and clock.
+    pub fn from_environment(tuning: Tuning) -> Options {
+        Options {
+            hostname: hostname(),
+            pid: std::process::id(),
+            // SAFETY: geteuid and getegid cannot fail and touch no memory.
+            uid: unsafe { libc::geteuid() },
+            gid: unsafe { libc::getegid() },
+            stamper: Stamper::process_wide(),
+            tuning,
+        }
+    }
+}
+
+/// This host's name, or "localhost" if the system will not say.
+pub fn hostname() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
+    // or truncates within it.
+    let result = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
+    if result != 0 {
+        return "localhost".to_owned();
+    }
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    String::from_utf8_lossy(&buffer[..end]).into_owned()
+}
+
+/// State shared by every open file of a mount.
+#[derive(Debug)]
+pub(crate) struct MountState {
+    stores: Vec<SharedStore>,
+    pub(crate) placement: Placement,
+    pub(crate) tuning: Tuning,
+    pub(crate) hostname: String,
+    pub(crate) pid: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) stamper: Stamper,
+    pub(crate) log_cache: LogCache,
+    pub(crate) read_pool: ReadPool,
+    open_files: Mutex<HashMap<StorePath, OpenEntry>>,
+}
+
+#[derive(Debug)]
+struct OpenEntry {
+    file: Arc<OpenFile>,
+    opens: usize,
+}
+
+impl MountState {
+    pub(crate) fn store(&self, backend: BackendId) -> &dyn Store {
+        self.stores[backend.0].as_ref()
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
+        self.open_files.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    File,
+    Directory,
+    Symlink,
+}
+
+/// What `stat` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAttr {
+    pub kind: FileKind,
+    pub size: u64,
+    /// 512-byte blocks of data stored.
+    pub blocks: u64,
+    /// Permission bits only.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub atime: SystemTime,
+    pub mtime: SystemTime,
+    pub ctime: SystemTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntryInfo {
+    pub name: String,
+    pub kind: FileKind,
+}
+
+/// The caller whose permissions `access` checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+/// Access-check bits, as in access(2).
+pub const R_OK: u32 = 4;
+pub const W_OK: u32 = 2;
+pub const X_OK: u32 = 1;
+
+/// One mounted plfs namespace over its backends.
+#[derive(Debug, Clone)]
+pub struct Plfs {
+    state: Arc<MountState>,
+}
+
+impl Plfs {
+    /// A mount over already-opened stores, in configured order.
+    pub fn new(backends: Vec<(SharedStore, BackendRole)>, options: Options) -> Result<Plfs> {
+        let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
+        let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
+        let tuning = options.tuning.clone();
+        let state = MountState {
+            stores: backends.into_iter().map(|(store, _)| store).collect(),
+            placement,
+            log_cache: LogCache::new(tuning.read_handles_max, tuning.readahead_bytes),
+            read_pool: ReadPool::new(tuning.threadpool_size)?,
+            tuning,
+            hostname: options.hostname,
+            pid: options.pid,
+            uid: options.uid,
+            gid: options.gid,
+            stamper: options.stamper,
+            open_files: Mutex::new(HashMap::new()),
+        };
+        Ok(Plfs { state: Arc::new(state) })
+    }
+
+    /// A mount from its configuration; opens each backend's store.
+    pub fn from_config(mount: &MountConfig, options: Options) -> Result<Plfs> {
+        let mut backends = Vec::with_capacity(mount.backends.len());
+        for backend in &mount.backends {
+            backends.push((open_store(&backend.location)?, backend.role));
+        }
+        Plfs::new(backends, options)
+    }
+
+    pub fn stores(&self) -> &[SharedStore] {
+        &self.state.stores
+    }
+
+    pub fn placement(&self) -> &Placement {
+        &self.state.placement
+    }
+
+    /// Opens (and with `create`, creates) a logical file for `writer`.
+    pub fn open(&self, path: &str, flags: OpenFlags, mode: u32, writer: WriterId) -> Result<FileHandle> {
+        let logical = parse_file_path(path)?;
+        if !flags.read && !flags.write {
+            return Err(Error::invalid(format!("{path}: open needs read or write access")));
+        }
+        let mut created = false;
+        if flags.create {
+            if !flags.write && !flags.read {
+                return Err(Error::invalid(format!("{path}: O_CREAT needs an access mode")));
+            }
+            let now = self.state.stamper.now_ns();
+            let access = AccessRecord {
+                mode: mode & 0o7777,
+                uid: self.state.uid,
+                gid: self.state.gid,
+                atime_ns: now,
+                mtime_ns: now,
+                ctime_ns: now,
+                times_stamp: self.state.stamper.next(),
+            };
+            created = container::create(&self.state, &logical, &access, flags.exclusive)
+                .context(path.to_owned())?;
+        } else {
+            match container::lookup(&self.state, &logical).context(path.to_owned())? {
+                Lookup::File(_) => {}
+                Lookup::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+                Lookup::Symlink(_) => {
+                    return Err(Error::invalid(format!(
+                        "{path}: is a symbolic link (the core does not follow links)"
+                    )));
+                }
+            }
+        }
+        let file = {
+            let mut registry = self.state.registry();
+            let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
+                file: Arc::new(OpenFile::new(self.state.clone(), logical.clone())),
+                opens: 0,
+            });
+            entry.opens += 1;
+            entry.file.clone()
+        };
+        let handle = FileHandle { file, state: self.state.clone(), flags, writer, closed: false };
+        if flags.truncate && flags.write && !created {
+            handle.truncate(0).context(path.to_owned())?;
+        }
+        Ok(handle)
+    }
+
+    /// Attributes of a file, directory or symlink.
+    pub fn stat(&self, path: &str) -> Result<FileAttr> {
+        let logical = StorePath::parse(path)?;
+        let found = container::lookup(&self.state, &logical).context(path.to_owned())?;
+        match found {
+            Lookup::File(access) => self.file_attr(&logical, &access).context(path.to_owned()),
+            Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
+                let kind = if metadata.kind == EntryKind::Directory {
+                    FileKind::Directory
+                } else {
+                    FileKind::Symlink
+                };
+                let epoch = SystemTime::UNIX_EPOCH;
+                Ok(FileAttr {
+                    kind,
+                    size: metadata.size,
+                    blocks: metadata.size.div_ceil(512),
+                    mode: metadata.mode.unwrap_or(if kind == FileKind::Directory { 0o755 } else { 0o777 }),
+                    uid: metadata.uid.unwrap_or(self.state.uid),
+                    gid: metadata.gid.unwrap_or(self.state.gid),
+                    nlink: if kind == FileKind::Directory { 2 } else { 1 },
+                    atime: metadata.atime.unwrap_or(epoch),
+                    mtime: metadata.mtime.unwrap_or(epoch),
+                    ctime: metadata.ctime.or(metadata.mtime).unwrap_or(epoch),
+                })
+            }
+        }
+    }
+
+    fn file_attr(&self, logical: &StorePath, access: &AccessRecord) -> Result<FileAttr> {
+        // Records this process still buffers must reach the index logs first,
+        // so the answer is exact; a handle's own `size` is the cheap one.
+        let open = self.state.registry().get(logical).map(|entry| entry.file.clone());
+        if let Some(file) = open {
+            file.flush_index()?;
+        }
+        let summary = container::size_from_meta(&self.state, logical)?;
+        let mtime_ns =
+            if summary.last_stamp > access.times_stamp { summary.last_stamp } else { access.mtime_ns };
+        Ok(FileAttr {
+            kind: FileKind::File,
+            size: summary.eof,
+            blocks: summary.bytes.div_ceil(512),
+            mode: access.mode,
+            uid: access.uid,
+            gid: access.gid,
+            nlink: 1,
+            atime: ns_to_system_time(access.atime_ns),
+            mtime: ns_to_system_time(mtime_ns),
+            ctime: ns_to_system_time(access.ctime_ns.max(mtime_ns)),
+        })
+    }
+
+    /// Sets a file's size, as a log record (no log is rewritten).
+    pub fn truncate(&self, path: &str, size: u64) -> Result<()> {
+        let handle = self.open(path, OpenFlags::WRONLY, 0, u64::from(self.state.pid))?;
+        let result = handle.truncate(size);
+        let closed = handle.close();
+        result.and(closed)
+    }
+
+    /// Removes a file or symlink.
+    pub fn unlink(&self, path: &str) -> Result<()> {
+        let logical = parse_file_path(path)?;
+        match container::lookup(&self.state, &logical).context(path.to_owned())? {
+            Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+            Lookup::Symlink(_) => {
+                let (backend, _) = container::canonical(&self.state, &logical);
+                self.state.store(backend).remove_file(&logical).context(path.to_owned())
+            }
+            Lookup::File(_) => self.remove_container(&logical).context(path.to_owned()),
+        }
+    }
+
+    /// Makes the container vanish in one rename on its canonical backend,
+    /// then deletes its pieces everywhere.
+    fn remove_container(&self, logical: &StorePath) -> Result<()> {
+        let (backend, _) = container::canonical(&self.state, logical);
+        let store = self.state.store(backend);
+        let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+        let parent = logical.parent().unwrap_or_default();
+        let doomed =
+            parent.join(&layout::removed_container_name(name, self.state.stamper.next(), self.state.pid))?;
+        store.rename(logical, &doomed)?;
+        self.state.log_cache.forget_under(logical);
+        let mut first_error = container::remove_tree(store, &doomed).err();
+        for other in self.state.placement.all_backends().filter(|other| *other != backend) {
+            let other_store = self.state.store(other);
+            if let Err(error) = remove_shadow(other_store, logical) {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Moves a file, symlink or directory; an existing target file is
+    /// replaced, an existing target directory must be empty.
+    pub fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let source = parse_file_path(from)?;
+        let target = parse_file_path(to)?;
+        if source == target {
+            return Ok(());
+        }
+        if target.starts_with(&source) {
+            return Err(Error::invalid(format!("cannot move {from} into itself ({to})")));
+        }
+        let kind = self.stat(from)?.kind;
+        match self.stat(to) {
+            Ok(existing) => match (kind, existing.kind) {
+                (FileKind::Directory, FileKind::Directory) => self.rmdir(to)?,
+                (FileKind::Directory, _) => return Err(Error::new(ErrorKind::NotADirectory, to.to_owned())),
+                (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
+                _ => self.unlink(to)?,
+            },
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        match kind {
+            FileKind::Directory => self.rename_everywhere(&source, &target),
+            FileKind::Symlink => {
+                let text = self.readlink(from)?;
+                let (old, _) = container::canonical(&self.state, &source);
+                let (new, _) = container::canonical(&self.state, &target);
+                self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
+                self.state.store(old).remove_file(&source).context(from.to_owned())
+            }
+            FileKind::File => {
+                self.rename_everywhere(&source, &target)?;
+                let (old, _) = container::canonical(&self.state, &source);
+                let (new, _) = container::canonical(&self.state, &target);
+                if old != new {
+                    self.transfer_canonical(&target, old, new).context(to.to_owned())?;
+                }
+                let mut registry = self.state.registry();
+                if let Some(entry) = registry.remove(&source) {
+                    entry.file.set_path(target.clone());
+                    registry.insert(target, entry);
+                }
+                Ok(())
+            }
+        }
+        .with_context(|| format!("rename {from} to {to}"))
+    }
+
+    fn rename_everywhere(&self, source: &StorePath, target: &StorePath) -> Result<()> {
+        self.state.log_cache.forget_under(source);
+        for backend in self.state.placement.all_backends() {
+            let store = self.state.store(backend);
+            container::ignore_missing(store.rename(source, target))
+                .with_context(|| store.url().to_owned())?;
+        }
+        Ok(())
+    }
+
+    /// After a rename changed the file's canonical backend: copies access,
+    /// version and meta records to the new canonical location, publishing
+    /// the access file last, then strips them from the old one (which keeps
+    /// only its hostdirs, as a shadow container).
+    fn transfer_canonical(&self, path: &StorePath, old: BackendId, new: BackendId) -> Result<()> {
+        let paths = ContainerPaths::new(path.clone());
+        let from = self.state.store(old);
+        let to = self.state.store(new);
+        to.create_dir_all(&paths.meta_dir())?;
+        for entry in container_list(from, &paths.meta_dir())? {
+            let name = paths.meta(&entry)?;
+            ignore_exists(to.create_new(&name, &from.read_all(&name)?))?;
+        }
+        ignore_exists(to.create_new(&paths.version(), &from.read_all(&paths.version())?))?;
+        ignore_exists(to.create_new(&paths.access(), &from.read_all(&paths.access())?))?;
+        from.remove_file(&paths.access())?;
+        container::ignore_missing(from.remove_file(&paths.version()))?;
+        container::remove_tree(from, &paths.meta_dir())
+    }
+
+    /// Creates a directory on every backend (canonical first, so a racing
+    /// mkdir of the same name fails cleanly).
+    pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        let logical = parse_file_path(path)?;
+        let (canonical, _) = container::canonical(&self.state, &logical);
+        let store = self.state.store(canonical);
+        store.create_dir(&logical, mode & 0o7777).context(path.to_owned())?;
+        for backend in self.state.placement.all_backends() {
+            let store = self.state.store(backend);
+            if backend != canonical {
+                store.create_dir_all(&logical).context(path.to_owned())?;
+            }
+            if store.capabilities().modes {
+                store.set_mode(&logical, mode & 0o7777).context(path.to_owned())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes an empty directory from every backend, the canonical last.
+    pub fn rmdir(&self, path: &str) -> Result<()> {
+        let logical = parse_file_path(path)?;
+        match container::lookup(&self.state, &logical).context(path.to_owned())? {
+            Lookup::Directory(_) => {}
+            _ => return Err(Error::new(ErrorKind::NotADirectory, path.to_owned())),
+        }
+        if !self.readdir(path)?.is_empty() {
+            return Err(Error::new(ErrorKind::DirectoryNotEmpty, path.to_owned()));
+        }
+        let (canonical, _) = container::canonical(&self.state, &logical);
+        let others = self.state.placement.all_backends().filter(|backend| *backend != canonical);
+        // The logical directory is empty, so whatever remains on a backend is
+        // plfs debris (orphan shadows, half-made containers): remove it too.
+        for backend in others.chain([canonical]) {
+            let store = self.state.store(backend);
+            container::remove_tree(store, &logical).with_context(|| format!("{}: {path}", store.url()))?;
+        }
+        Ok(())
+    }
+
+    /// Names in a directory, merged over all backends.
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntryInfo>> {
+        let logical = StorePath::parse(path)?;
+        match container::lookup(&self.state, &logical).context(path.to_owned())? {
+            Lookup::Directory(_) => {}
+            _ => return Err(Error::new(ErrorKind::NotADirectory, path.to_owned())),
+        }
+        let mut seen: BTreeMap<String, Vec<(BackendId, EntryKind)>> = BTreeMap::new();
+        for backend in self.state.placement.all_backends() {
+            let store = self.state.store(backend);
+            let entries = match store.list(&logical) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error.context(format!("{}: {path}", store.url()))),
+            };
+            for entry in entries.into_iter().filter(|entry| !layout::is_reserved(&entry.name)) {
+                seen.entry(entry.name).or_default().push((backend, entry.kind));
+            }
+        }
+        let mut result = Vec::with_capacity(seen.len());
+        for (name, presence) in seen {
+            let canonical = self.state.placement.canonical_backend(&name);
+            let Some((_, kind)) = presence.iter().find(|(backend, _)| *backend == canonical) else {
+                continue; // a shadow container whose file is gone
+            };
+            let kind = match kind {
+                EntryKind::Symlink => FileKind::Symlink,
+                EntryKind::File => continue,
+                EntryKind::Directory => {
+                    let access = ContainerPaths::new(logical.join(&name)?).access();
+                    if self.state.store(canonical).exists(&access)? {
+                        FileKind::File
+                    } else {
+                        FileKind::Directory
+                    }
+                }
+            };
+            result.push(DirEntryInfo { name, kind });
+        }
+        Ok(result)
+    }
+
+    pub fn chmod(&self, path: &str, mode: u32) -> Result<()> {
+        self.update_attributes(
+            path,
+            |access| access.mode = mode & 0o7777,
+            |store, logical| store.set_mode(logical, mode & 0o7777),
+        )
+    }
+
+    pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.update_attributes(
+            path,
+            |access| {
+                access.uid = uid.unwrap_or(access.uid);
+                access.gid = gid.unwrap_or(access.gid);
+            },
+            |store, logical| store.set_owner(logical, uid, gid),
+        )
+    }
+
+    /// Sets access and modification times; `None` leaves one unchanged.
+    pub fn utime(&self, path: &str, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> Result<()> {
+        let stamp = self.state.stamper.next();
+        self.update_attributes(
+            path,
+            |access| {
+                if let Some(atime) = atime {
+                    access.atime_ns = system_time_to_ns(atime);
+                }
+                if let Some(mtime) = mtime {
+                    access.mtime_ns = system_time_to_ns(mtime);
+                    access.times_stamp = stamp;
+                }
+            },
+            |store, logical| store.set_times(logical, atime, mtime),
+        )
+    }
+
+    /// Rewrites a file's access record atomically, or applies `on_directory`
+    /// to a directory on every backend that supports it.
+    fn update_attributes(
+        &self,
+        path: &str,
+        on_file: impl FnOnce(&mut AccessRecord),
+        on_directory: impl Fn(&dyn Store, &StorePath) -> Result<()>,
+    ) -> Result<()> {
+        let logical = StorePath::parse(path)?;
+        match container::lookup(&self.state, &logical).context(path.to_owned())? {
+            Lookup::File(mut access) => {
+                on_file(&mut access);
+                access.ctime_ns = self.state.stamper.now_ns();
+                let (backend, paths) = container::canonical(&self.state, &logical);
+                self.state.store(backend).replace(&paths.access(), &access.encode()).context(path.to_owned())
+            }
+            Lookup::Directory(_) => {
+                for backend in self.state.placement.all_backends() {
+                    let store = self.state.store(backend);
+                    match on_directory(store, &logical) {
+                        Err(error) if error.kind() == ErrorKind::Unsupported => {}
+                        other => other.with_context(|| format!("{}: {path}", store.url()))?,
+                    }
+                }
+                Ok(())
+            }
+            Lookup::Symlink(_) => {
+                Err(Error::new(ErrorKind::Unsupported, format!("{path}: attributes of a symbolic link")))
+            }
+        }
+    }
+
+    /// Checks `mask` (R_OK|W_OK|X_OK, or 0 for existence) for `who`.
+    pub fn access(&self, path: &str, mask: u32, who: &Credentials) -> Result<()> {
+        let attr = self.stat(path)?;
+        if mask == 0 {
+            return Ok(());
+        }
+        let allowed = if who.uid == 0 {
+            // Root may read and write anything, and execute what anyone may.
+            let any_execute = attr.mode & 0o111 != 0 || attr.kind == FileKind::Directory;
+            R_OK | W_OK | if any_execute { X_OK } else { 0 }
+        } else if who.uid == attr.uid {
+            (attr.mode >> 6) & 7
+        } else if who.gid == attr.gid || who.groups.contains(&attr.gid) {
+            (attr.mode >> 3) & 7
+        } else {
+            attr.mode & 7
+        };
+        if mask & !allowed != 0 {
+            return Err(Error::new(ErrorKind::PermissionDenied, path.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Creates a symbolic link at `path` whose text is `target`.
+    pub fn symlink(&self, target: &str, path: &str) -> Result<()> {
+        let logical = parse_file_path(path)?;
+        if self.stat(path).is_ok() {
+            return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned()));
+        }
+        let (backend, _) = container::canonical(&self.state, &logical);
+        self.state.store(backend).symlink(target, &logical).context(path.to_owned())
+    }
+
+    pub fn readlink(&self, path: &str) -> Result<String> {
+        let logical = parse_file_path(path)?;
+        let (backend, _) = container::canonical(&self.state, &logical);
+        self.state.store(backend).read_link(&logical).context(path.to_owned())
+    }
+
+    /// Capacity, answered by the backend holding the root's canonical entry.
+    pub fn statfs(&self) -> Result<SpaceInfo> {
+        let (backend, _) = container::canonical(&self.state, &StorePath::root());
+        self.state.store(backend).space()
+    }
+
+    /// Logs of a file on every backend, for tools.
+    pub fn inventory(&self, path: &str) -> Result<container::Inventory> {
+        container::inventory(&self.state, &parse_file_path(path)?)
+    }
+}
+
+/// A handle on an open file. Handles of one file in one process share the
+/// open file (one merged index per process), each with its own flags.
+#[derive(Debug)]
+pub struct FileHandle {
+    file: Arc<OpenFile>,
+    state: Arc<MountState>,
+    flags: OpenFlags,
+    writer: WriterId,
+    closed: bool,
+}
+
+impl FileHandle {
+    /// Writes at `offset` as the writer this handle was opened for.
+    pub fn write(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        self.write_as(buf, offset, self.writer)
+    }
+
+    /// Writes at `offset` as `writer` (each writer id has its own logs).
+    pub fn write_as(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
+        if !self.flags.write {
+            return Err(Error::new(
+                ErrorKind::BadHandle,
+                format!("{}: not open for writing", self.file.path()),
+            ));
+        }
+        self.file.write(buf, offset, writer)
+    }
+
+    pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if !self.flags.read {
+            return Err(Error::new(
+                ErrorKind::BadHandle,
+                format!("{}: not open for reading", self.file.path()),
+            ));
+        }
+        self.file.read(buf, offset)
+    }
+
+    /// Makes everything written through this process's handles durable.
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync()
+    }
+
+    /// The size as this process sees it (no I/O once known).
+    pub fn size(&self) -> Result<u64> {
+        self.file.size()
+    }
+
+    pub fn truncate(&self, size: u64) -> Result<()> {
+        if !self.flags.write {
+            return Err(Error::new(
+                ErrorKind::BadHandle,
+                format!("{}: not open for writing", self.file.path()),
+            ));
+        }
+        let stamp = self.file.truncate(size, self.writer)?;
+        if size == 0 {
+            container::reclaim_before(&self.state, &self.file.path(), stamp)?;
+        }
+        Ok(())
+    }
+
+    pub fn writer(&self) -> WriterId {
+        self.writer
+    }
+
+    /// Closes the handle; the last close of a file finishes its writers.
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        self.release()
+    }
+
+    fn release(&self) -> Result<()> {
+        let last = {
+            let mut registry = self.state.registry();
+            let path = self.file.path();
+            match registry.get_mut(&path) {
+                Some(entry) if Arc::ptr_eq(&entry.file, &self.file) => {
+                    entry.opens -= 1;
+                    let last = entry.opens == 0;
+                    if last {
+                        registry.remove(&path);
+                    }
+                    last
+                }
+                _ => true,
+            }
+        };
+        if last { self.file.close() } else { Ok(()) }
+    }
+}
+
+impl Drop for FileHandle {
+    fn drop(&mut self) {
+        if !self.closed
+            && let Err(error) = self.release()
+        {
+            tracing::warn!("{}: closing an unclosed handle failed: {error}", self.file.path());
+        }
+    }
+}
+
+fn parse_file_path(path: &str) -> Result<StorePath> {
+    let logical = StorePath::parse(path)?;
+    if logical.is_root() {
+        return Err(Error::new(ErrorKind::IsADirectory, format!("{path}: the mount root")));
+    }
+    Ok(logical)
+}
+
+fn remove_shadow(store: &dyn Store, logical: &StorePath) -> Result<()> {
+    match store.metadata(logical) {
+        Ok(metadata) if metadata.kind == EntryKind::Directory => container::remove_tree(store, logical),
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+fn container_list(store: &dyn Store, path: &StorePath) -> Result<Vec<String>> {
+    match store.list(path) {
+        Ok(entries) => Ok(entries.into_iter().map(|entry| entry.name).collect()),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(error) => Err(error),
+    }
+}
+
+fn ignore_exists(result: Result<()>) -> Result<()> {
+    match result {
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+/// Opens the store for a backend location; only POSIX is built in so far.
+pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
+    match location {
+        BackendLocation::Posix(path) => Ok(Arc::new(PosixStore::new(path.clone(), location.to_string())?)),
+        other => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("backend {other}: this store is not built in yet"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! Reading data logs: a capped cache of open read handles (so a file written
+//! by 10,000 writers cannot exhaust descriptors), a read-ahead window per
+//! log (so a strided file read in small pieces streams through each log
+//! sequentially instead of issuing one small read per index record), and a
+//! persistent bounded pool that reads several logs at once.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use lru::LruCache;
+
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::placement::BackendId;
+use crate::store::{ReadHandle, Store, StorePath};
+
+/// Reads smaller than this are served through the log's read-ahead window;
+/// larger ones go straight to the store.
+fn window_applies(request_bytes: usize, readahead_bytes: usize) -> bool {
+    request_bytes < readahead_bytes / 2
+}
+
+/// One data log's cached handle and read-ahead window.
+#[derive(Debug)]
+pub struct CachedLog {
+    handle: Box<dyn ReadHandle>,
+    window: Mutex<Window>,
+    label: String,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl CachedLog {
+    /// Fills `buf` with the log's bytes at `physical`. A log that ends first
+    /// means the index points past its data: an error, never zeros.
+    pub fn read_exact(&self, buf: &mut [u8], physical: u64, readahead_bytes: usize) -> Result<()> {
+        if !window_applies(buf.len(), readahead_bytes) {
+            return crate::store::read_exact_at(self.handle.as_ref(), buf, physical)
+                .with_context(|| format!("{} at offset {physical}", self.label));
+        }
+        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = physical + buf.len() as u64;
+        let window_end = window.start + window.bytes.len() as u64;
+        if physical < window.start || end > window_end {
+            window.bytes.resize(readahead_bytes, 0);
+            let mut filled = 0;
+            while filled < readahead_bytes {
+                let count = self
+                    .handle
+                    .read_at(&mut window.bytes[filled..], physical + filled as u64)
+                    .with_context(|| format!("{} at offset {}", self.label, physical + filled as u64))?;
+                if count == 0 {
+                    break;
+                }
+                filled += count;
+            }
+            window.bytes.truncate(filled);
+            window.start = physical;
+            if filled < buf.len() {
+                return Err(Error::corrupt(format!(
+                    "{}: index points at bytes {physical}..{end} but the log ends at {}",
+                    self.label,
+                    physical + filled as u64
+                )));
+            }
+        }
+        let from = (physical - window.start) as usize;
+        buf.copy_from_slice(&window.bytes[from..from + buf.len()]);
+        Ok(())
+    }
+}
+
+/// Capped LRU of data-log read handles, shared by every open file of a mount.
+#[derive(Debug)]
+pub struct LogCache {
+    entries: Mutex<LruCache<(BackendId, StorePath), Arc<CachedLog>>>,
+    readahead_bytes: usize,
+}
+
+impl LogCache {
+    pub fn new(handles_max: usize, readahead_bytes: usize) -> LogCache {
+        let capacity = NonZeroUsize::new(handles_max.max(1)).expect("at least one");
+        LogCache { entries: Mutex::new(LruCache::new(capacity)), readahead_bytes: readahead_bytes.max(4096) }
+    }
+
+    pub fn readahead_bytes(&self) -> usize {
+        self.readahead_bytes
+    }
+
+    /// The cached handle for a log, opening it (and evicting the least
+    /// recently used one) on a miss. The open happens outside the lock.
+    pub fn get(&self, backend: BackendId, store: &dyn Store, path: &StorePath) -> Result<Arc<CachedLog>> {
+        let key = (backend, path.clone());
+        if let Some(found) = self.lock().get(&key) {
+            return Ok(found.clone());
+        }
+        let handle = store.open_read(path)?;
+        let log = Arc::new(CachedLog {
+            handle,
+            window: Mutex::new(Window::default()),
+            label: format!("data log {}: {path}", store.url()),
+        });
+        self.lock().put(key, log.clone());
+        Ok(log)
+    }
+
+    /// How many handles are cached (bounded by `handles_max`).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops cached handles of logs under `prefix` (after unlink or rename).
+    pub fn forget_under(&self, prefix: &StorePath) {
+        let mut entries = self.lock();
+        let stale: Vec<_> = entries
+            .iter()
+            .filter(|((_, path), _)| path.starts_with(prefix))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            entries.pop(&key);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<(BackendId, StorePath), Arc<CachedLog>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A bounded pool that lives as long as the mount, so a read never pays
+/// for creating threads.
+#[derive(Debug)]
+pub struct ReadPool {
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl ReadPool {
+    pub fn new(threads: usize) -> Result<ReadPool> {
+        if threads <= 1 {
+            return Ok(ReadPool { pool: None });
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|index| format!("plfs-read-{index}"))
+            .build()
+            .map_err(|error| Error::new(ErrorKind::Internal, format!("read pool: {error}")))?;
+        Ok(ReadPool { pool: Some(pool) })
+    }
+
+    /// Runs every task, in parallel when the pool has threads, and returns
+    /// the first error.
+    pub fn run_all<T: FnOnce() -> Result<()> + Send>(&self, tasks: Vec<T>) -> Result<()> {
+        match &self.pool {
+            Some(pool) if tasks.len() > 1 => {
+                let results: Vec<Mutex<Option<Result<()>>>> =
+                    tasks.iter().map(|_| Mutex::new(None)).collect();
+                pool.scope(|scope| {
+                    for (task, slot) in tasks.into_iter().zip(&results) {
+                        scope.spawn(move |_| {
+                            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(task());
+                        });
+                    }
+                });
+                for slot in results {
+                    slot.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(()))?;
+                }
+                Ok(())
+            }
+            _ => tasks.into_iter().try_for_each(|task| task()),
+        }
+    }
+}

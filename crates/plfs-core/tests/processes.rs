@@ -1,0 +1,279 @@
+//! Tests with real OS processes on POSIX backends: N-1 strided writers, a
+//! creation storm, and writers killed with SIGKILL.
+//!
+//! Children are this test binary re-run with `PLFS_TEST_ROLE` set; the
+//! `child` test dispatches on it and is a no-op in a normal run.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use plfs::config::{BackendRole, Tuning};
+use plfs::file::OpenFlags;
+use plfs::fs::{Options, Plfs};
+use plfs::store::SharedStore;
+use plfs::store::posix::PosixStore;
+
+const RECORD_BYTES: usize = 47001;
+
+fn mount(backends: &[PathBuf], tuning: Tuning) -> Plfs {
+    let stores: Vec<(SharedStore, BackendRole)> = backends
+        .iter()
+        .map(|dir| {
+            let store: SharedStore =
+                Arc::new(PosixStore::new(dir.clone(), format!("posix://{}", dir.display())).unwrap());
+            (store, BackendRole::Any)
+        })
+        .collect();
+    Plfs::new(stores, Options::from_environment(tuning)).unwrap()
+}
+
+fn backends_in(root: &Path, count: usize) -> Vec<PathBuf> {
+    (0..count)
+        .map(|i| {
+            let dir = root.join(format!("b{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        })
+        .collect()
+}
+
+/// The byte at `position` of record `record`: distinct per record and
+/// position, never zero, so holes and misplaced bytes both show.
+fn pattern(record: u64, position: usize) -> u8 {
+    ((record.wrapping_mul(131) + position as u64 * 7) % 251) as u8 + 1
+}
+
+fn record_bytes(record: u64) -> Vec<u8> {
+    (0..RECORD_BYTES).map(|i| pattern(record, i)).collect()
+}
+
+fn spawn_child(role: &str, backends: &[PathBuf], args: &[String]) -> Child {
+    let joined = backends.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("PLFS_TEST_ROLE", role)
+        .env("PLFS_TEST_BACKENDS", joined)
+        .env("PLFS_TEST_ARGS", args.join(","))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+fn child_args() -> (Vec<PathBuf>, Vec<u64>) {
+    let backends = std::env::var("PLFS_TEST_BACKENDS").unwrap().split(':').map(PathBuf::from).collect();
+    let args = std::env::var("PLFS_TEST_ARGS")
+        .unwrap()
+        .split(',')
+        .filter(|a| !a.is_empty())
+        .map(|a| a.parse().unwrap())
+        .collect();
+    (backends, args)
+}
+
+fn wait_until(start_at_ms: u64) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    if start_at_ms > now {
+        std::thread::sleep(Duration::from_millis(start_at_ms - now));
+    }
+}
+
+fn start_time_ms(delay_ms: u64) -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + delay_ms
+}
+
+/// Child entry point: runs only when spawned with PLFS_TEST_ROLE.
+#[test]
+fn child() {
+    let Ok(role) = std::env::var("PLFS_TEST_ROLE") else { return };
+    let (backends, args) = child_args();
+    match role.as_str() {
+        "strided-writer" => {
+            // args: rank, writers, records, start_at_ms
+            let (rank, writers, records, start_at) = (args[0], args[1], args[2], args[3]);
+            let plfs = mount(&backends, Tuning::default());
+            wait_until(start_at);
+            let handle = plfs.open("/n1/checkpoint", OpenFlags::WRONLY.create(), 0o644, rank).unwrap();
+            for k in 0..records {
+                let record = k * writers + rank;
+                handle.write(&record_bytes(record), record * RECORD_BYTES as u64).unwrap();
+            }
+            handle.sync().unwrap();
+            handle.close().unwrap();
+        }
+        "crash-writer" => {
+            // args: sync_every; writes records until killed, printing the
+            // count of records covered by each completed sync.
+            let sync_every = args[0];
+            let tuning = Tuning { index_flush_bytes: 512, ..Tuning::default() };
+            let plfs = mount(&backends, tuning);
+            let handle = plfs.open("/crash", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+            println!("PLFS-READY");
+            for record in 0.. {
+                // Records land in a shuffled-but-deterministic order of slots.
+                let slot = (record * 7) % 4096;
+                handle.write(&record_bytes(slot), slot * RECORD_BYTES as u64).unwrap();
+                if (record + 1) % sync_every == 0 {
+                    handle.sync().unwrap();
+                    println!("PLFS-SYNCED {}", record + 1);
+                }
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[test]
+fn n1_strided_processes_then_a_fresh_reader() {
+    let root = tempfile::tempdir().unwrap();
+    let backends = backends_in(root.path(), 3);
+    let plfs = mount(&backends, Tuning::default());
+    plfs.mkdir("/n1", 0o755).unwrap();
+    let (writers, records) = (6u64, 40u64);
+    let start = start_time_ms(300);
+    let children: Vec<Child> = (0..writers)
+        .map(|rank| {
+            let args = [rank, writers, records, start].map(|v| v.to_string());
+            spawn_child("strided-writer", &backends, &args)
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let reader = mount(&backends, Tuning::default());
+    let attr = reader.stat("/n1/checkpoint").unwrap();
+    let total = writers * records;
+    assert_eq!(attr.size, total * RECORD_BYTES as u64);
+    let handle = reader.open("/n1/checkpoint", OpenFlags::RDONLY, 0, 0).unwrap();
+    // Read in chunks that do not line up with records.
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    while offset < attr.size {
+        let count = handle.read(&mut buf, offset).unwrap();
+        assert!(count > 0);
+        for (i, &byte) in buf[..count].iter().enumerate() {
+            let position = offset as usize + i;
+            let (record, within) = (position / RECORD_BYTES, position % RECORD_BYTES);
+            assert_eq!(byte, pattern(record as u64, within), "byte {position}");
+        }
+        offset += count as u64;
+    }
+    handle.close().unwrap();
+    let inventory = reader.inventory("/n1/checkpoint").unwrap();
+    assert_eq!(inventory.logs.len(), writers as usize, "one log pair per writer process");
+}
+
+#[test]
+fn sixteen_processes_create_one_container() {
+    let root = tempfile::tempdir().unwrap();
+    let backends = backends_in(root.path(), 3);
+    let plfs = mount(&backends, Tuning::default());
+    plfs.mkdir("/n1", 0o755).unwrap();
+    let start = start_time_ms(400);
+    let children: Vec<Child> = (0..16u64)
+        .map(|rank| spawn_child("strided-writer", &backends, &[rank, 16, 1, start].map(|v| v.to_string())))
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let names: Vec<String> = plfs.readdir("/n1").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, vec!["checkpoint".to_string()]);
+    // No half-made containers left anywhere.
+    for dir in &backends {
+        for entry in std::fs::read_dir(dir.join("n1")).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            assert_eq!(name, "checkpoint", "debris in {}", dir.display());
+        }
+    }
+    let handle = plfs.open("/n1/checkpoint", OpenFlags::RDONLY, 0, 0).unwrap();
+    let mut buf = vec![0u8; 16 * RECORD_BYTES];
+    assert_eq!(handle.read(&mut buf, 0).unwrap(), buf.len());
+    for record in 0..16 {
+        assert_eq!(
+            &buf[record * RECORD_BYTES..(record + 1) * RECORD_BYTES],
+            &record_bytes(record as u64)[..]
+        );
+    }
+    handle.close().unwrap();
+}
+
+/// A deterministic generator for kill delays (no RNG dependency needed).
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn sigkilled_writers_lose_nothing_they_synced() {
+    const TRIALS: u64 = 24;
+    let mut seed = 0x5EED;
+    for trial in 0..TRIALS {
+        let root = tempfile::tempdir().unwrap();
+        let backends = backends_in(root.path(), 2);
+        let sync_every = 1 + splitmix(&mut seed) % 5;
+        let mut child = spawn_child("crash-writer", &backends, &[sync_every.to_string()]);
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let reader_thread = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // The test harness prints its own lines around the child's.
+                let Some(start) = line.find("PLFS-") else { continue };
+                if sender.send(line[start..].to_owned()).is_err() {
+                    break;
+                }
+            }
+        });
+        assert_eq!(receiver.recv_timeout(Duration::from_secs(30)).unwrap(), "PLFS-READY");
+        let kill_after = Duration::from_millis(5 + splitmix(&mut seed) % 120);
+        let started = Instant::now();
+        let mut synced = 0u64;
+        while started.elapsed() < kill_after {
+            if let Ok(line) = receiver.recv_timeout(Duration::from_millis(1)) {
+                synced = line.trim_start_matches("PLFS-SYNCED ").parse().unwrap();
+            }
+        }
+        // SAFETY: kill has no memory effects; the pid is our live child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+        reader_thread.join().unwrap();
+        // Syncs acknowledged before the kill may still be in the pipe.
+        while let Ok(line) = receiver.try_recv() {
+            synced = line.trim_start_matches("PLFS-SYNCED ").parse().unwrap();
+        }
+        eprintln!("crash trial {trial}: killed after {kill_after:?}, {synced} records synced");
+        verify_after_crash(&backends, synced, trial);
+    }
+}
+
+fn verify_after_crash(backends: &[PathBuf], synced: u64, trial: u64) {
+    let plfs = mount(backends, Tuning::default());
+    let handle = plfs.open("/crash", OpenFlags::RDONLY, 0, 0).unwrap();
+    let size = plfs.stat("/crash").unwrap().size;
+    let mut buf = vec![0u8; RECORD_BYTES];
+    let slots_synced: std::collections::HashSet<u64> = (0..synced).map(|r| (r * 7) % 4096).collect();
+    for slot in 0..size.div_ceil(RECORD_BYTES as u64) {
+        let count = handle.read(&mut buf, slot * RECORD_BYTES as u64).unwrap();
+        let expected = record_bytes(slot);
+        let whole = count == RECORD_BYTES && buf == expected;
+        if slots_synced.contains(&slot) {
+            assert!(whole, "trial {trial}: synced record {slot} did not survive");
+        } else {
+            let zeros = buf[..count].iter().all(|&b| b == 0);
+            assert!(whole || zeros, "trial {trial}: record {slot} is neither its data nor a hole");
+        }
+    }
+    for slot in &slots_synced {
+        assert!(
+            (slot + 1) * RECORD_BYTES as u64 <= size,
+            "trial {trial}: size {size} lost synced record {slot}"
+        );
+    }
+    handle.close().unwrap();
+}
