@@ -8,13 +8,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::container::{self, LogLocation};
+use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
 use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WriteRecord};
 use crate::fs::MountState;
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
+use crate::load;
 use crate::placement::{BackendId, HostdirId};
 use crate::store::{AppendWriter, StorePath};
 
@@ -200,7 +201,7 @@ impl OpenFile {
         let physical = logs.data.len();
         if let Err(error) = logs.data.append(buf) {
             self.retire(&mut slot, &path);
-            return Err(error.context(format!("{path}: writing {} bytes at offset {offset}", buf.len())));
+            return Err(error.context(format!("/{path}: writing {} bytes at offset {offset}", buf.len())));
         }
         let logs = slot.logs.as_mut().expect("present after ensure");
         logs.data_dirty = true;
@@ -280,7 +281,7 @@ impl OpenFile {
             }
             Err(error) => {
                 self.retire(slot, path);
-                Err(error.context(format!("{path}: appending index records")))
+                Err(error.context(format!("/{path}: appending index records")))
             }
         }
     }
@@ -292,7 +293,7 @@ impl OpenFile {
         if logs.data_dirty {
             if let Err(error) = logs.data.sync() {
                 self.retire(slot, path);
-                return Err(error.context(format!("{path}: syncing data log")));
+                return Err(error.context(format!("/{path}: syncing data log")));
             }
             slot.logs.as_mut().expect("present").data_dirty = false;
         }
@@ -301,7 +302,7 @@ impl OpenFile {
         if logs.index_dirty {
             if let Err(error) = logs.index.sync() {
                 self.retire(slot, path);
-                return Err(error.context(format!("{path}: syncing index log")));
+                return Err(error.context(format!("/{path}: syncing index log")));
             }
             slot.logs.as_mut().expect("present").index_dirty = false;
         }
@@ -312,7 +313,7 @@ impl OpenFile {
     /// gets a size record at close, covering what reached the index.
     fn retire(&self, slot: &mut WriterSlot, path: &StorePath) {
         if let Some(logs) = slot.logs.take() {
-            tracing::warn!("{path}: retiring log pair {} after a failed append", logs.id);
+            tracing::warn!("/{path}: retiring log pair {} after a failed append", logs.id);
             slot.retired.push(logs.summary);
             drop(logs.data.close());
             drop(logs.index.close());
@@ -399,7 +400,7 @@ impl OpenFile {
         let (pieces, sources) = self.plan_read(offset, buf.len() as u64)?;
         let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
         self.read_pieces(&mut buf[..total], offset, &pieces, &sources)
-            .with_context(|| format!("{}: read of {total} bytes at offset {offset}", self.path()))?;
+            .with_context(|| format!("/{}: read of {total} bytes at offset {offset}", self.path()))?;
         Ok(total)
     }
 
@@ -420,7 +421,7 @@ impl OpenFile {
                 return Ok((pieces, sources));
             }
         }
-        Err(Error::new(ErrorKind::Unavailable, format!("{}: index kept changing under a read", self.path())))
+        Err(Error::new(ErrorKind::Unavailable, format!("/{}: index kept changing under a read", self.path())))
     }
 
     fn read_pieces(
@@ -521,7 +522,7 @@ impl OpenFile {
                 finished.push(logs.summary);
                 for result in [logs.index.close(), logs.data.close()] {
                     if let Err(error) = result {
-                        first_error.get_or_insert(error.context(format!("{path}: closing logs")));
+                        first_error.get_or_insert(error.context(format!("/{path}: closing logs")));
                     }
                 }
             }
@@ -566,52 +567,12 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
         .with_context(context)
 }
 
-/// Reads every index log of the file and merges them.
+/// Loads the merged index and turns it into a read state.
 fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
-    let inventory = container::inventory(mount, path)?;
-    let logs: Vec<&LogLocation> = inventory.logs.iter().filter(|log| log.has_index).collect();
-    let decoded: Vec<Result<Vec<Record>>> = {
-        let slots: Vec<Mutex<Option<Result<Vec<Record>>>>> = logs.iter().map(|_| Mutex::new(None)).collect();
-        let tasks: Vec<_> = logs
-            .iter()
-            .zip(&slots)
-            .map(|(log, slot)| {
-                move || -> Result<()> {
-                    *lock(slot) = Some(container::read_index_log(mount, path, log).map(|d| d.records));
-                    Ok(())
-                }
-            })
-            .collect();
-        mount.read_pool.run_all(tasks)?;
-        slots
-            .into_iter()
-            .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(Vec::new())))
-            .collect()
-    };
-    let mut state = ReadState {
-        index: MergedIndex::new(mount.tuning.compress_contiguous),
-        sources: Vec::new(),
-        refs: HashMap::new(),
-    };
-    let mut all: Vec<(LogRef, Vec<Record>)> = Vec::with_capacity(logs.len());
-    for (log, records) in logs.iter().zip(decoded) {
-        let records = records?;
-        if records.iter().any(|record| matches!(record, Record::Write(_))) && !log.has_data {
-            return Err(Error::corrupt(format!(
-                "{}: index log {} has records but its data log is missing",
-                mount.store(log.backend).url(),
-                log.path(path, LogKind::Index)
-            )));
-        }
-        if let Some(newest) = records.iter().map(Record::stamp).max() {
-            mount.stamper.observe(newest);
-        }
-        let reference = state.log_ref(log.id, log.backend, log.path(path, LogKind::Data));
-        all.push((reference, records));
+    let loaded = load::load_index(mount, path, load::Prefer::GlobalIndex)?;
+    let mut state = ReadState { index: loaded.index, sources: Vec::new(), refs: HashMap::new() };
+    for log in &loaded.logs {
+        state.log_ref(log.id, log.backend, log.path(path, LogKind::Data));
     }
-    state.index = MergedIndex::from_logs(
-        all.iter().map(|(log, records)| (*log, records.as_slice())),
-        mount.tuning.compress_contiguous,
-    );
     Ok(state)
 }

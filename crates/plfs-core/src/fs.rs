@@ -168,6 +168,10 @@ impl Plfs {
         Plfs::new(backends, options)
     }
 
+    pub(crate) fn state(&self) -> &MountState {
+        &self.state
+    }
+
     pub fn stores(&self) -> &[SharedStore] {
         &self.state.stores
     }
@@ -624,7 +628,7 @@ impl FileHandle {
         if !self.flags.write {
             return Err(Error::new(
                 ErrorKind::BadHandle,
-                format!("{}: not open for writing", self.file.path()),
+                format!("/{}: not open for writing", self.file.path()),
             ));
         }
         self.file.write(buf, offset, writer)
@@ -634,7 +638,7 @@ impl FileHandle {
         if !self.flags.read {
             return Err(Error::new(
                 ErrorKind::BadHandle,
-                format!("{}: not open for reading", self.file.path()),
+                format!("/{}: not open for reading", self.file.path()),
             ));
         }
         self.file.read(buf, offset)
@@ -654,7 +658,7 @@ impl FileHandle {
         if !self.flags.write {
             return Err(Error::new(
                 ErrorKind::BadHandle,
-                format!("{}: not open for writing", self.file.path()),
+                format!("/{}: not open for writing", self.file.path()),
             ));
         }
         let stamp = self.file.truncate(size, self.writer)?;

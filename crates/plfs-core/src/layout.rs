@@ -7,6 +7,7 @@
 //! <dir>/<file>/                    container (canonical backend)
 //!     access                       mode, owner, times (format::access)
 //!     version                      format version (format::version)
+//!     global.index                 optional flattened index (format::global_index)
 //!     meta/open.<log>              writer <log> has the file open
 //!     meta/size.<log>.<fields>     writer <log> closed: its size summary
 //!     hostdir.<N>/index.<log>      index log of writer <log>
@@ -25,6 +26,7 @@ use crate::store::StorePath;
 pub const ACCESS: &str = "access";
 pub const VERSION: &str = "version";
 pub const META_DIR: &str = "meta";
+pub const GLOBAL_INDEX: &str = "global.index";
 /// Names starting with this are plfs's own and never shown to users.
 pub const RESERVED_PREFIX: &str = ".plfs-";
 
@@ -126,6 +128,7 @@ pub enum ContainerEntry {
     Access,
     Version,
     Meta,
+    GlobalIndex,
     Hostdir(HostdirId),
     /// Not a name plfs writes: reported by `plfs recover`, otherwise left alone.
     Unknown,
@@ -136,6 +139,7 @@ pub fn classify_container_entry(name: &str) -> ContainerEntry {
         ACCESS => ContainerEntry::Access,
         VERSION => ContainerEntry::Version,
         META_DIR => ContainerEntry::Meta,
+        GLOBAL_INDEX => ContainerEntry::GlobalIndex,
         _ => parse_hostdir_name(name).map_or(ContainerEntry::Unknown, ContainerEntry::Hostdir),
     }
 }
@@ -235,6 +239,11 @@ pub fn is_reserved(name: &str) -> bool {
     name.starts_with(RESERVED_PREFIX)
 }
 
+/// Whether `name` is a container being removed (left by a crashed unlink).
+pub fn is_removed(name: &str) -> bool {
+    name.starts_with(REMOVED_CONTAINER_PREFIX)
+}
+
 /// Whether `name` is a half-built container (left by a crashed creator).
 pub fn is_new_container(name: &str) -> bool {
     name.starts_with(NEW_CONTAINER_PREFIX)
@@ -262,6 +271,10 @@ impl ContainerPaths {
 
     pub fn version(&self) -> StorePath {
         self.child(VERSION)
+    }
+
+    pub fn global_index(&self) -> StorePath {
+        self.child(GLOBAL_INDEX)
     }
 
     pub fn meta_dir(&self) -> StorePath {

@@ -23,8 +23,10 @@ pub mod format;
 pub mod fs;
 pub mod index;
 pub mod layout;
+pub mod load;
 pub mod placement;
 pub mod reader;
 pub mod store;
+pub mod tools;
 
 pub use error::{Error, ErrorKind, Result};

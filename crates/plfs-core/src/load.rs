@@ -1,0 +1,189 @@
+//! Loading a file's merged index: from its flattened global index when that
+//! is still valid, otherwise by reading every index log on every backend
+//! (in parallel on the mount's read pool).
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
+
+use crate::container::{self, LogLocation, MetaRecords};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::global_index::{CoveredLog, GlobalExtent, GlobalIndex};
+use crate::format::index_log::Record;
+use crate::fs::MountState;
+use crate::index::{LogRef, MergedIndex};
+use crate::layout::{ContainerPaths, LogId, LogKind};
+use crate::placement::{BackendId, HostdirId};
+use crate::store::{StoreExt, StorePath};
+
+/// A merged index and the logs its `LogRef`s number (`logs[r.0]`).
+#[derive(Debug)]
+pub struct LoadedIndex {
+    pub index: MergedIndex,
+    pub logs: Vec<LogLocation>,
+    /// Index records read (0 when loaded from a global index).
+    pub records: u64,
+    pub from_global_index: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefer {
+    /// Use a valid global index if there is one.
+    GlobalIndex,
+    /// Always read the index logs (flatten, map, recover).
+    IndexLogs,
+}
+
+pub(crate) fn load_index(mount: &MountState, path: &StorePath, prefer: Prefer) -> Result<LoadedIndex> {
+    if prefer == Prefer::GlobalIndex {
+        if let Some(loaded) = try_global_index(mount, path)? {
+            return Ok(loaded);
+        }
+    }
+    load_from_logs(mount, path)
+}
+
+/// Whether `meta/` shows exactly the closed logs the global index covers.
+pub(crate) fn global_index_matches(global: &GlobalIndex, meta: &MetaRecords) -> bool {
+    if meta.damaged || !meta.open.is_empty() {
+        return false;
+    }
+    let covered: BTreeSet<LogId> = global.logs.iter().map(|log| log.id).collect();
+    let present: BTreeSet<LogId> = meta.sizes.iter().map(|size| size.log).collect();
+    covered == present
+}
+
+fn try_global_index(mount: &MountState, path: &StorePath) -> Result<Option<LoadedIndex>> {
+    let (backend, paths) = container::canonical(mount, path);
+    let store = mount.store(backend);
+    let bytes = match store.read_all(&paths.global_index()) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error.context(format!("{}: {}", store.url(), paths.global_index()))),
+    };
+    let global = match GlobalIndex::decode(&bytes) {
+        Ok(global) => global,
+        Err(error) => {
+            tracing::warn!("{}: {}: {error}; reading index logs instead", store.url(), paths.global_index());
+            return Ok(None);
+        }
+    };
+    let meta = container::read_meta(mount, path)?;
+    if !global_index_matches(&global, &meta) {
+        tracing::warn!(
+            "{}: {}: stale (the file changed after it was flattened); reading index logs instead (`plfs flatten` rebuilds it)",
+            store.url(),
+            paths.global_index()
+        );
+        return Ok(None);
+    }
+    let mut index = MergedIndex::new(mount.tuning.compress_contiguous);
+    for extent in &global.extents {
+        index.apply_write(extent.logical, extent.length, LogRef(extent.log), extent.physical);
+    }
+    index.apply_truncate(global.eof);
+    let logs = global
+        .logs
+        .iter()
+        .map(|log| LogLocation {
+            backend: BackendId(log.backend as usize),
+            hostdir: HostdirId(log.hostdir),
+            id: log.id,
+            has_index: true,
+            has_data: true,
+        })
+        .collect::<Vec<_>>();
+    if logs.iter().any(|log| log.backend.0 >= mount.placement.backend_count()) {
+        return Err(Error::corrupt(format!(
+            "{}: {}: names a backend this mount does not have",
+            store.url(),
+            paths.global_index()
+        )));
+    }
+    Ok(Some(LoadedIndex { index, logs, records: 0, from_global_index: true }))
+}
+
+fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<LoadedIndex> {
+    let inventory = container::inventory(mount, path)?;
+    let logs: Vec<LogLocation> = inventory.logs.into_iter().filter(|log| log.has_index).collect();
+    let decoded = read_all_index_logs(mount, path, &logs)?;
+    let mut records_total = 0u64;
+    for (log, records) in logs.iter().zip(&decoded) {
+        if records.iter().any(|record| matches!(record, Record::Write(_))) && !log.has_data {
+            return Err(Error::corrupt(format!(
+                "{}: index log {} has records but its data log is missing",
+                mount.store(log.backend).url(),
+                log.path(path, LogKind::Index)
+            )));
+        }
+        if let Some(newest) = records.iter().map(Record::stamp).max() {
+            mount.stamper.observe(newest);
+        }
+        records_total += records.len() as u64;
+    }
+    let index = MergedIndex::from_logs(
+        decoded.iter().enumerate().map(|(i, records)| (LogRef(i as u32), records.as_slice())),
+        mount.tuning.compress_contiguous,
+    );
+    Ok(LoadedIndex { index, logs, records: records_total, from_global_index: false })
+}
+
+/// Reads and decodes the index logs in parallel; results keep `logs` order.
+pub(crate) fn read_all_index_logs(
+    mount: &MountState,
+    path: &StorePath,
+    logs: &[LogLocation],
+) -> Result<Vec<Vec<Record>>> {
+    let slots: Vec<Mutex<Option<Result<Vec<Record>>>>> = logs.iter().map(|_| Mutex::new(None)).collect();
+    let tasks: Vec<_> = logs
+        .iter()
+        .zip(&slots)
+        .map(|(log, slot)| {
+            move || -> Result<()> {
+                let decoded = container::read_index_log(mount, path, log).map(|d| d.records);
+                *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(decoded);
+                Ok(())
+            }
+        })
+        .collect();
+    mount.read_pool.run_all(tasks)?;
+    slots
+        .into_iter()
+        .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(Vec::new())))
+        .collect()
+}
+
+/// Writes the global index of a file whose writers have all closed.
+pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<GlobalIndex> {
+    let meta = container::read_meta(mount, path)?;
+    if !meta.open.is_empty() {
+        return Err(Error::invalid(format!(
+            "{path}: {} writer(s) still have the file open; flatten after they close (or run `plfs recover --fix` if they crashed)",
+            meta.open.len()
+        )));
+    }
+    let loaded = load_from_logs(mount, path)?;
+    let global = GlobalIndex {
+        eof: loaded.index.eof(),
+        logs: loaded
+            .logs
+            .iter()
+            .map(|log| CoveredLog { id: log.id, backend: log.backend.0 as u32, hostdir: log.hostdir.0 })
+            .collect(),
+        extents: loaded
+            .index
+            .extents()
+            .map(|(logical, extent)| GlobalExtent {
+                logical,
+                length: extent.length,
+                log: extent.log.0,
+                physical: extent.physical,
+            })
+            .collect(),
+    };
+    let (backend, paths) = container::canonical(mount, path);
+    let store = mount.store(backend);
+    store
+        .replace(&ContainerPaths::new(path.clone()).global_index(), &global.encode())
+        .with_context(|| format!("{}: writing {}", store.url(), paths.global_index()))?;
+    Ok(global)
+}

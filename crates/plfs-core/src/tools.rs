@@ -1,0 +1,637 @@
+//! Inspection and repair for the `plfs` tools: the merged index as a map,
+//! every physical piece of a file, flattening, and crash recovery.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::config::BackendLocation;
+use crate::container::{self, LogLocation};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::index_log;
+use crate::format::version::VersionRecord;
+use crate::fs::{MountState, Plfs};
+use crate::layout::{self, ContainerEntry, LogId, LogKind, MetaEntry};
+use crate::load::{self, Prefer};
+use crate::store::{EntryKind, Store, StoreExt, StorePath};
+
+/// One extent of the merged index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MapEntry {
+    pub logical: u64,
+    pub length: u64,
+    pub writer: u64,
+    /// The data log, as `<backend url>/<path>`.
+    pub log: String,
+    pub physical: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MapTotals {
+    pub writers: usize,
+    pub logs: usize,
+    pub records: u64,
+    pub extents: usize,
+    pub data_bytes: u64,
+    pub holes: u64,
+    pub hole_bytes: u64,
+    pub eof: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileMap {
+    pub entries: Vec<MapEntry>,
+    pub totals: MapTotals,
+}
+
+/// What a physical piece of a container is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PieceKind {
+    Container,
+    ShadowContainer,
+    Access,
+    Version,
+    GlobalIndex,
+    MetaDir,
+    OpenRecord,
+    SizeRecord,
+    Hostdir,
+    IndexLog,
+    DataLog,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PhysicalPiece {
+    pub backend: String,
+    pub path: String,
+    pub kind: PieceKind,
+    pub bytes: u64,
+}
+
+/// One problem `recover` found, and whether it was repaired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub problem: Problem,
+    pub location: String,
+    pub detail: String,
+    pub fixed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Problem {
+    /// An open record whose writer is gone.
+    StaleOpenRecord,
+    /// An open record on another host: cannot tell if its writer lives.
+    OpenElsewhere,
+    /// A torn frame at the end of an index log.
+    TornIndexTail,
+    /// A data log with no index log (nothing points at its bytes).
+    OrphanDataLog,
+    /// An index log with records but no data log.
+    MissingDataLog,
+    /// A closed log with neither open nor size record.
+    MissingSizeRecord,
+    /// A size record whose log no longer exists.
+    DanglingSizeRecord,
+    /// A half-built or half-removed container left by a crash.
+    Debris,
+    /// A name plfs does not write.
+    UnknownEntry,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    pub findings: Vec<Finding>,
+}
+
+impl RecoveryReport {
+    pub fn unfixed(&self) -> usize {
+        self.findings.iter().filter(|finding| !finding.fixed).count()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlattenReport {
+    pub logs: usize,
+    pub extents: usize,
+    pub bytes: u64,
+    pub eof: u64,
+}
+
+impl Plfs {
+    /// The merged index of a file, read from its index logs.
+    pub fn map(&self, path: &str) -> Result<FileMap> {
+        let state = self.state();
+        let logical = file_path(path)?;
+        let loaded = load::load_index(state, &logical, Prefer::IndexLogs).context(path.to_owned())?;
+        let log_names: Vec<String> = loaded
+            .logs
+            .iter()
+            .map(|log| format!("{}/{}", state.store(log.backend).url(), log.path(&logical, LogKind::Data)))
+            .collect();
+        let mut entries = Vec::with_capacity(loaded.index.extent_count());
+        let mut totals = MapTotals {
+            writers: loaded.logs.iter().map(|log| log.id.writer).collect::<BTreeSet<_>>().len(),
+            logs: loaded.logs.len(),
+            records: loaded.records,
+            extents: loaded.index.extent_count(),
+            eof: loaded.index.eof(),
+            ..MapTotals::default()
+        };
+        let mut position = 0;
+        for (logical_offset, extent) in loaded.index.extents() {
+            if logical_offset > position {
+                totals.holes += 1;
+                totals.hole_bytes += logical_offset - position;
+            }
+            position = logical_offset + extent.length;
+            totals.data_bytes += extent.length;
+            let log = &loaded.logs[extent.log.0 as usize];
+            entries.push(MapEntry {
+                logical: logical_offset,
+                length: extent.length,
+                writer: log.id.writer,
+                log: log_names[extent.log.0 as usize].clone(),
+                physical: extent.physical,
+            });
+        }
+        if totals.eof > position {
+            totals.holes += 1;
+            totals.hole_bytes += totals.eof - position;
+        }
+        Ok(FileMap { entries, totals })
+    }
+
+    /// Every physical piece of a file on every backend.
+    pub fn query(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
+        let state = self.state();
+        let logical = file_path(path)?;
+        let (canonical, _) = container::canonical(state, &logical);
+        let mut pieces = Vec::new();
+        for backend in state.placement.all_backends() {
+            let store = state.store(backend);
+            let kind = if backend == canonical { PieceKind::Container } else { PieceKind::ShadowContainer };
+            match store.metadata(&logical) {
+                Ok(metadata) if metadata.kind == EntryKind::Directory => {}
+                Ok(_) => continue,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error.context(format!("{}: {path}", store.url()))),
+            }
+            pieces.push(piece(store, &logical, kind, 0));
+            walk_container(store, &logical, &mut pieces)?;
+        }
+        if pieces.is_empty() {
+            return Err(Error::new(ErrorKind::NotFound, path.to_owned()));
+        }
+        Ok(pieces)
+    }
+
+    /// The logical file (mount-relative) a physical log or container path
+    /// belongs to, if it lies inside one of this mount's POSIX backends.
+    pub fn logical_of(&self, physical: &Path) -> Result<Option<String>> {
+        let state = self.state();
+        for backend in state.placement.all_backends() {
+            let store = state.store(backend);
+            let Ok(BackendLocation::Posix(root)) = BackendLocation::parse(store.url()) else { continue };
+            let Ok(relative) = physical.strip_prefix(&root) else { continue };
+            let Some(relative) = relative.to_str() else { continue };
+            let inside = StorePath::parse(relative)?;
+            let mut prefix = StorePath::root();
+            for component in inside.components() {
+                if layout::parse_hostdir_name(component).is_some() || component == layout::META_DIR {
+                    break;
+                }
+                prefix = prefix.join(component)?;
+                if let Ok(container::Lookup::File(_)) = container::lookup(state, &prefix) {
+                    return Ok(Some(format!("/{prefix}")));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Merges every index log into the global index readers then prefer.
+    pub fn flatten(&self, path: &str) -> Result<FlattenReport> {
+        let logical = file_path(path)?;
+        let global = load::flatten(self.state(), &logical).context(path.to_owned())?;
+        Ok(FlattenReport {
+            logs: global.logs.len(),
+            extents: global.extents.len(),
+            bytes: global.extents.iter().map(|extent| extent.length).sum(),
+            eof: global.eof,
+        })
+    }
+
+    /// The format and release that created a file.
+    pub fn file_version(&self, path: &str) -> Result<VersionRecord> {
+        let state = self.state();
+        let logical = file_path(path)?;
+        let (backend, paths) = container::canonical(state, &logical);
+        let store = state.store(backend);
+        let bytes = store.read_all(&paths.version()).with_context(|| format!("{}: {path}", store.url()))?;
+        VersionRecord::decode(&bytes).with_context(|| format!("{}: {}", store.url(), paths.version()))
+    }
+
+    /// Finds, and with `fix` repairs, what crashes leave behind.
+    pub fn recover(&self, path: &str, fix: bool) -> Result<RecoveryReport> {
+        let logical = file_path(path)?;
+        let mut recovery =
+            Recovery { state: self.state(), path: &logical, fix, report: RecoveryReport::default() };
+        recovery.run().context(path.to_owned())?;
+        Ok(recovery.report)
+    }
+}
+
+fn file_path(path: &str) -> Result<StorePath> {
+    let logical = StorePath::parse(path)?;
+    if logical.is_root() {
+        return Err(Error::new(ErrorKind::IsADirectory, format!("{path}: the mount root")));
+    }
+    Ok(logical)
+}
+
+fn piece(store: &dyn Store, path: &StorePath, kind: PieceKind, bytes: u64) -> PhysicalPiece {
+    PhysicalPiece { backend: store.url().to_owned(), path: path.to_string(), kind, bytes }
+}
+
+fn walk_container(store: &dyn Store, container: &StorePath, pieces: &mut Vec<PhysicalPiece>) -> Result<()> {
+    let mut entries = store.list(container)?;
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    for entry in entries {
+        let child = container.join(&entry.name)?;
+        let size = |path: &StorePath| store.metadata(path).map(|m| m.size).unwrap_or(0);
+        match layout::classify_container_entry(&entry.name) {
+            ContainerEntry::Access => pieces.push(piece(store, &child, PieceKind::Access, size(&child))),
+            ContainerEntry::Version => pieces.push(piece(store, &child, PieceKind::Version, size(&child))),
+            ContainerEntry::GlobalIndex => {
+                pieces.push(piece(store, &child, PieceKind::GlobalIndex, size(&child)))
+            }
+            ContainerEntry::Meta => {
+                pieces.push(piece(store, &child, PieceKind::MetaDir, 0));
+                let mut names = store.list(&child)?;
+                names.sort_by(|a, b| a.name.cmp(&b.name));
+                for name in names {
+                    let kind = match layout::parse_meta_name(&name.name) {
+                        Some(Ok(MetaEntry::Open(_))) => PieceKind::OpenRecord,
+                        Some(Ok(MetaEntry::Size(_))) => PieceKind::SizeRecord,
+                        _ => PieceKind::Unknown,
+                    };
+                    pieces.push(piece(store, &child.join(&name.name)?, kind, 0));
+                }
+            }
+            ContainerEntry::Hostdir(_) => {
+                pieces.push(piece(store, &child, PieceKind::Hostdir, 0));
+                let mut logs = store.list(&child)?;
+                logs.sort_by(|a, b| a.name.cmp(&b.name));
+                for log in logs {
+                    let log_path = child.join(&log.name)?;
+                    let kind = match layout::parse_log_name(&log.name) {
+                        Some((LogKind::Index, _)) => PieceKind::IndexLog,
+                        Some((LogKind::Data, _)) => PieceKind::DataLog,
+                        None => PieceKind::Unknown,
+                    };
+                    pieces.push(piece(store, &log_path, kind, size(&log_path)));
+                }
+            }
+            ContainerEntry::Unknown => pieces.push(piece(store, &child, PieceKind::Unknown, size(&child))),
+        }
+    }
+    Ok(())
+}
+
+struct Recovery<'a> {
+    state: &'a MountState,
+    path: &'a StorePath,
+    fix: bool,
+    report: RecoveryReport,
+}
+
+impl Recovery<'_> {
+    fn note(&mut self, problem: Problem, location: String, detail: String, fixed: bool) {
+        self.report.findings.push(Finding { problem, location, detail, fixed });
+    }
+
+    fn run(&mut self) -> Result<()> {
+        if !matches!(container::lookup(self.state, self.path)?, container::Lookup::File(_)) {
+            return Err(Error::invalid("not a plfs file"));
+        }
+        self.debris()?;
+        let meta = container::read_meta(self.state, self.path)?;
+        let inventory = container::inventory(self.state, self.path)?;
+        for (backend, unknown) in &inventory.unknown {
+            let url = self.state.store(*backend).url().to_owned();
+            self.note(Problem::UnknownEntry, format!("{url}/{unknown}"), "left in place".into(), false);
+        }
+        let open: BTreeSet<LogId> = meta.open.iter().copied().collect();
+        let sized: BTreeMap<LogId, layout::SizeRecord> = meta.sizes.iter().map(|s| (s.log, *s)).collect();
+        let present: BTreeSet<LogId> = inventory.logs.iter().map(|log| log.id).collect();
+        for log in &inventory.logs {
+            self.check_log(log, open.contains(&log.id), sized.contains_key(&log.id))?;
+        }
+        for size in sized.values().filter(|size| !present.contains(&size.log)) {
+            let (backend, paths) = container::canonical(self.state, self.path);
+            let location = format!("{}/{}", self.state.store(backend).url(), paths.meta(&size.name())?);
+            let fixed = self.fix && {
+                container::ignore_missing(self.state.store(backend).remove_file(&paths.meta(&size.name())?))?;
+                true
+            };
+            self.note(Problem::DanglingSizeRecord, location, "its logs are gone".into(), fixed);
+        }
+        Ok(())
+    }
+
+    /// Half-built (`.plfs-new.*`) and half-removed (`.plfs-gone.*`)
+    /// containers in the file's directory, on every backend.
+    fn debris(&mut self) -> Result<()> {
+        let parent = self.path.parent().unwrap_or_default();
+        for backend in self.state.placement.all_backends() {
+            let store = self.state.store(backend);
+            let entries = match store.list(&parent) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            for entry in
+                entries.iter().filter(|e| layout::is_new_container(&e.name) || layout::is_removed(&e.name))
+            {
+                let debris = parent.join(&entry.name)?;
+                let fixed = self.fix && {
+                    container::remove_tree(store, &debris)?;
+                    true
+                };
+                self.note(
+                    Problem::Debris,
+                    format!("{}/{debris}", store.url()),
+                    "left by a crash".into(),
+                    fixed,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn check_log(&mut self, log: &LogLocation, is_open: bool, has_size: bool) -> Result<()> {
+        let store = self.state.store(log.backend);
+        let index_path = log.path(self.path, LogKind::Index);
+        let data_path = log.path(self.path, LogKind::Data);
+        let location = |path: &StorePath| format!("{}/{path}", store.url());
+        if !log.has_index {
+            let fixed = self.fix && !is_open && {
+                container::ignore_missing(store.remove_file(&data_path))?;
+                true
+            };
+            self.note(
+                Problem::OrphanDataLog,
+                location(&data_path),
+                "no index log points into it".into(),
+                fixed,
+            );
+            return Ok(());
+        }
+        let bytes = store.read_all(&index_path).with_context(|| location(&index_path))?;
+        let decoded = index_log::decode(&bytes).with_context(|| location(&index_path))?;
+        let writer_alive = is_open && self.writer_alive(&log.id);
+        if let Some(torn) = decoded.torn_tail {
+            let fixed = self.fix && !writer_alive && {
+                store.replace(&index_path, &bytes[..decoded.valid_length as usize])?;
+                true
+            };
+            let detail = format!("{} bytes at offset {} ignored by readers", torn.length, torn.offset);
+            self.note(Problem::TornIndexTail, location(&index_path), detail, fixed);
+        }
+        let has_writes = decoded.records.iter().any(|r| matches!(r, index_log::Record::Write(_)));
+        if has_writes && !log.has_data {
+            self.note(
+                Problem::MissingDataLog,
+                location(&data_path),
+                "its index log has records".into(),
+                false,
+            );
+        }
+        if is_open && !has_size {
+            let problem = if writer_alive { Problem::OpenElsewhere } else { Problem::StaleOpenRecord };
+            let fixed = self.fix && !writer_alive && {
+                let summary = container::summarize(log.id, &decoded.records);
+                crate::file::publish_size_record(self.state, self.path, &summary)?;
+                true
+            };
+            let detail = format!("writer {} pid {}", log.id.writer, log.id.pid);
+            self.note(problem, location(&index_path), detail, fixed);
+        } else if !is_open && !has_size {
+            let fixed = self.fix && {
+                let summary = container::summarize(log.id, &decoded.records);
+                crate::file::publish_size_record(self.state, self.path, &summary)?;
+                true
+            };
+            self.note(Problem::MissingSizeRecord, location(&index_path), "stat would miss it".into(), fixed);
+        } else if is_open && has_size {
+            // Closed, but the open record's removal was cut short.
+            let (backend, paths) = container::canonical(self.state, self.path);
+            let open_path = paths.meta(&layout::open_record_name(&log.id))?;
+            let fixed = self.fix && {
+                container::ignore_missing(self.state.store(backend).remove_file(&open_path))?;
+                true
+            };
+            let url = self.state.store(backend).url().to_owned();
+            self.note(
+                Problem::StaleOpenRecord,
+                format!("{url}/{open_path}"),
+                "log already closed".into(),
+                fixed,
+            );
+        }
+        Ok(())
+    }
+
+    /// A writer on this host is alive if its pid exists; on another host
+    /// there is no way to know, so it counts as alive.
+    fn writer_alive(&self, id: &LogId) -> bool {
+        if id.host != crate::placement::name_hash(&self.state.hostname) {
+            return true;
+        }
+        if id.pid == self.state.pid {
+            return false;
+        }
+        // SAFETY: signal 0 only checks that the process exists.
+        let result = unsafe { libc::kill(id.pid as libc::pid_t, 0) };
+        result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{ManualClock, Stamper};
+    use crate::config::{BackendRole, Tuning};
+    use crate::file::OpenFlags;
+    use crate::fs::Options;
+    use crate::store::SharedStore;
+    use crate::store::memory::MemoryStore;
+    use std::sync::Arc;
+
+    fn mount(stores: &[SharedStore], pid: u32) -> Plfs {
+        let options = Options {
+            hostname: "node0".into(),
+            pid,
+            uid: 0,
+            gid: 0,
+            stamper: Stamper::new(Arc::new(ManualClock::new(1))),
+            tuning: Tuning { threadpool_size: 1, ..Tuning::default() },
+        };
+        Plfs::new(stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect(), options).unwrap()
+    }
+
+    fn stores(count: usize) -> Vec<SharedStore> {
+        (0..count).map(|i| Arc::new(MemoryStore::new(format!("mem://b{i}"))) as SharedStore).collect()
+    }
+
+    /// Three writers, strided 10-byte records with a hole at the end.
+    fn strided(plfs: &Plfs) {
+        let handle = plfs.open("/s", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        for record in 0..9u64 {
+            handle.write_as(&[record as u8; 10], record * 10, record % 3).unwrap();
+        }
+        handle.truncate(100).unwrap();
+        handle.close().unwrap();
+    }
+
+    #[test]
+    fn map_reports_extents_and_totals() {
+        let stores = stores(2);
+        let plfs = mount(&stores, 1);
+        strided(&plfs);
+        let map = plfs.map("/s").unwrap();
+        assert_eq!(map.entries.len(), 9);
+        for (record, entry) in map.entries.iter().enumerate() {
+            assert_eq!(
+                (entry.logical, entry.length, entry.writer),
+                (record as u64 * 10, 10, record as u64 % 3)
+            );
+        }
+        assert_eq!(
+            map.totals,
+            MapTotals {
+                writers: 3,
+                logs: 3,
+                records: 10,
+                extents: 9,
+                data_bytes: 90,
+                holes: 1,
+                hole_bytes: 10,
+                eof: 100
+            }
+        );
+    }
+
+    #[test]
+    fn query_lists_every_piece_and_finds_the_owner_of_none_outside() {
+        let stores = stores(3);
+        let plfs = mount(&stores, 1);
+        strided(&plfs);
+        let pieces = plfs.query("/s").unwrap();
+        let count = |kind| pieces.iter().filter(|p| p.kind == kind).count();
+        assert_eq!(count(PieceKind::Container), 1);
+        assert_eq!(count(PieceKind::Access), 1);
+        assert_eq!(count(PieceKind::IndexLog), 3);
+        assert_eq!(count(PieceKind::DataLog), 3);
+        assert_eq!(count(PieceKind::SizeRecord), 3);
+        assert_eq!(count(PieceKind::OpenRecord), 0);
+        assert!(plfs.logical_of(Path::new("/not/a/backend")).unwrap().is_none());
+    }
+
+    #[test]
+    fn flatten_is_preferred_while_valid_and_ignored_once_stale() {
+        let stores = stores(2);
+        let plfs = mount(&stores, 1);
+        strided(&plfs);
+        let report = plfs.flatten("/s").unwrap();
+        assert_eq!((report.logs, report.extents, report.bytes, report.eof), (3, 9, 90, 100));
+        let loaded =
+            load::load_index(plfs.state(), &StorePath::parse("s").unwrap(), Prefer::GlobalIndex).unwrap();
+        assert!(loaded.from_global_index);
+        let reader = mount(&stores, 2);
+        let handle = reader.open("/s", OpenFlags::RDONLY, 0, 5).unwrap();
+        let mut buf = vec![0xFF; 100];
+        assert_eq!(handle.read(&mut buf, 0).unwrap(), 100);
+        assert_eq!(&buf[40..50], &[4u8; 10]);
+        assert_eq!(&buf[90..], &[0u8; 10]);
+        handle.close().unwrap();
+        // A later write makes the global index stale: readers must not use it.
+        let writer = plfs.open("/s", OpenFlags::WRONLY, 0, 7).unwrap();
+        writer.write(b"new", 0).unwrap();
+        writer.close().unwrap();
+        let loaded =
+            load::load_index(plfs.state(), &StorePath::parse("s").unwrap(), Prefer::GlobalIndex).unwrap();
+        assert!(!loaded.from_global_index);
+        let handle = reader.open("/s", OpenFlags::RDONLY, 0, 5).unwrap();
+        assert_eq!(handle.read(&mut buf, 0).unwrap(), 100);
+        assert_eq!(&buf[..3], b"new");
+        handle.close().unwrap();
+    }
+
+    #[test]
+    fn flatten_refuses_while_writers_are_open() {
+        let stores = stores(1);
+        let plfs = mount(&stores, 1);
+        let handle = plfs.open("/busy", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(b"x", 0).unwrap();
+        let error = plfs.flatten("/busy").unwrap_err();
+        assert!(error.to_string().contains("still have the file open"), "{error}");
+        handle.close().unwrap();
+        plfs.flatten("/busy").unwrap();
+    }
+
+    #[test]
+    fn recover_repairs_a_crashed_writer() {
+        let stores = stores(2);
+        let crashed = mount(&stores, 4242);
+        let handle = crashed.open("/c", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&[9; 50], 0).unwrap();
+        handle.sync().unwrap();
+        // The process "dies": its handle is leaked, so no close, no size record.
+        std::mem::forget(handle);
+        let plfs = mount(&stores, 1);
+        let inventory = plfs.inventory("/c").unwrap();
+        let log = &inventory.logs[0];
+        let index_path = log.path(&StorePath::parse("c").unwrap(), LogKind::Index);
+        let store = &stores[log.backend.0];
+        let mut torn = store.read_all(&index_path).unwrap();
+        torn.extend_from_slice(b"PFRM\x40\x00\x00\x00garbage");
+        store.replace(&index_path, &torn).unwrap();
+        let orphan = StorePath::parse(&format!(
+            "c/hostdir.{}/data.{}",
+            log.hostdir.0,
+            LogId { stamp: 1, writer: 2, pid: 3, host: 4 }
+        ))
+        .unwrap();
+        let orphan_store = &stores[log.backend.0];
+        let mut writer = orphan_store.create_append(&orphan).unwrap();
+        writer.append(b"lost").unwrap();
+        writer.close().unwrap();
+
+        let report = plfs.recover("/c", false).unwrap();
+        let problems: BTreeSet<String> = report.findings.iter().map(|f| format!("{:?}", f.problem)).collect();
+        // pid 4242 on this host is not alive in the test, so the record is stale.
+        assert!(problems.contains("TornIndexTail"), "{report:?}");
+        assert!(problems.contains("OrphanDataLog"), "{report:?}");
+        assert!(problems.contains("StaleOpenRecord") || problems.contains("OpenElsewhere"), "{report:?}");
+        assert!(report.findings.iter().all(|f| !f.fixed));
+
+        let fixed = plfs.recover("/c", true).unwrap();
+        let unfixed: Vec<_> = fixed.findings.iter().filter(|f| !f.fixed).collect();
+        assert!(unfixed.iter().all(|f| f.problem == Problem::OpenElsewhere), "{fixed:?}");
+        if unfixed.is_empty() {
+            assert_eq!(plfs.recover("/c", false).unwrap().findings, vec![]);
+        }
+        assert_eq!(plfs.stat("/c").unwrap().size, 50);
+        let handle = plfs.open("/c", OpenFlags::RDONLY, 0, 1).unwrap();
+        let mut buf = [0u8; 50];
+        assert_eq!(handle.read(&mut buf, 0).unwrap(), 50);
+        assert_eq!(buf, [9u8; 50]);
+        handle.close().unwrap();
+    }
+}
