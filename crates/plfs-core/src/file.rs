@@ -16,7 +16,7 @@ use crate::fs::MountState;
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
 use crate::load;
-use crate::placement::{BackendId, HostdirId};
+use crate::placement::BackendId;
 use crate::store::{AppendWriter, StorePath};
 
 /// Identifies a writer (a process, an MPI rank, a FUSE client): each gets
@@ -80,7 +80,8 @@ impl OpenFlags {
 struct WriterLogs {
     id: LogId,
     backend: BackendId,
-    hostdir: HostdirId,
+    /// Where the data log is, for read states that learn of it.
+    data_path: StorePath,
     data: Box<dyn AppendWriter>,
     index: Box<dyn AppendWriter>,
     frame: FrameBuilder,
@@ -121,9 +122,9 @@ struct DataLog {
 }
 
 impl ReadState {
-    fn log_ref(&mut self, id: LogId, backend: BackendId, path: StorePath) -> LogRef {
+    fn log_ref(&mut self, id: LogId, backend: BackendId, path: impl FnOnce() -> StorePath) -> LogRef {
         *self.refs.entry(id).or_insert_with(|| {
-            self.sources.push(Arc::new(DataLog { backend, path }));
+            self.sources.push(Arc::new(DataLog { backend, path: path() }));
             LogRef((self.sources.len() - 1) as u32)
         })
     }
@@ -196,11 +197,11 @@ impl OpenFile {
         let _gate = read_lock(&self.write_gate);
         let slot = self.slot(writer);
         let mut slot = lock(&slot);
-        let path = self.path();
-        let logs = self.ensure_logs(&mut slot, writer, &path)?;
+        let logs = self.ensure_logs(&mut slot, writer)?;
         let physical = logs.data.len();
         if let Err(error) = logs.data.append(buf) {
-            self.retire(&mut slot, &path);
+            self.retire(&mut slot);
+            let path = self.path();
             return Err(error.context(format!("/{path}: writing {} bytes at offset {offset}", buf.len())));
         }
         let logs = slot.logs.as_mut().expect("present after ensure");
@@ -214,16 +215,13 @@ impl OpenFile {
             writer,
             data_crc: crc32c::crc32c(buf),
         });
-        self.push_record(&mut slot, &path, &record)?;
-        let logs = slot.logs.as_ref().expect("present");
-        let (id, backend, data_path) = (
-            logs.id,
-            logs.backend,
-            ContainerPaths::new(path.clone()).log(logs.hostdir, LogKind::Data, &logs.id),
-        );
+        self.push_record(&mut slot, &record)?;
         if let Some(state) = write_lock(&self.read_state).as_mut() {
-            let log = state.log_ref(id, backend, data_path);
-            state.index.apply_write(offset, buf.len() as u64, log, physical);
+            // The pair may have been retired by a failed index append above.
+            if let Some(logs) = slot.logs.as_ref() {
+                let log = state.log_ref(logs.id, logs.backend, || logs.data_path.clone());
+                state.index.apply_write(offset, buf.len() as u64, log, physical);
+            }
         }
         if let Some(eof) = lock(&self.eof).as_mut() {
             *eof = (*eof).max(end);
@@ -240,13 +238,12 @@ impl OpenFile {
         let _gate = read_lock(&self.write_gate);
         let slot = self.slot(writer);
         let mut slot = lock(&slot);
-        let path = self.path();
-        self.ensure_logs(&mut slot, writer, &path)?;
+        self.ensure_logs(&mut slot, writer)?;
         let logs = slot.logs.as_mut().expect("present after ensure");
         let stamp = self.mount.stamper.next();
         let record = Record::Truncate(TruncateRecord { size, stamp, sequence: logs.sequence, writer });
-        self.push_record(&mut slot, &path, &record)?;
-        self.sync_slot(&mut slot, &path)?;
+        self.push_record(&mut slot, &record)?;
+        self.sync_slot(&mut slot)?;
         if let Some(state) = write_lock(&self.read_state).as_mut() {
             state.index.apply_truncate(size);
         }
@@ -256,20 +253,20 @@ impl OpenFile {
 
     /// Buffers a record in the writer's frame, appending the frame to the
     /// index log when it reaches the flush threshold.
-    fn push_record(&self, slot: &mut WriterSlot, path: &StorePath, record: &Record) -> Result<()> {
+    fn push_record(&self, slot: &mut WriterSlot, record: &Record) -> Result<()> {
         let logs = slot.logs.as_mut().expect("caller ensured logs");
         logs.frame.push(record);
         logs.sequence += 1;
         absorb(&mut logs.summary, record);
         if logs.frame.len() >= self.mount.tuning.index_flush_bytes {
-            self.flush_frame(slot, path)?;
+            self.flush_frame(slot)?;
         }
         Ok(())
     }
 
     /// Appends the buffered frame to the index log (no fsync). A failure
     /// retires the log pair: its tail may be torn and must stay the tail.
-    fn flush_frame(&self, slot: &mut WriterSlot, path: &StorePath) -> Result<()> {
+    fn flush_frame(&self, slot: &mut WriterSlot) -> Result<()> {
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
         let Some(frame) = logs.frame.finish() else { return Ok(()) };
         let result = logs.index.append(frame);
@@ -280,29 +277,29 @@ impl OpenFile {
                 Ok(())
             }
             Err(error) => {
-                self.retire(slot, path);
-                Err(error.context(format!("/{path}: appending index records")))
+                self.retire(slot);
+                Err(error.context(format!("/{}: appending index records", self.path())))
             }
         }
     }
 
     /// Makes a writer's data durable, then the index records that point at
     /// it: after a crash an index record never names bytes that are gone.
-    fn sync_slot(&self, slot: &mut WriterSlot, path: &StorePath) -> Result<()> {
+    fn sync_slot(&self, slot: &mut WriterSlot) -> Result<()> {
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
         if logs.data_dirty {
             if let Err(error) = logs.data.sync() {
-                self.retire(slot, path);
-                return Err(error.context(format!("/{path}: syncing data log")));
+                self.retire(slot);
+                return Err(error.context(format!("/{}: syncing data log", self.path())));
             }
             slot.logs.as_mut().expect("present").data_dirty = false;
         }
-        self.flush_frame(slot, path)?;
+        self.flush_frame(slot)?;
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
         if logs.index_dirty {
             if let Err(error) = logs.index.sync() {
-                self.retire(slot, path);
-                return Err(error.context(format!("/{path}: syncing index log")));
+                self.retire(slot);
+                return Err(error.context(format!("/{}: syncing index log", self.path())));
             }
             slot.logs.as_mut().expect("present").index_dirty = false;
         }
@@ -311,9 +308,9 @@ impl OpenFile {
 
     /// Stops using a writer's log pair after a failure. Its summary still
     /// gets a size record at close, covering what reached the index.
-    fn retire(&self, slot: &mut WriterSlot, path: &StorePath) {
+    fn retire(&self, slot: &mut WriterSlot) {
         if let Some(logs) = slot.logs.take() {
-            tracing::warn!("/{path}: retiring log pair {} after a failed append", logs.id);
+            tracing::warn!("/{}: retiring log pair {} after a failed append", self.path(), logs.id);
             slot.retired.push(logs.summary);
             drop(logs.data.close());
             drop(logs.index.close());
@@ -322,14 +319,9 @@ impl OpenFile {
 
     /// Creates the writer's logs on first use: hostdir, open record, then
     /// the index and data logs with their headers.
-    fn ensure_logs<'a>(
-        &self,
-        slot: &'a mut WriterSlot,
-        writer: WriterId,
-        path: &StorePath,
-    ) -> Result<&'a mut WriterLogs> {
+    fn ensure_logs<'a>(&self, slot: &'a mut WriterSlot, writer: WriterId) -> Result<&'a mut WriterLogs> {
         if slot.logs.is_none() {
-            slot.logs = Some(self.create_logs(writer, path)?);
+            slot.logs = Some(self.create_logs(writer, &self.path())?);
         }
         Ok(slot.logs.as_mut().expect("just created"))
     }
@@ -368,7 +360,7 @@ impl OpenFile {
         Ok(WriterLogs {
             id,
             backend,
-            hostdir,
+            data_path: paths.log(hostdir, LogKind::Data, &id),
             data,
             index,
             frame: FrameBuilder::new(),
@@ -383,10 +375,9 @@ impl OpenFile {
     /// read state so the next read sees other writers' synced records too.
     pub(crate) fn sync(&self) -> Result<()> {
         let _gate = read_lock(&self.write_gate);
-        let path = self.path();
         let mut first_error = None;
         for slot in self.slots() {
-            if let Err(error) = self.sync_slot(&mut lock(&slot), &path) {
+            if let Err(error) = self.sync_slot(&mut lock(&slot)) {
                 first_error.get_or_insert(error);
             }
         }
@@ -471,7 +462,7 @@ impl OpenFile {
         }
         let path = self.path();
         for slot in self.slots() {
-            self.flush_frame(&mut lock(&slot), &path)?;
+            self.flush_frame(&mut lock(&slot))?;
         }
         let state = load_read_state(&self.mount, &path)?;
         *lock(&self.eof) = Some(state.index.eof());
@@ -487,7 +478,7 @@ impl OpenFile {
         let _gate = write_lock(&self.write_gate);
         let path = self.path();
         for slot in self.slots() {
-            self.flush_frame(&mut lock(&slot), &path)?;
+            self.flush_frame(&mut lock(&slot))?;
         }
         let size = container::size_from_meta(&self.mount, &path)?.eof;
         let mut eof = lock(&self.eof);
@@ -498,9 +489,8 @@ impl OpenFile {
     /// fsync), so other readers of the backend see them.
     pub(crate) fn flush_index(&self) -> Result<()> {
         let _gate = read_lock(&self.write_gate);
-        let path = self.path();
         for slot in self.slots() {
-            self.flush_frame(&mut lock(&slot), &path)?;
+            self.flush_frame(&mut lock(&slot))?;
         }
         Ok(())
     }
@@ -514,7 +504,7 @@ impl OpenFile {
         let slots: Vec<_> = lock(&self.writers).drain().map(|(_, slot)| slot).collect();
         for slot in slots {
             let mut slot = lock(&slot);
-            if let Err(error) = self.flush_frame(&mut slot, &path) {
+            if let Err(error) = self.flush_frame(&mut slot) {
                 first_error.get_or_insert(error);
             }
             let mut finished = std::mem::take(&mut slot.retired);
@@ -572,7 +562,7 @@ fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
     let loaded = load::load_index(mount, path, load::Prefer::GlobalIndex)?;
     let mut state = ReadState { index: loaded.index, sources: Vec::new(), refs: HashMap::new() };
     for log in &loaded.logs {
-        state.log_ref(log.id, log.backend, log.path(path, LogKind::Data));
+        state.log_ref(log.id, log.backend, || log.path(path, LogKind::Data));
     }
     Ok(state)
 }

@@ -48,14 +48,16 @@ impl CachedLog {
             window.bytes.resize(readahead_bytes, 0);
             let mut filled = 0;
             while filled < readahead_bytes {
+                let wanted = readahead_bytes - filled;
                 let count = self
                     .handle
                     .read_at(&mut window.bytes[filled..], physical + filled as u64)
                     .with_context(|| format!("{} at offset {}", self.label, physical + filled as u64))?;
-                if count == 0 {
+                filled += count;
+                // Reads are short only at the end of the object.
+                if count < wanted {
                     break;
                 }
-                filled += count;
             }
             window.bytes.truncate(filled);
             window.start = physical;
