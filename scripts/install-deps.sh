@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what building and testing plfs needs on Debian 12, and nothing
+# when it is all present already (so `make` stays quiet and offline).
+set -euo pipefail
+
+# Debian packages the build and the test suite use.
+packages=(
+  build-essential   # cc for crates with C parts, make
+  pkg-config        # locating system libraries
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Rust comes from rustup (Debian 12's rustc is too old for edition 2024).
+if ! command -v cargo >/dev/null 2>&1; then
+  for candidate in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+    if [[ -x "$candidate/cargo" ]]; then
+      echo "install-deps: cargo is in $candidate but not on PATH; add it (e.g. source \$HOME/.cargo/env)" >&2
+      exit 1
+    fi
+  done
+  echo "install-deps: cargo not found; install Rust >= 1.85 with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
