@@ -752,4 +752,4 @@ pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -19,6 +19,14 @@ fn options(pid: u32) -> Options {
     }
 }
 
+/// The pid of a process that has exited, for writers that "crashed".
+pub(crate) fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
 fn memory_stores(count: usize) -> Vec<SharedStore> {
     (0..count).map(|i| Arc::new(MemoryStore::new(format!("mem://b{i}"))) as SharedStore).collect()
 }
@@ -638,4 +646,58 @@ fn strided_reads_stream_each_log_through_its_window() {
     // window was filled by the read before the reset).
     assert_eq!(reads, writers - 1, "{reads} backend reads for {} records", writers * records);
     reader.close().unwrap();
+}
+
+#[test]
+fn one_handle_serves_many_threads() {
+    let plfs = memory_mount(3);
+    let handle = plfs.open("/threads", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..8u64 {
+            let handle = &handle;
+            scope.spawn(move || {
+                for record in 0..50u64 {
+                    let slot = record * 8 + thread;
+                    handle.write_as(&[thread as u8 + 1; 100], slot * 100, thread).unwrap();
+                    let mut buf = [0u8; 100];
+                    handle.read(&mut buf, slot * 100).unwrap();
+                    assert_eq!(buf, [thread as u8 + 1; 100], "a thread sees its own write at once");
+                }
+            });
+        }
+    });
+    handle.close().unwrap();
+    let handle = plfs.open("/threads", OpenFlags::RDONLY, 0, 0).unwrap();
+    let data = read_all(&handle);
+    assert_eq!(data.len(), 400 * 100);
+    for (slot, chunk) in data.chunks(100).enumerate() {
+        assert_eq!(chunk, &[(slot % 8) as u8 + 1; 100][..], "slot {slot}");
+    }
+    handle.close().unwrap();
+}
+
+#[test]
+fn power_loss_keeps_exactly_what_was_synced() {
+    let memory: Vec<Arc<MemoryStore>> =
+        (0..2).map(|i| Arc::new(MemoryStore::new(format!("mem://b{i}")))).collect();
+    let stores: Vec<SharedStore> = memory.iter().map(|m| m.clone() as SharedStore).collect();
+    let plfs = mount_over(&stores, options(dead_pid()));
+    let handle = plfs.open("/p", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+    handle.write(&[1; 1000], 0).unwrap();
+    handle.sync().unwrap();
+    handle.write(&[2; 1000], 1000).unwrap();
+    handle.write(&[3; 10], 0).unwrap();
+    // The machine loses power: unsynced appends vanish, the handle with them.
+    for store in &memory {
+        store.discard_unsynced();
+    }
+    std::mem::forget(handle);
+    let survivor = mount_over(&stores, options(2));
+    assert_eq!(survivor.stat("/p").unwrap().size, 1000);
+    let reader = survivor.open("/p", OpenFlags::RDONLY, 0, 2).unwrap();
+    assert_eq!(read_all(&reader), vec![1u8; 1000]);
+    reader.close().unwrap();
+    let report = survivor.recover("/p", true).unwrap();
+    assert!(report.findings.iter().all(|f| f.fixed), "{report:?}");
+    assert_eq!(survivor.stat("/p").unwrap().size, 1000);
 }
