@@ -1,11 +1,13 @@
 //! Configuration types: what a mount is made of and the tunables that shape
-//! it. Parsing plfsrc files into these lives with the tools (issue [2/7]);
-//! the core only consumes validated values.
+//! it. [`plfsrc`] turns PLFS 2.x `plfsrc` files into these; the rest of the
+//! core only consumes validated values.
 
 use std::fmt;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+
+pub mod plfsrc;
 
 /// The role of a backend in a mount (plfsrc `type:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,14 +44,18 @@ impl BackendLocation {
     /// Parses `/path`, `posix:///path`, `hdfs://host:port/path` or
     /// `s3://bucket/prefix`.
     pub fn parse(text: &str) -> Result<BackendLocation> {
+        BackendLocation::parse_detail(text).map_err(Error::invalid)
+    }
+
+    /// [`BackendLocation::parse`] with the bare problem text, so the plfsrc
+    /// parser can put its own file:line prefix in front of it.
+    pub(crate) fn parse_detail(text: &str) -> std::result::Result<BackendLocation, String> {
         if text.starts_with('/') {
             return Ok(BackendLocation::Posix(PathBuf::from(text)));
         }
         if let Some(rest) = text.strip_prefix("posix://") {
             if !rest.starts_with('/') {
-                return Err(Error::invalid(format!(
-                    "backend {text:?}: posix:// needs an absolute path (posix:///dir)"
-                )));
+                return Err(format!("backend {text:?}: posix:// needs an absolute path (posix:///dir)"));
             }
             return Ok(BackendLocation::Posix(PathBuf::from(rest)));
         }
@@ -57,28 +63,26 @@ impl BackendLocation {
             let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
             let (host, port) = authority
                 .rsplit_once(':')
-                .ok_or_else(|| Error::invalid(format!("backend {text:?}: hdfs:// needs host:port")))?;
-            let port = port
-                .parse::<u16>()
-                .map_err(|_| Error::invalid(format!("backend {text:?}: bad port {port:?}")))?;
+                .ok_or_else(|| format!("backend {text:?}: hdfs:// needs host:port"))?;
+            let port = port.parse::<u16>().map_err(|_| format!("backend {text:?}: bad port {port:?}"))?;
             if host.is_empty() {
-                return Err(Error::invalid(format!("backend {text:?}: empty host")));
+                return Err(format!("backend {text:?}: empty host"));
             }
             return Ok(BackendLocation::Hdfs { host: host.to_owned(), port, path: format!("/{path}") });
         }
         if let Some(rest) = text.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
-                return Err(Error::invalid(format!("backend {text:?}: empty bucket")));
+                return Err(format!("backend {text:?}: empty bucket"));
             }
             return Ok(BackendLocation::S3 {
                 bucket: bucket.to_owned(),
                 prefix: prefix.trim_end_matches('/').to_owned(),
             });
         }
-        Err(Error::invalid(format!(
+        Err(format!(
             "backend {text:?}: unknown location (expected /path, posix:///path, hdfs://host:port/path or s3://bucket/prefix)"
-        )))
+        ))
     }
 }
 
@@ -117,6 +121,17 @@ pub struct Tuning {
     pub read_handles_max: usize,
     /// Read-ahead window per data log, so strided reads stream each log.
     pub readahead_bytes: usize,
+    /// Create data and index droppings at the first write rather than at open.
+    pub lazy_droppings: bool,
+    /// PLFS `index_buffer_mbs`: kept so existing plfsrc files load; PLFS itself ignores it.
+    pub index_buffer_mbs: u32,
+    /// Total small-file read buffer, MiB.
+    pub read_buffer_mbs: u32,
+    /// Where every close drops a statistics-named file, if anywhere.
+    pub global_summary_dir: Option<PathBuf>,
+    /// Developer option: never create a hostdir eagerly, so metalinks get
+    /// exercised on one node.
+    pub test_metalink: bool,
 }
 
 impl Default for Tuning {
@@ -129,6 +144,11 @@ impl Default for Tuning {
             index_flush_bytes: 256 << 10,
             read_handles_max: 128,
             readahead_bytes: 1 << 20,
+            lazy_droppings: true,
+            index_buffer_mbs: 64,
+            read_buffer_mbs: 64,
+            global_summary_dir: None,
+            test_metalink: false,
         }
     }
 }
@@ -141,6 +161,138 @@ pub struct MountConfig {
     pub backends: Vec<BackendConfig>,
     /// Where statfs is answered from, so it never hangs on a slow backend.
     pub statfs: Option<BackendLocation>,
+    /// Buffer size for buffered (PLFS `glib:`) stores, MiB.
+    pub glib_buffer_mbs: u32,
+    /// Burst-buffer syncer address; PLFS parsed it but nothing called the syncer.
+    pub syncer_ip: Option<String>,
+    /// Small-file writers per directory.
+    pub max_writers: u32,
+    /// Small-file directory cache size.
+    pub max_smallfile_containers: u32,
+}
+
+impl MountConfig {
+    /// A mount with PLFS's defaults for everything but its place and backends.
+    pub fn new(mount_point: PathBuf, workload: Workload, backends: Vec<BackendConfig>) -> MountConfig {
+        MountConfig {
+            mount_point,
+            workload,
+            backends,
+            statfs: None,
+            glib_buffer_mbs: 16,
+            syncer_ip: None,
+            max_writers: 4,
+            max_smallfile_containers: 32,
+        }
+    }
+}
+
+/// mlog priorities, most severe first (so `Ord` follows severity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Emerg,
+    Alert,
+    Crit,
+    Err,
+    Warn,
+    Note,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    pub const ALL: [LogLevel; 8] = [
+        LogLevel::Emerg,
+        LogLevel::Alert,
+        LogLevel::Crit,
+        LogLevel::Err,
+        LogLevel::Warn,
+        LogLevel::Note,
+        LogLevel::Info,
+        LogLevel::Debug,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Emerg => "EMERG",
+            LogLevel::Alert => "ALERT",
+            LogLevel::Crit => "CRIT",
+            LogLevel::Err => "ERR",
+            LogLevel::Warn => "WARN",
+            LogLevel::Note => "NOTE",
+            LogLevel::Info => "INFO",
+            LogLevel::Debug => "DEBUG",
+        }
+    }
+
+    /// Case-insensitive, as mlog is; `DBUG` is mlog's own four-letter spelling.
+    pub fn parse(text: &str) -> Option<LogLevel> {
+        if text.eq_ignore_ascii_case("DBUG") {
+            return Some(LogLevel::Debug);
+        }
+        LogLevel::ALL.into_iter().find(|level| level.name().eq_ignore_ascii_case(text))
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One `mlog_setmasks` item: a level for one facility, or for all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogMask {
+    pub facility: Option<String>,
+    pub level: LogLevel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyslogFacility {
+    User,
+    /// LOCAL0..=LOCAL7.
+    Local(u8),
+}
+
+/// Logging settings (plfsrc `mlog_*` keys), with PLFS 2.x defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    /// Messages at or above this level are logged.
+    pub defmask: LogLevel,
+    /// Per-facility overrides, applied in order after `defmask`.
+    pub setmasks: Vec<LogMask>,
+    /// Messages at or above this level also go to stderr.
+    pub stderrmask: LogLevel,
+    /// Every message goes to stderr.
+    pub stderr: bool,
+    /// Log file name; `%h`, `%p` and `%t` are left for the logger to expand
+    /// when it opens the file, as they differ per process.
+    pub file: Option<String>,
+    /// In-memory message ring size in bytes; 0 means no ring.
+    pub msgbuf_size: usize,
+    pub syslog: bool,
+    pub syslogfac: SyslogFacility,
+    /// UDP log console.
+    pub ucon: bool,
+    /// Where the FUSE daemon writes a crash log, if anywhere.
+    pub fuse_crash_log: Option<PathBuf>,
+}
+
+impl Default for LogSettings {
+    fn default() -> LogSettings {
+        LogSettings {
+            defmask: LogLevel::Warn,
+            setmasks: Vec::new(),
+            stderrmask: LogLevel::Crit,
+            stderr: false,
+            file: None,
+            msgbuf_size: 4096,
+            syslog: false,
+            syslogfac: SyslogFacility::User,
+            ucon: false,
+            fuse_crash_log: None,
+        }
+    }
 }
 
 #[cfg(test)]
