@@ -34,10 +34,10 @@ pub enum Prefer {
 }
 
 pub(crate) fn load_index(mount: &MountState, path: &StorePath, prefer: Prefer) -> Result<LoadedIndex> {
-    if prefer == Prefer::GlobalIndex {
-        if let Some(loaded) = try_global_index(mount, path)? {
-            return Ok(loaded);
-        }
+    if prefer == Prefer::GlobalIndex
+        && let Some(loaded) = try_global_index(mount, path)?
+    {
+        return Ok(loaded);
     }
     load_from_logs(mount, path)
 }
