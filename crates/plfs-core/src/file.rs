@@ -422,6 +422,15 @@ impl OpenFile {
         pieces: &[Piece],
         sources: &ReadSources,
     ) -> Result<()> {
+        let cache = &self.mount.log_cache;
+        let readahead = cache.readahead_bytes();
+        // A read inside one extent (the usual record-sized read) needs no
+        // grouping and no task.
+        if let [Piece { source: Source::Data { log, physical }, .. }] = pieces {
+            let source = &sources[log];
+            let cached = cache.get(source.backend, self.mount.store(source.backend), &source.path)?;
+            return cached.read_exact(buf, *physical, readahead);
+        }
         let mut per_log: HashMap<LogRef, Vec<(u64, &mut [u8])>> = HashMap::new();
         let mut rest = buf;
         for piece in pieces {
@@ -433,8 +442,6 @@ impl OpenFile {
                 Source::Data { log, physical } => per_log.entry(log).or_default().push((physical, head)),
             }
         }
-        let cache = &self.mount.log_cache;
-        let readahead = cache.readahead_bytes();
         let tasks: Vec<_> = per_log
             .into_iter()
             .map(|(log, parts)| {

@@ -9,14 +9,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use lru::LruCache;
 
-use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::error::{Error, Result, ResultExt};
 use crate::placement::BackendId;
 use crate::store::{ReadHandle, Store, StorePath};
 
-/// Reads smaller than this are served through the log's read-ahead window;
-/// larger ones go straight to the store.
+/// Requests smaller than this are served through the log's read-ahead
+/// window; larger ones are read straight into the caller's buffer, where a
+/// window would only add a copy (a store still streams them: POSIX kernels
+/// read ahead per descriptor, remote stores fetch large ranges anyway).
+pub const WINDOW_REQUEST_MAX_BYTES: usize = 32 << 10;
+
 fn window_applies(request_bytes: usize, readahead_bytes: usize) -> bool {
-    request_bytes < readahead_bytes / 2
+    request_bytes < WINDOW_REQUEST_MAX_BYTES.min(readahead_bytes / 2)
 }
 
 /// One data log's cached handle and read-ahead window.
@@ -138,29 +142,49 @@ impl LogCache {
 
 /// A bounded pool that lives as long as the mount, so a read never pays
 /// for creating threads.
+/// The threads start at the first read that spans several logs, so a
+/// short-lived process that reads one log never pays for them.
 #[derive(Debug)]
 pub struct ReadPool {
-    pool: Option<rayon::ThreadPool>,
+    threads: usize,
+    pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
 }
 
 impl ReadPool {
     pub fn new(threads: usize) -> Result<ReadPool> {
-        if threads <= 1 {
-            return Ok(ReadPool { pool: None });
-        }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|index| format!("plfs-read-{index}"))
-            .build()
-            .map_err(|error| Error::new(ErrorKind::Internal, format!("read pool: {error}")))?;
-        Ok(ReadPool { pool: Some(pool) })
+        Ok(ReadPool { threads, pool: std::sync::OnceLock::new() })
+    }
+
+    fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.pool
+            .get_or_init(|| {
+                if self.threads <= 1 {
+                    return None;
+                }
+                let built = rayon::ThreadPoolBuilder::new()
+                    .num_threads(self.threads)
+                    .thread_name(|index| format!("plfs-read-{index}"))
+                    .build();
+                match built {
+                    Ok(pool) => Some(pool),
+                    Err(error) => {
+                        // Reads still work, one log at a time.
+                        tracing::warn!("read pool of {} threads: {error}; reading serially", self.threads);
+                        None
+                    }
+                }
+            })
+            .as_ref()
     }
 
     /// Runs every task, in parallel when the pool has threads, and returns
     /// the first error.
     pub fn run_all<T: FnOnce() -> Result<()> + Send>(&self, tasks: Vec<T>) -> Result<()> {
-        match &self.pool {
-            Some(pool) if tasks.len() > 1 => {
+        if tasks.len() <= 1 {
+            return tasks.into_iter().try_for_each(|task| task());
+        }
+        match self.pool() {
+            Some(pool) => {
                 let results: Vec<Mutex<Option<Result<()>>>> =
                     tasks.iter().map(|_| Mutex::new(None)).collect();
                 pool.scope(|scope| {

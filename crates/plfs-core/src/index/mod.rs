@@ -68,12 +68,54 @@ impl MergedIndex {
             .into_iter()
             .flat_map(|(log, records)| records.iter().map(move |record| (log, record)))
             .collect();
+        if let Some(index) = MergedIndex::without_overlaps(&mut ordered, compress_contiguous) {
+            return index;
+        }
         ordered.sort_by_key(|(_, record)| record.order_key());
         let mut index = MergedIndex::new(compress_contiguous);
         for (log, record) in ordered {
             index.apply(log, record);
         }
         index
+    }
+
+    /// The common checkpoint case, built in one pass: only writes, none
+    /// overlapping, so time order cannot matter. Sorts `records` by logical
+    /// offset; None (and the caller re-sorts by stamp) if the case does not hold.
+    fn without_overlaps(records: &mut [(LogRef, &Record)], compress_contiguous: bool) -> Option<MergedIndex> {
+        let logical = |record: &Record| match record {
+            Record::Write(write) => Some((write.logical, write.length, write.physical)),
+            Record::Truncate(_) => None,
+        };
+        if records.iter().any(|(_, record)| logical(record).is_none()) {
+            return None;
+        }
+        records.sort_by_key(|(_, record)| logical(record).map(|(start, _, _)| start));
+        let mut extents: Vec<(u64, Extent)> = Vec::with_capacity(records.len());
+        let mut eof = 0u64;
+        for (log, record) in records.iter() {
+            let (start, length, physical) = logical(record)?;
+            let end = start.saturating_add(length).min(FILE_SIZE_MAX);
+            if start < eof && end > start {
+                return None;
+            }
+            eof = eof.max(end);
+            if end <= start {
+                continue;
+            }
+            let extent = Extent { length: end - start, log: *log, physical };
+            match extents.last_mut() {
+                Some((previous_start, previous))
+                    if compress_contiguous && follows(*previous_start, previous, start, &extent) =>
+                {
+                    previous.length += extent.length;
+                }
+                _ => extents.push((start, extent)),
+            }
+        }
+        let index = MergedIndex { extents: extents.into_iter().collect(), eof, compress_contiguous };
+        debug_assert!(index.check_disjoint());
+        Some(index)
     }
 
     pub fn apply(&mut self, log: LogRef, record: &Record) {

@@ -127,6 +127,45 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The one-pass build for non-overlapping writes gives the same index as
+    /// applying the records one by one in stamp order.
+    #[test]
+    fn one_pass_build_matches_ordered_application(
+        segments in proptest::collection::vec((0u64..50, 1u64..40, 0u32..3, any::<bool>()), 1..60),
+        shuffle in any::<u64>(),
+        compress in any::<bool>(),
+    ) {
+        let mut position = 0;
+        let mut physical_next = [64u64; 3];
+        let mut writes = Vec::new();
+        for (index, &(gap, length, log, contiguous)) in segments.iter().enumerate() {
+            position += if contiguous { 0 } else { gap };
+            let physical = physical_next[log as usize];
+            physical_next[log as usize] += length + if contiguous { 0 } else { gap };
+            writes.push((log, WriteRecord { logical: position, length, physical, stamp: 0, sequence: index as u64, writer: u64::from(log), data_crc: 0 }));
+            position += length;
+        }
+        // Stamps in an order unrelated to offsets.
+        for (index, (_, write)) in writes.iter_mut().enumerate() {
+            write.stamp = (index as u64).wrapping_mul(shuffle | 1) % 1_000_003;
+        }
+        let mut per_log: Vec<Vec<Record>> = vec![Vec::new(); 3];
+        for (log, write) in &writes {
+            per_log[*log as usize].push(Record::Write(*write));
+        }
+        let built = MergedIndex::from_logs(
+            per_log.iter().enumerate().map(|(i, records)| (LogRef(i as u32), records.as_slice())), compress);
+        let mut ordered = writes.clone();
+        ordered.sort_by_key(|(_, w)| (w.stamp, w.writer, w.sequence));
+        let mut applied = MergedIndex::new(compress);
+        for (log, write) in ordered {
+            applied.apply_write(write.logical, write.length, LogRef(log), write.physical);
+        }
+        prop_assert_eq!(built, applied);
+    }
+}
+
 #[test]
 fn newest_wins_at_byte_granularity() {
     let mut index = MergedIndex::new(true);
