@@ -1,0 +1,283 @@
+//! Turning worker clocks into bandwidths, ratios and a report.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::worker::{Op, Target, WorkerResult};
+use crate::{BenchSpec, Workload};
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// One phase: every rank writing (or reading) its records once.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseReport {
+    pub name: String,
+    pub target: Target,
+    pub op: Op,
+    /// From the common start instant to the slowest worker's last close.
+    pub seconds: f64,
+    pub bytes: u64,
+    pub mibs: f64,
+    /// Records read back whose bytes were wrong (or short); 0 for writes.
+    pub bad_records: u64,
+    pub first_bad: Option<String>,
+    /// How late the latest worker left the barrier, so a skewed start is
+    /// visible rather than silently folded into the bandwidth. With more
+    /// workers than cores this is mostly waiting for a CPU the started
+    /// workers hold, which is real cost and stays in the bandwidth.
+    pub max_start_lag_ms: f64,
+}
+
+impl PhaseReport {
+    /// Bandwidth as an N-1 checkpoint sees it: all the bytes over the wall
+    /// time of the slowest process, from the moment they all started.
+    pub(crate) fn from_results(
+        name: &str,
+        target: Target,
+        op: Op,
+        expected_bytes: u64,
+        start_ns: u64,
+        results: &[WorkerResult],
+    ) -> Result<PhaseReport, String> {
+        let end_ns = results.iter().map(|r| r.end_ns).max().unwrap_or(start_ns);
+        if end_ns <= start_ns {
+            return Err(format!("{name}: no time passed between start and end ({start_ns}..{end_ns} ns)"));
+        }
+        let bytes: u64 = results.iter().map(|r| r.bytes).sum();
+        if op == Op::Write && bytes != expected_bytes {
+            return Err(format!("{name}: wrote {bytes} bytes, expected {expected_bytes}"));
+        }
+        let seconds = (end_ns - start_ns) as f64 / 1e9;
+        let lag = results.iter().map(|r| r.began_ns.saturating_sub(start_ns)).max().unwrap_or(0);
+        Ok(PhaseReport {
+            name: name.to_owned(),
+            target,
+            op,
+            seconds,
+            bytes,
+            mibs: bytes as f64 / MIB / seconds,
+            bad_records: results.iter().map(|r| r.bad_records).sum(),
+            first_bad: results.iter().find_map(|r| r.first_bad.clone()),
+            max_start_lag_ms: lag as f64 / 1e6,
+        })
+    }
+}
+
+/// The outcome of one [`crate::run`]. Figures a workload has no phase for
+/// (direct N-1 under `nn`, all reads without `read`) are `None`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchReport {
+    pub workload: Workload,
+    pub writers: usize,
+    pub records: u64,
+    pub record_bytes: usize,
+    pub total_bytes: u64,
+    pub backends: usize,
+    /// CPUs this process may use: with fewer cores than workers, phases
+    /// are partly CPU-bound and time-sliced.
+    pub cores: usize,
+    pub plfs_mibs: f64,
+    pub direct_n1_mibs: Option<f64>,
+    pub nn_mibs: f64,
+    /// plfs / N-N write bandwidth.
+    pub ratio_vs_nn: f64,
+    /// plfs / direct N-1 write bandwidth.
+    pub ratio_vs_direct: Option<f64>,
+    pub read_plfs_mibs: Option<f64>,
+    pub read_nn_mibs: Option<f64>,
+    pub read_direct_n1_mibs: Option<f64>,
+    pub read_ratio_vs_nn: Option<f64>,
+    pub read_ratio_vs_direct: Option<f64>,
+    /// No byte read back in any phase differed from what was written
+    /// (vacuously true without `read`; see `read`).
+    pub verified: bool,
+    /// Whether read-back phases ran.
+    pub read: bool,
+    pub write_plfs_seconds: f64,
+    pub write_direct_n1_seconds: Option<f64>,
+    pub write_nn_seconds: f64,
+    pub read_plfs_seconds: Option<f64>,
+    pub read_direct_n1_seconds: Option<f64>,
+    pub read_nn_seconds: Option<f64>,
+    /// What each phase did, in the order they ran.
+    pub compared: String,
+    pub phases: Vec<PhaseReport>,
+    /// The run's work directory (removed afterwards unless `kept`).
+    pub dir: PathBuf,
+    pub kept: bool,
+}
+
+fn ratio(numerator: Option<f64>, denominator: Option<f64>) -> Option<f64> {
+    match (numerator, denominator) {
+        (Some(n), Some(d)) if d > 0.0 => Some(n / d),
+        _ => None,
+    }
+}
+
+impl BenchReport {
+    pub(crate) fn from_phases(
+        spec: &BenchSpec,
+        work: &Path,
+        kept: bool,
+        phases: Vec<PhaseReport>,
+    ) -> BenchReport {
+        let find = |target: Target, op: Op| phases.iter().find(|p| p.target == target && p.op == op);
+        let mibs = |target, op| find(target, op).map(|p| p.mibs);
+        let seconds = |target, op| find(target, op).map(|p| p.seconds);
+        let plfs = mibs(Target::Plfs, Op::Write);
+        let nn = mibs(Target::PlainNn, Op::Write);
+        let direct = mibs(Target::DirectN1, Op::Write);
+        let read_plfs = mibs(Target::Plfs, Op::Read);
+        let read_nn = mibs(Target::PlainNn, Op::Read);
+        let read_direct = mibs(Target::DirectN1, Op::Read);
+        let order: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
+        BenchReport {
+            workload: spec.workload,
+            writers: spec.writers,
+            records: spec.records,
+            record_bytes: spec.record_bytes,
+            total_bytes: spec.total_bytes(),
+            backends: spec.backends,
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            plfs_mibs: plfs.unwrap_or(0.0),
+            direct_n1_mibs: direct,
+            nn_mibs: nn.unwrap_or(0.0),
+            ratio_vs_nn: ratio(plfs, nn).unwrap_or(0.0),
+            ratio_vs_direct: ratio(plfs, direct),
+            read_plfs_mibs: read_plfs,
+            read_nn_mibs: read_nn,
+            read_direct_n1_mibs: read_direct,
+            read_ratio_vs_nn: ratio(read_plfs, read_nn),
+            read_ratio_vs_direct: ratio(read_plfs, read_direct),
+            verified: phases.iter().all(|p| p.bad_records == 0),
+            read: spec.read,
+            write_plfs_seconds: seconds(Target::Plfs, Op::Write).unwrap_or(0.0),
+            write_direct_n1_seconds: seconds(Target::DirectN1, Op::Write),
+            write_nn_seconds: seconds(Target::PlainNn, Op::Write).unwrap_or(0.0),
+            read_plfs_seconds: seconds(Target::Plfs, Op::Read),
+            read_direct_n1_seconds: seconds(Target::DirectN1, Op::Read),
+            read_nn_seconds: seconds(Target::PlainNn, Op::Read),
+            compared: compared(spec, &order),
+            dir: work.to_path_buf(),
+            kept,
+            phases,
+        }
+    }
+
+    /// A human-readable table of bandwidths and ratios.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let total_mib = self.total_bytes as f64 / MIB;
+        let _ = writeln!(
+            out,
+            "plfs bench {}: {} processes x {} records x {} B = {:.1} MiB per phase, {} plfs backend dir(s), {} core(s)",
+            self.workload,
+            self.writers,
+            self.records,
+            self.record_bytes,
+            total_mib,
+            self.backends,
+            self.cores
+        );
+        let _ = writeln!(out, "{}", self.compared);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<24} {:>12} {:>10} {:>12} {:>10}",
+            "", "write MiB/s", "seconds", "read MiB/s", "seconds"
+        );
+        let rows = [
+            ("direct N-1 (shared file)", Target::DirectN1),
+            ("N-N (file per process)", Target::PlainNn),
+            ("plfs", Target::Plfs),
+        ];
+        for (label, target) in rows {
+            let phase = |op: Op| self.phases.iter().find(|p| p.target == target && p.op == op);
+            let Some(write) = phase(Op::Write) else { continue };
+            let (read_mibs, read_seconds) = match phase(Op::Read) {
+                Some(read) => (format!("{:.1}", read.mibs), format!("{:.3}", read.seconds)),
+                None => ("-".to_owned(), "-".to_owned()),
+            };
+            let _ = writeln!(
+                out,
+                "{label:<24} {:>12.1} {:>10.3} {read_mibs:>12} {read_seconds:>10}",
+                write.mibs, write.seconds
+            );
+        }
+        let _ = writeln!(out);
+        let show = |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.2}x"));
+        let _ = writeln!(
+            out,
+            "write: plfs/nn {}  plfs/direct {}",
+            show(Some(self.ratio_vs_nn)),
+            show(self.ratio_vs_direct)
+        );
+        if self.read {
+            let _ = writeln!(
+                out,
+                "read:  plfs/nn {}  plfs/direct {}",
+                show(self.read_ratio_vs_nn),
+                show(self.read_ratio_vs_direct)
+            );
+            if self.verified {
+                let _ = writeln!(out, "verified: every byte read back in every phase matched");
+            } else {
+                let _ = writeln!(out, "verified: NO");
+                for phase in self.phases.iter().filter(|p| p.bad_records > 0) {
+                    let first = phase.first_bad.as_deref().unwrap_or("");
+                    let _ = writeln!(
+                        out,
+                        "  {}: {} bad record(s); first: {first}",
+                        phase.name, phase.bad_records
+                    );
+                }
+            }
+        } else {
+            let _ = writeln!(out, "verified: not checked (no read-back; use --read)");
+        }
+        let lag = self.phases.iter().map(|p| p.max_start_lag_ms).fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "latest worker start after the barrier: {lag:.1} ms (includes waiting for a free core)"
+        );
+        if self.kept {
+            let _ = writeln!(out, "files kept in {}", self.dir.display());
+        }
+        out
+    }
+}
+
+fn compared(spec: &BenchSpec, order: &[&str]) -> String {
+    let n = spec.writers;
+    let shape = match spec.workload {
+        Workload::N1Strided => "strided (record k*N+r)",
+        Workload::N1Segmented => "segmented (one contiguous block per process)",
+        Workload::Nn => "",
+    };
+    let what = match spec.workload {
+        Workload::N1Strided | Workload::N1Segmented => format!(
+            "Compared: plfs = {n} processes write one logical file, {shape}, through the library into \
+             per-writer logs; direct N-1 = the same offsets pwrite() into one shared plain file; \
+             N-N = each process writes its records sequentially into its own plain file."
+        ),
+        Workload::Nn => format!(
+            "Compared: plfs = {n} logical files, one writer process each, through the library (plfs's \
+             own N-N mode is not built yet, so each is a full container); N-N = {n} plain files. \
+             There is no direct N-1 phase."
+        ),
+    };
+    let reads = if spec.read {
+        " Read-back: process r reads, in record-sized reads, what process (r+1) mod N wrote, through \
+         a fresh plfs mount for plfs, and checks every byte."
+    } else {
+        ""
+    };
+    format!(
+        "{what}{reads} Every write phase fdatasyncs before its clock stops. All phases share one file \
+         system and the page cache is not dropped between them (reads come from cache); they ran in \
+         this order: {}.",
+        order.join(", ")
+    )
+}

@@ -1,0 +1,125 @@
+use std::collections::BTreeSet;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::worker::{placement, plfs_backend_dirs};
+
+fn spec(work: &Path, workload: Workload, target: Target, op: Op, rank: usize, writers: usize) -> WorkerSpec {
+    WorkerSpec {
+        workload,
+        target,
+        op,
+        rank,
+        writers,
+        records: 5,
+        record_bytes: 4099,
+        dir: work.to_path_buf(),
+        backends: 3,
+    }
+}
+
+fn run_in_process(spec: WorkerSpec) -> WorkerResult {
+    let mut prepared = prepare(spec).unwrap();
+    execute(&mut prepared, 0).unwrap()
+}
+
+fn files_named(dir: &Path, prefix: &str, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_named(&path, prefix, found);
+        } else if path.file_name().unwrap().to_str().unwrap().starts_with(prefix) {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn a_corrupted_byte_in_plfs_data_fails_verification() {
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path();
+    for dir in plfs_backend_dirs(work, 3) {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let write = run_in_process(spec(work, Workload::N1Strided, Target::Plfs, Op::Write, 0, 1));
+    assert_eq!(write.bytes, 5 * 4099);
+    let read = spec(work, Workload::N1Strided, Target::Plfs, Op::Read, 0, 1);
+    let clean = run_in_process(read.clone());
+    assert_eq!((clean.bad_records, clean.bytes), (0, 5 * 4099), "{:?}", clean.first_bad);
+
+    let mut logs = Vec::new();
+    files_named(&work.join("plfs"), "data.", &mut logs);
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&logs[0]).unwrap();
+    let at = file.metadata().unwrap().len() - 1000;
+    let mut byte = [0u8; 1];
+    file.read_exact_at(&mut byte, at).unwrap();
+    file.write_all_at(&[byte[0] ^ 0x01], at).unwrap();
+
+    let corrupt = run_in_process(read);
+    assert_eq!(corrupt.bad_records, 1);
+    let first = corrupt.first_bad.unwrap();
+    assert!(first.contains("record 4"), "{first}");
+}
+
+#[test]
+fn a_corrupted_plain_file_fails_verification() {
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path();
+    std::fs::create_dir_all(work.join("nn")).unwrap();
+    run_in_process(spec(work, Workload::Nn, Target::PlainNn, Op::Write, 0, 1));
+    let path = work.join("nn").join("file.0");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(4 * 4099 + 10).unwrap();
+    let result = run_in_process(spec(work, Workload::Nn, Target::PlainNn, Op::Read, 0, 1));
+    assert_eq!(result.bad_records, 1);
+    assert!(result.first_bad.unwrap().contains("short read"));
+}
+
+#[test]
+fn n1_placements_cover_every_record_once_at_its_own_offset() {
+    let work = Path::new("/nonexistent");
+    for workload in [Workload::N1Strided, Workload::N1Segmented] {
+        let mut seen = BTreeSet::new();
+        for writer in 0..3 {
+            let s = spec(work, workload, Target::Plfs, Op::Write, writer, 3);
+            for k in 0..5 {
+                let (record, offset) = placement(&s, writer, k);
+                assert_eq!(offset, record * 4099);
+                assert!(seen.insert(record));
+            }
+        }
+        assert_eq!(seen, (0..15).collect());
+    }
+    let strided = spec(work, Workload::N1Strided, Target::DirectN1, Op::Write, 1, 3);
+    assert_eq!(placement(&strided, 1, 2), (7, 7 * 4099));
+    let segmented = spec(work, Workload::N1Segmented, Target::DirectN1, Op::Write, 1, 3);
+    assert_eq!(placement(&segmented, 1, 2), (7, 7 * 4099));
+    let own = spec(work, Workload::N1Strided, Target::PlainNn, Op::Write, 1, 3);
+    assert_eq!(placement(&own, 1, 2), (7, 2 * 4099));
+}
+
+#[test]
+fn readers_read_the_next_rank() {
+    let work = Path::new("/nonexistent");
+    let read = |rank| crate::worker::source_rank(&spec(work, Workload::Nn, Target::Plfs, Op::Read, rank, 3));
+    assert_eq!([read(0), read(1), read(2)], [1, 2, 0]);
+    let write = crate::worker::source_rank(&spec(work, Workload::Nn, Target::Plfs, Op::Write, 2, 3));
+    assert_eq!(write, 2);
+}
+
+#[test]
+fn workloads_parse_and_serialize_by_their_cli_names() {
+    for workload in [Workload::N1Strided, Workload::N1Segmented, Workload::Nn] {
+        assert_eq!(workload.as_str().parse::<Workload>().unwrap(), workload);
+        assert_eq!(serde_json::to_string(&workload).unwrap(), format!("\"{workload}\""));
+    }
+    assert!("n-n".parse::<Workload>().is_err());
+}
+
+#[test]
+fn worker_main_rejects_a_bad_spec() {
+    let error = worker_main(&["{not json".to_owned()]).unwrap_err();
+    assert!(error.contains("spec"), "{error}");
+}
