@@ -45,7 +45,8 @@ pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, Con
 pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
-    let metadata = store.metadata(path).with_context(|| format!("{}: {path}", store.url()))?;
+    // The store's own error already names its url and the path.
+    let metadata = store.metadata(path)?;
     match metadata.kind {
         EntryKind::Symlink => Ok(Lookup::Symlink(metadata)),
         EntryKind::File => Err(Error::corrupt(format!(

@@ -126,7 +126,7 @@ impl Plfs {
     /// The merged index of a file, read from its index logs.
     pub fn map(&self, path: &str) -> Result<FileMap> {
         let state = self.state();
-        let logical = file_path(path)?;
+        let logical = file_path(state, path)?;
         let loaded = load::load_index(state, &logical, Prefer::IndexLogs).context(path.to_owned())?;
         let log_names: Vec<String> = loaded
             .logs
@@ -169,7 +169,7 @@ impl Plfs {
     /// Every physical piece of a file on every backend.
     pub fn query(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
         let state = self.state();
-        let logical = file_path(path)?;
+        let logical = file_path(state, path)?;
         let (canonical, _) = container::canonical(state, &logical);
         let mut pieces = Vec::new();
         for backend in state.placement.all_backends() {
@@ -216,7 +216,7 @@ impl Plfs {
 
     /// Merges every index log into the global index readers then prefer.
     pub fn flatten(&self, path: &str) -> Result<FlattenReport> {
-        let logical = file_path(path)?;
+        let logical = file_path(self.state(), path)?;
         let global = load::flatten(self.state(), &logical).context(path.to_owned())?;
         Ok(FlattenReport {
             logs: global.logs.len(),
@@ -229,7 +229,7 @@ impl Plfs {
     /// The format and release that created a file.
     pub fn file_version(&self, path: &str) -> Result<VersionRecord> {
         let state = self.state();
-        let logical = file_path(path)?;
+        let logical = file_path(state, path)?;
         let (backend, paths) = container::canonical(state, &logical);
         let store = state.store(backend);
         let bytes = store.read_all(&paths.version()).with_context(|| format!("{}: {path}", store.url()))?;
@@ -238,7 +238,7 @@ impl Plfs {
 
     /// Finds, and with `fix` repairs, what crashes leave behind.
     pub fn recover(&self, path: &str, fix: bool) -> Result<RecoveryReport> {
-        let logical = file_path(path)?;
+        let logical = file_path(self.state(), path)?;
         let mut recovery =
             Recovery { state: self.state(), path: &logical, fix, report: RecoveryReport::default() };
         recovery.run().context(path.to_owned())?;
@@ -246,12 +246,14 @@ impl Plfs {
     }
 }
 
-fn file_path(path: &str) -> Result<StorePath> {
+/// Parses a path the tools accept only if it names a plfs file.
+fn file_path(state: &MountState, path: &str) -> Result<StorePath> {
     let logical = StorePath::parse(path)?;
-    if logical.is_root() {
-        return Err(Error::new(ErrorKind::IsADirectory, format!("{path}: the mount root")));
+    match container::lookup(state, &logical).context(path.to_owned())? {
+        container::Lookup::File(_) => Ok(logical),
+        container::Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+        container::Lookup::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
     }
-    Ok(logical)
 }
 
 fn piece(store: &dyn Store, path: &StorePath, kind: PieceKind, bytes: u64) -> PhysicalPiece {
@@ -316,9 +318,6 @@ impl Recovery<'_> {
     }
 
     fn run(&mut self) -> Result<()> {
-        if !matches!(container::lookup(self.state, self.path)?, container::Lookup::File(_)) {
-            return Err(Error::invalid("not a plfs file"));
-        }
         self.debris()?;
         let meta = container::read_meta(self.state, self.path)?;
         let inventory = container::inventory(self.state, self.path)?;
@@ -571,6 +570,18 @@ mod tests {
         assert_eq!(handle.read(&mut buf, 0).unwrap(), 100);
         assert_eq!(&buf[..3], b"new");
         handle.close().unwrap();
+    }
+
+    #[test]
+    fn tools_refuse_directories() {
+        let stores = stores(2);
+        let plfs = mount(&stores, 1);
+        plfs.mkdir("/d", 0o755).unwrap();
+        assert_eq!(plfs.map("/d").unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert_eq!(plfs.flatten("/d").unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert_eq!(plfs.recover("/d", false).unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert_eq!(plfs.file_version("/d").unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert_eq!(plfs.query("/missing").unwrap_err().kind(), ErrorKind::NotFound);
     }
 
     #[test]
