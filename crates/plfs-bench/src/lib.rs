@@ -35,7 +35,8 @@ pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use report::{BenchReport, PhaseReport};
 pub use runner::run;
 pub use worker::{
-    MARKER, Op, Prepared, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute, prepare, worker_main,
+    MARKER, Op, Prepared, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute, mount,
+    plfs_backend_dirs, plfs_logical_path, prepare, worker_main,
 };
 
 /// The access pattern measured.
