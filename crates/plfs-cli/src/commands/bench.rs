@@ -1,0 +1,94 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use clap::{Args, ValueEnum};
+use plfs_bench::{BenchSpec, WorkerCommand, Workload};
+
+use crate::output::print_json;
+
+/// The hidden subcommand each benchmark process runs.
+pub const WORKER_SUBCOMMAND: &str = "bench-worker";
+
+#[derive(Debug, Args)]
+#[command(after_help = "Each writer is its own OS process. In one run, on the same file system, the \
+    same records are written through plfs, directly into one shared file (N-1; not for nn) and \
+    into one file per process (N-N); every phase fsyncs before its clock stops. Exits 1 if \
+    read-back found a wrong byte.")]
+pub struct Opts {
+    /// The access pattern.
+    workload: WorkloadArg,
+    /// Writer processes.
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+    /// Records per writer.
+    #[arg(long, default_value_t = 2000)]
+    records: u64,
+    /// Bytes per record.
+    #[arg(long, default_value_t = 47001)]
+    size: usize,
+    /// Plfs backend directories.
+    #[arg(long, default_value_t = 3)]
+    backends: usize,
+    /// Read everything back, each reader another writer's records, and verify every byte.
+    #[arg(long)]
+    read: bool,
+    /// Where the run's files go (a fresh subdirectory); the current directory by default.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Keep the run's files.
+    #[arg(long)]
+    keep: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum WorkloadArg {
+    /// N processes, one file, record k*N+r.
+    N1Strided,
+    /// N processes, one file, one contiguous block each.
+    N1Segmented,
+    /// One file per process.
+    Nn,
+}
+
+impl From<WorkloadArg> for Workload {
+    fn from(arg: WorkloadArg) -> Workload {
+        match arg {
+            WorkloadArg::N1Strided => Workload::N1Strided,
+            WorkloadArg::N1Segmented => Workload::N1Segmented,
+            WorkloadArg::Nn => Workload::Nn,
+        }
+    }
+}
+
+pub fn run(opts: &Opts) -> Result<ExitCode> {
+    let spec = BenchSpec {
+        workload: opts.workload.into(),
+        writers: opts.writers,
+        records: opts.records,
+        record_bytes: opts.size,
+        read: opts.read,
+        dir: opts.dir.clone(),
+        backends: opts.backends,
+        keep: opts.keep,
+    };
+    let report = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
+    if opts.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+pub fn worker_command() -> Result<WorkerCommand> {
+    WorkerCommand::current_exe(WORKER_SUBCOMMAND).map_err(|e| anyhow!(e))
+}
+
+pub fn worker(args: &[String]) -> Result<ExitCode> {
+    plfs_bench::worker_main(args).map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,16 @@
+//! One module per subcommand: parse options, call the core, print.
+
+pub mod bench;
+pub mod check_config;
+pub mod cp;
+pub mod demo;
+pub mod flatten;
+pub mod ls;
+pub mod map;
+pub mod mkdir;
+pub mod mv;
+pub mod query;
+pub mod recover;
+pub mod rm;
+pub mod stat;
+pub mod version;

@@ -1,0 +1,56 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+
+use crate::output::{count, print_json, serde_name};
+use crate::paths::Context;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Exit status: 0 if nothing was found or everything found was fixed, \
+    1 if problems remain (or on error).")]
+pub struct Opts {
+    /// The plfs file to check.
+    file: PathBuf,
+    /// Repair what is found: remove stale open records, cut torn index
+    /// tails, publish missing size records, clear debris.
+    #[arg(long)]
+    fix: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    file: String,
+    findings: &'a [plfs::tools::Finding],
+    unfixed: usize,
+}
+
+pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
+    let target = context.resolve_plfs(&opts.file)?;
+    target.require_file()?;
+    let report = target.plfs.recover(&target.path, opts.fix).map_err(|e| target.error(e))?;
+    let file = target.shown().display().to_string();
+    let unfixed = report.unfixed();
+    if opts.json {
+        print_json(&Report { file, findings: &report.findings, unfixed })?;
+    } else if report.findings.is_empty() {
+        println!("{file}: no problems found");
+    } else {
+        for finding in &report.findings {
+            let state = if finding.fixed { "fixed" } else { "found" };
+            println!("{state:<6} {:<20} {}", serde_name(&finding.problem), finding.location);
+            println!("       {}", finding.detail);
+        }
+        let fixed = report.findings.len() - unfixed;
+        println!("{file}: {}, {fixed} fixed, {unfixed} remaining", count(report.findings.len(), "problem"));
+        if unfixed > 0 && !opts.fix {
+            println!("run with --fix to repair");
+        }
+    }
+    Ok(if unfixed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
