@@ -111,12 +111,13 @@ struct ReadState {
     refs: HashMap<LogId, LogRef>,
 }
 
-/// The data logs one read touches.
-type ReadSources = HashMap<LogRef, Arc<DataLog>>;
+/// The data logs one read touches (usually one or a few: searched linearly).
+type ReadSources = Vec<(LogRef, Arc<DataLog>)>;
 
 /// Where a data log the index points into lives.
 #[derive(Debug)]
 struct DataLog {
+    id: LogId,
     backend: BackendId,
     path: StorePath,
 }
@@ -124,7 +125,7 @@ struct DataLog {
 impl ReadState {
     fn log_ref(&mut self, id: LogId, backend: BackendId, path: impl FnOnce() -> StorePath) -> LogRef {
         *self.refs.entry(id).or_insert_with(|| {
-            self.sources.push(Arc::new(DataLog { backend, path: path() }));
+            self.sources.push(Arc::new(DataLog { id, backend, path: path() }));
             LogRef((self.sources.len() - 1) as u32)
         })
     }
@@ -403,10 +404,12 @@ impl OpenFile {
             self.ensure_read_state()?;
             if let Some(state) = read_lock(&self.read_state).as_ref() {
                 let pieces = state.index.lookup(offset, length);
-                let mut sources = HashMap::new();
+                let mut sources: ReadSources = Vec::new();
                 for piece in &pieces {
-                    if let Source::Data { log, .. } = piece.source {
-                        sources.entry(log).or_insert_with(|| state.sources[log.0 as usize].clone());
+                    if let Source::Data { log, .. } = piece.source
+                        && !sources.iter().any(|(known, _)| *known == log)
+                    {
+                        sources.push((log, state.sources[log.0 as usize].clone()));
                     }
                 }
                 return Ok((pieces, sources));
@@ -426,9 +429,10 @@ impl OpenFile {
         let readahead = cache.readahead_bytes();
         // A read inside one extent (the usual record-sized read) needs no
         // grouping and no task.
-        if let [Piece { source: Source::Data { log, physical }, .. }] = pieces {
-            let source = &sources[log];
-            let cached = cache.get(source.backend, self.mount.store(source.backend), &source.path)?;
+        if let [Piece { source: Source::Data { physical, .. }, .. }] = pieces {
+            let source = &sources[0].1;
+            let cached =
+                cache.get(source.backend, source.id, self.mount.store(source.backend), &source.path)?;
             return cached.read_exact(buf, *physical, readahead);
         }
         let mut per_log: HashMap<LogRef, Vec<(u64, &mut [u8])>> = HashMap::new();
@@ -445,10 +449,10 @@ impl OpenFile {
         let tasks: Vec<_> = per_log
             .into_iter()
             .map(|(log, parts)| {
-                let source = &sources[&log];
+                let source = &sources.iter().find(|(known, _)| *known == log).expect("planned").1;
                 let store = self.mount.store(source.backend);
                 move || -> Result<()> {
-                    let cached = cache.get(source.backend, store, &source.path)?;
+                    let cached = cache.get(source.backend, source.id, store, &source.path)?;
                     for (physical, part) in parts {
                         cached.read_exact(part, physical, readahead)?;
                     }

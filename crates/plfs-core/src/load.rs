@@ -15,6 +15,9 @@ use crate::layout::{ContainerPaths, LogId, LogKind};
 use crate::placement::{BackendId, HostdirId};
 use crate::store::{StoreExt, StorePath};
 
+/// Below this many index logs, they are read one after another.
+const PARALLEL_INDEX_LOGS_MIN: usize = 8;
+
 /// A merged index and the logs its `LogRef`s number (`logs[r.0]`).
 #[derive(Debug)]
 pub struct LoadedIndex {
@@ -145,7 +148,13 @@ pub(crate) fn read_all_index_logs(
             }
         })
         .collect();
-    mount.read_pool.run_all(tasks)?;
+    // Handing a few small logs to the pool costs more in thread wake-ups
+    // than it saves; many logs (or slow stores) are where it pays.
+    if logs.len() >= PARALLEL_INDEX_LOGS_MIN {
+        mount.read_pool.run_all(tasks)?;
+    } else {
+        tasks.into_iter().try_for_each(|task| task())?;
+    }
     slots
         .into_iter()
         .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(Vec::new())))

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use lru::LruCache;
 
 use crate::error::{Error, Result, ResultExt};
+use crate::layout::LogId;
 use crate::placement::BackendId;
 use crate::store::{ReadHandle, Store, StorePath};
 
@@ -26,6 +27,7 @@ fn window_applies(request_bytes: usize, readahead_bytes: usize) -> bool {
 /// One data log's cached handle and read-ahead window.
 #[derive(Debug)]
 pub struct CachedLog {
+    path: StorePath,
     handle: Box<dyn ReadHandle>,
     window: Mutex<Window>,
     label: String,
@@ -82,7 +84,9 @@ impl CachedLog {
 /// Capped LRU of data-log read handles, shared by every open file of a mount.
 #[derive(Debug)]
 pub struct LogCache {
-    entries: Mutex<LruCache<(BackendId, StorePath), Arc<CachedLog>>>,
+    /// Keyed by log id, which is unique per log; the path is checked on a
+    /// hit so a renamed file's log is reopened under its new name.
+    entries: Mutex<LruCache<(BackendId, LogId), Arc<CachedLog>>>,
     readahead_bytes: usize,
 }
 
@@ -98,13 +102,22 @@ impl LogCache {
 
     /// The cached handle for a log, opening it (and evicting the least
     /// recently used one) on a miss. The open happens outside the lock.
-    pub fn get(&self, backend: BackendId, store: &dyn Store, path: &StorePath) -> Result<Arc<CachedLog>> {
-        let key = (backend, path.clone());
-        if let Some(found) = self.lock().get(&key) {
+    pub fn get(
+        &self,
+        backend: BackendId,
+        id: LogId,
+        store: &dyn Store,
+        path: &StorePath,
+    ) -> Result<Arc<CachedLog>> {
+        let key = (backend, id);
+        if let Some(found) = self.lock().get(&key)
+            && found.path == *path
+        {
             return Ok(found.clone());
         }
         let handle = store.open_read(path)?;
         let log = Arc::new(CachedLog {
+            path: path.clone(),
             handle,
             window: Mutex::new(Window::default()),
             label: format!("data log {}: {path}", store.url()),
@@ -125,17 +138,14 @@ impl LogCache {
     /// Drops cached handles of logs under `prefix` (after unlink or rename).
     pub fn forget_under(&self, prefix: &StorePath) {
         let mut entries = self.lock();
-        let stale: Vec<_> = entries
-            .iter()
-            .filter(|((_, path), _)| path.starts_with(prefix))
-            .map(|(key, _)| key.clone())
-            .collect();
+        let stale: Vec<_> =
+            entries.iter().filter(|(_, log)| log.path.starts_with(prefix)).map(|(key, _)| *key).collect();
         for key in stale {
             entries.pop(&key);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<(BackendId, StorePath), Arc<CachedLog>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<(BackendId, LogId), Arc<CachedLog>>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

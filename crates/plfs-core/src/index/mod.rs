@@ -71,7 +71,7 @@ impl MergedIndex {
         if let Some(index) = MergedIndex::without_overlaps(&mut ordered, compress_contiguous) {
             return index;
         }
-        ordered.sort_by_key(|(_, record)| record.order_key());
+        ordered.sort_unstable_by_key(|(_, record)| record.order_key());
         let mut index = MergedIndex::new(compress_contiguous);
         for (log, record) in ordered {
             index.apply(log, record);
@@ -90,7 +90,7 @@ impl MergedIndex {
         if records.iter().any(|(_, record)| logical(record).is_none()) {
             return None;
         }
-        records.sort_by_key(|(_, record)| logical(record).map(|(start, _, _)| start));
+        records.sort_unstable_by_key(|(_, record)| logical(record).map(|(start, _, _)| start));
         let mut extents: Vec<(u64, Extent)> = Vec::with_capacity(records.len());
         let mut eof = 0u64;
         for (log, record) in records.iter() {
