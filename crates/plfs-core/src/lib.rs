@@ -12,7 +12,39 @@
 //! - [`container`]: creating, finding and inspecting containers.
 //! - [`file`]: an open logical file (writers, readers, truncate, sync).
 //! - [`fs`]: the file-system API a mount exposes.
-//! - [`config`]: configuration types.
+//! - [`config`]: configuration types and the plfsrc parser.
+//! - [`tools`]: map, query, flatten and recover.
+//!
+//! Three writers sharing one logical file over two backends:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use plfs::config::{BackendRole, Tuning};
+//! use plfs::file::OpenFlags;
+//! use plfs::fs::{Options, Plfs};
+//! use plfs::store::{SharedStore, memory::MemoryStore};
+//!
+//! let backends: Vec<(SharedStore, BackendRole)> = (0..2)
+//!     .map(|i| (Arc::new(MemoryStore::new(format!("mem://b{i}"))) as SharedStore, BackendRole::Any))
+//!     .collect();
+//! let plfs = Plfs::new(backends, Options::from_environment(Tuning::default()))?;
+//!
+//! let file = plfs.open("/checkpoint", OpenFlags::WRONLY.create(), 0o644, 0)?;
+//! for record in 0..9u64 {
+//!     // Record k of writer w lands at offset (3k + w) * 4: N-1 strided.
+//!     file.write_as(&[record as u8; 4], record * 4, record % 3)?;
+//! }
+//! file.close()?;
+//!
+//! assert_eq!(plfs.stat("/checkpoint")?.size, 36);
+//! assert_eq!(plfs.map("/checkpoint")?.totals.logs, 3); // one log pair per writer
+//! let reader = plfs.open("/checkpoint", OpenFlags::RDONLY, 0, 9)?;
+//! let mut buf = [0u8; 4];
+//! reader.read(&mut buf, 20)?;
+//! assert_eq!(buf, [5; 4]);
+//! reader.close()?;
+//! # Ok::<(), plfs::Error>(())
+//! ```
 
 pub mod clock;
 pub mod config;
