@@ -64,13 +64,12 @@ impl MergedIndex {
         logs: impl IntoIterator<Item = (LogRef, &'a [Record])>,
         compress_contiguous: bool,
     ) -> MergedIndex {
-        let mut ordered: Vec<(LogRef, &Record)> = logs
-            .into_iter()
-            .flat_map(|(log, records)| records.iter().map(move |record| (log, record)))
-            .collect();
-        if let Some(index) = MergedIndex::without_overlaps(&mut ordered, compress_contiguous) {
+        let logs: Vec<(LogRef, &[Record])> = logs.into_iter().collect();
+        if let Some(index) = MergedIndex::without_overlaps(&logs, compress_contiguous) {
             return index;
         }
+        let mut ordered: Vec<(LogRef, &Record)> =
+            logs.iter().flat_map(|&(log, records)| records.iter().map(move |record| (log, record))).collect();
         ordered.sort_unstable_by_key(|(_, record)| record.order_key());
         let mut index = MergedIndex::new(compress_contiguous);
         for (log, record) in ordered {
@@ -80,40 +79,42 @@ impl MergedIndex {
     }
 
     /// The common checkpoint case, built in one pass: only writes, none
-    /// overlapping, so time order cannot matter. Sorts `records` by logical
-    /// offset; None (and the caller re-sorts by stamp) if the case does not hold.
-    fn without_overlaps(records: &mut [(LogRef, &Record)], compress_contiguous: bool) -> Option<MergedIndex> {
-        let logical = |record: &Record| match record {
-            Record::Write(write) => Some((write.logical, write.length, write.physical)),
-            Record::Truncate(_) => None,
-        };
-        if records.iter().any(|(_, record)| logical(record).is_none()) {
-            return None;
+    /// overlapping, so time order cannot matter. None if the case does not hold.
+    fn without_overlaps(logs: &[(LogRef, &[Record])], compress_contiguous: bool) -> Option<MergedIndex> {
+        let total = logs.iter().map(|(_, records)| records.len()).sum();
+        let mut writes: Vec<(u64, Extent)> = Vec::with_capacity(total);
+        for &(log, records) in logs {
+            for record in records {
+                let Record::Write(write) = record else { return None };
+                let end = write.logical.saturating_add(write.length).min(FILE_SIZE_MAX);
+                let length = end.saturating_sub(write.logical);
+                writes.push((write.logical, Extent { length, log, physical: write.physical }));
+            }
         }
-        records.sort_unstable_by_key(|(_, record)| logical(record).map(|(start, _, _)| start));
-        let mut extents: Vec<(u64, Extent)> = Vec::with_capacity(records.len());
+        writes.sort_unstable_by_key(|(start, _)| *start);
         let mut eof = 0u64;
-        for (log, record) in records.iter() {
-            let (start, length, physical) = logical(record)?;
-            let end = start.saturating_add(length).min(FILE_SIZE_MAX);
-            if start < eof && end > start {
+        let mut kept = 0;
+        for index in 0..writes.len() {
+            let (start, extent) = writes[index];
+            if start < eof && extent.length > 0 {
                 return None;
             }
-            eof = eof.max(end);
-            if end <= start {
+            eof = eof.max(start + extent.length).max(start);
+            if extent.length == 0 {
                 continue;
             }
-            let extent = Extent { length: end - start, log: *log, physical };
-            match extents.last_mut() {
-                Some((previous_start, previous))
-                    if compress_contiguous && follows(*previous_start, previous, start, &extent) =>
-                {
+            if kept > 0 {
+                let (previous_start, previous) = &mut writes[kept - 1];
+                if compress_contiguous && follows(*previous_start, previous, start, &extent) {
                     previous.length += extent.length;
+                    continue;
                 }
-                _ => extents.push((start, extent)),
             }
+            writes[kept] = (start, extent);
+            kept += 1;
         }
-        let index = MergedIndex { extents: extents.into_iter().collect(), eof, compress_contiguous };
+        writes.truncate(kept);
+        let index = MergedIndex { extents: writes.into_iter().collect(), eof, compress_contiguous };
         debug_assert!(index.check_disjoint());
         Some(index)
     }
