@@ -21,6 +21,7 @@
 //! ```
 
 mod pattern;
+mod repeat;
 mod report;
 mod runner;
 mod worker;
@@ -32,6 +33,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use pattern::{fill_record, pattern_byte, verify_record};
+pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, PhaseReport};
 pub use runner::run;
 pub use worker::{

@@ -42,6 +42,10 @@ pub struct Opts {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Run the whole comparison this many times and report the median of
+    /// each figure (with its range): single sub-second runs scatter widely.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -75,13 +79,31 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         backends: opts.backends,
         keep: opts.keep,
     };
-    let report = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
-    if opts.json {
-        print_json(&report)?;
-    } else {
-        print!("{}", report.to_text());
+    let worker = worker_command()?;
+    if opts.repeat == 1 {
+        let report = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!(e))?;
+        if opts.json {
+            print_json(&report)?;
+        } else {
+            print!("{}", report.to_text());
+        }
+        return Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
-    Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let mut reports = Vec::with_capacity(opts.repeat as usize);
+    for run in 1..=opts.repeat {
+        let report = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!("run {run}: {e}"))?;
+        if !opts.json {
+            print!("run {run} of {}:\n{}\n", opts.repeat, report.to_text());
+        }
+        reports.push(report);
+    }
+    let summary = plfs_bench::RepeatedReport::new(reports);
+    if opts.json {
+        print_json(&summary)?;
+    } else {
+        print!("{}", summary.to_text());
+    }
+    Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 pub fn worker_command() -> Result<WorkerCommand> {

@@ -1,0 +1,124 @@
+//! Several runs of one benchmark summarised by their medians: single runs of
+//! sub-second phases on a shared disk scatter by ±15%, so the headline
+//! figures are medians, with the range beside them.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::BenchReport;
+
+/// Median, minimum and maximum of one figure over the runs that have it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(values: impl Iterator<Item = Option<f64>>) -> Option<Spread> {
+        let mut values: Vec<f64> = values.flatten().collect();
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let middle = values.len() / 2;
+        let median =
+            if values.len() % 2 == 1 { values[middle] } else { (values[middle - 1] + values[middle]) / 2.0 };
+        Some(Spread { median, min: values[0], max: values[values.len() - 1] })
+    }
+}
+
+/// Reads one figure out of a run's report.
+type Figure = fn(&BenchReport) -> Option<f64>;
+
+/// The medians carry the same names as a single run's report, so scripts
+/// read `plfs_mibs` or `ratio_vs_nn` either way.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatedReport {
+    pub runs: usize,
+    pub plfs_mibs: Option<f64>,
+    pub direct_n1_mibs: Option<f64>,
+    pub nn_mibs: Option<f64>,
+    pub ratio_vs_nn: Option<f64>,
+    pub ratio_vs_direct: Option<f64>,
+    pub read_plfs_mibs: Option<f64>,
+    pub read_nn_mibs: Option<f64>,
+    pub read_direct_n1_mibs: Option<f64>,
+    pub read_ratio_vs_nn: Option<f64>,
+    pub read_ratio_vs_direct: Option<f64>,
+    /// Every run verified every byte it read back.
+    pub verified: bool,
+    /// Median, minimum and maximum of each figure above.
+    pub spread: Vec<(String, Spread)>,
+    pub reports: Vec<BenchReport>,
+}
+
+impl RepeatedReport {
+    pub fn new(reports: Vec<BenchReport>) -> RepeatedReport {
+        let figures: [(&str, Figure); 10] = [
+            ("plfs_mibs", |r| Some(r.plfs_mibs)),
+            ("direct_n1_mibs", |r| r.direct_n1_mibs),
+            ("nn_mibs", |r| Some(r.nn_mibs)),
+            ("ratio_vs_nn", |r| Some(r.ratio_vs_nn)),
+            ("ratio_vs_direct", |r| r.ratio_vs_direct),
+            ("read_plfs_mibs", |r| r.read_plfs_mibs),
+            ("read_nn_mibs", |r| r.read_nn_mibs),
+            ("read_direct_n1_mibs", |r| r.read_direct_n1_mibs),
+            ("read_ratio_vs_nn", |r| r.read_ratio_vs_nn),
+            ("read_ratio_vs_direct", |r| r.read_ratio_vs_direct),
+        ];
+        let spread: Vec<(String, Spread)> = figures
+            .iter()
+            .filter_map(|(name, get)| Spread::of(reports.iter().map(get)).map(|s| (name.to_string(), s)))
+            .collect();
+        let median = |name: &str| spread.iter().find(|(n, _)| n == name).map(|(_, s)| s.median);
+        RepeatedReport {
+            runs: reports.len(),
+            plfs_mibs: median("plfs_mibs"),
+            direct_n1_mibs: median("direct_n1_mibs"),
+            nn_mibs: median("nn_mibs"),
+            ratio_vs_nn: median("ratio_vs_nn"),
+            ratio_vs_direct: median("ratio_vs_direct"),
+            read_plfs_mibs: median("read_plfs_mibs"),
+            read_nn_mibs: median("read_nn_mibs"),
+            read_direct_n1_mibs: median("read_direct_n1_mibs"),
+            read_ratio_vs_nn: median("read_ratio_vs_nn"),
+            read_ratio_vs_direct: median("read_ratio_vs_direct"),
+            verified: reports.iter().all(|r| r.verified),
+            spread,
+            reports,
+        }
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "median of {} runs (min .. max):", self.runs);
+        for (name, spread) in &self.spread {
+            let _ = writeln!(
+                out,
+                "  {name:<22} {:>10.2}   ({:.2} .. {:.2})",
+                spread.median, spread.min, spread.max
+            );
+        }
+        let verdict =
+            if self.verified { "every run verified every byte it read" } else { "MISMATCH in some run" };
+        let _ = writeln!(out, "verified: {verdict}");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_takes_the_middle_value() {
+        let spread = Spread::of([Some(3.0), None, Some(1.0), Some(2.0)].into_iter()).unwrap();
+        assert_eq!(spread, Spread { median: 2.0, min: 1.0, max: 3.0 });
+        let even = Spread::of([Some(4.0), Some(1.0), Some(2.0), Some(3.0)].into_iter()).unwrap();
+        assert_eq!(even.median, 2.5);
+        assert!(Spread::of([None, None].into_iter()).is_none());
+    }
+}
