@@ -314,20 +314,26 @@ pub struct SizeSummary {
 pub fn summarize(log: LogId, records: &[Record]) -> SizeRecord {
     let mut summary = SizeRecord { log, max_end: 0, bytes: 0, last_stamp: 0, truncate: None };
     for record in records {
-        match record {
-            Record::Write(write) => {
-                summary.max_end = summary.max_end.max(write.logical.saturating_add(write.length));
-                summary.bytes += write.length;
-                summary.last_stamp = summary.last_stamp.max(write.stamp);
-            }
-            Record::Truncate(truncate) => {
-                summary.max_end = 0;
-                summary.truncate = Some((truncate.stamp, truncate.size));
-                summary.last_stamp = summary.last_stamp.max(truncate.stamp);
-            }
-        }
+        absorb(&mut summary, record);
     }
     summary
+}
+
+/// Folds one more record of a log into its summary.
+pub(crate) fn absorb(summary: &mut SizeRecord, record: &Record) {
+    match record {
+        Record::Write(write) => {
+            summary.max_end = summary.max_end.max(write.logical.saturating_add(write.length));
+            summary.bytes += write.length;
+            summary.last_stamp = summary.last_stamp.max(write.stamp);
+        }
+        Record::Truncate(truncate) => {
+            // Writes before a log's own truncate cannot reach past it.
+            summary.max_end = 0;
+            summary.truncate = Some((truncate.stamp, truncate.size));
+            summary.last_stamp = summary.last_stamp.max(truncate.stamp);
+        }
+    }
 }
 
 /// The file's size from per-log summaries: the newest truncate (stamp T,

@@ -258,7 +258,7 @@ impl OpenFile {
         let logs = slot.logs.as_mut().expect("caller ensured logs");
         logs.frame.push(record);
         logs.sequence += 1;
-        absorb(&mut logs.summary, record);
+        container::absorb(&mut logs.summary, record);
         if logs.frame.len() >= self.mount.tuning.index_flush_bytes {
             self.flush_frame(slot)?;
         }
@@ -535,21 +535,6 @@ impl OpenFile {
         }
         *write_lock(&self.read_state) = None;
         first_error.map_or(Ok(()), Err)
-    }
-}
-
-fn absorb(summary: &mut SizeRecord, record: &Record) {
-    match record {
-        Record::Write(write) => {
-            summary.max_end = summary.max_end.max(write.logical + write.length);
-            summary.bytes += write.length;
-            summary.last_stamp = summary.last_stamp.max(write.stamp);
-        }
-        Record::Truncate(truncate) => {
-            summary.max_end = 0;
-            summary.truncate = Some((truncate.stamp, truncate.size));
-            summary.last_stamp = summary.last_stamp.max(truncate.stamp);
-        }
     }
 }
 
