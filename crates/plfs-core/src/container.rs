@@ -54,11 +54,19 @@ pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
             store.url()
         ))),
         EntryKind::Directory => match store.read_all(&paths.access()) {
-            Ok(bytes) => Ok(Lookup::File(
-                AccessRecord::decode(&bytes)
-                    .with_context(|| format!("{}: {}", store.url(), paths.access()))?,
-            )),
-            Err(error) if error.kind() == ErrorKind::NotFound => Ok(Lookup::Directory(metadata)),
+            Ok(bytes) => match AccessRecord::decode(&bytes) {
+                Ok(access) => Ok(Lookup::File(access)),
+                // A user's symlink named "access" in a logical directory.
+                Err(_) if store.metadata(&paths.access())?.kind != EntryKind::File => {
+                    Ok(Lookup::Directory(metadata))
+                }
+                Err(error) => Err(error.context(format!("{}: {}", store.url(), paths.access()))),
+            },
+            // NotFound: a logical directory. IsADirectory: a logical directory
+            // holding a user's file (a container) named "access".
+            Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::IsADirectory) => {
+                Ok(Lookup::Directory(metadata))
+            }
             Err(error) => Err(error),
         },
     }

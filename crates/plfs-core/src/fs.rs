@@ -474,10 +474,11 @@ impl Plfs {
                 EntryKind::File => continue,
                 EntryKind::Directory => {
                     let access = ContainerPaths::new(logical.join(&name)?).access();
-                    if self.state.store(canonical).exists(&access)? {
-                        FileKind::File
-                    } else {
-                        FileKind::Directory
+                    match self.state.store(canonical).metadata(&access) {
+                        Ok(metadata) if metadata.kind == EntryKind::File => FileKind::File,
+                        Ok(_) => FileKind::Directory,
+                        Err(error) if error.kind() == ErrorKind::NotFound => FileKind::Directory,
+                        Err(error) => return Err(error),
                     }
                 }
             };

@@ -701,3 +701,34 @@ fn power_loss_keeps_exactly_what_was_synced() {
     assert!(report.findings.iter().all(|f| f.fixed), "{report:?}");
     assert_eq!(survivor.stat("/p").unwrap().size, 1000);
 }
+
+#[test]
+fn user_names_that_match_container_entries_are_ordinary_names() {
+    let root = tempfile::tempdir().unwrap();
+    let stores: Vec<SharedStore> = (0..2)
+        .map(|i| {
+            let dir = root.path().join(format!("b{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            Arc::new(crate::store::posix::PosixStore::new(dir, format!("posix://b{i}")).unwrap())
+                as SharedStore
+        })
+        .collect();
+    let plfs = mount_over(&stores, options(1));
+    plfs.mkdir("/d", 0o755).unwrap();
+    for name in ["access", "version", "meta", "hostdir.3", "index.x", "global.index"] {
+        let path = format!("/d/{name}");
+        let handle = plfs.open(&path, OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+        handle.write(name.as_bytes(), 0).unwrap();
+        handle.close().unwrap();
+        assert_eq!(plfs.stat(&path).unwrap().size, name.len() as u64, "{name}");
+    }
+    plfs.symlink("/etc/passwd", "/access").unwrap();
+    assert_eq!(plfs.stat("/d").unwrap().kind, FileKind::Directory);
+    assert_eq!(plfs.stat("/").unwrap().kind, FileKind::Directory);
+    let listing = plfs.readdir("/d").unwrap();
+    assert_eq!(listing.len(), 6);
+    assert!(listing.iter().all(|entry| entry.kind == FileKind::File), "{listing:?}");
+    let root: Vec<_> = plfs.readdir("/").unwrap();
+    assert!(root.contains(&DirEntryInfo { name: "access".into(), kind: FileKind::Symlink }), "{root:?}");
+    assert!(root.contains(&DirEntryInfo { name: "d".into(), kind: FileKind::Directory }), "{root:?}");
+}
