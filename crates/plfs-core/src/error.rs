@@ -34,6 +34,8 @@ pub enum ErrorKind {
     Unavailable,
     /// The file handle is not open in a mode that allows the operation.
     BadHandle,
+    /// The extended attribute does not exist.
+    NoAttribute,
     /// A bug: an invariant of plfs itself does not hold.
     Internal,
 }
@@ -55,6 +57,7 @@ impl ErrorKind {
             ErrorKind::Unsupported => libc::ENOTSUP,
             ErrorKind::Unavailable => libc::EIO,
             ErrorKind::BadHandle => libc::EBADF,
+            ErrorKind::NoAttribute => libc::ENODATA,
             ErrorKind::Internal => libc::EIO,
         }
     }
@@ -75,6 +78,7 @@ impl ErrorKind {
                     ErrorKind::Unavailable
                 }
                 libc::EBADF => ErrorKind::BadHandle,
+                libc::ENODATA => ErrorKind::NoAttribute,
                 _ => ErrorKind::Io,
             };
         }
@@ -106,6 +110,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Unsupported => "not supported",
             ErrorKind::Unavailable => "backend unavailable",
             ErrorKind::BadHandle => "bad file handle",
+            ErrorKind::NoAttribute => "no such attribute",
             ErrorKind::Internal => "internal error",
         };
         f.write_str(text)

@@ -496,6 +496,12 @@ impl OpenFile {
         Ok(*eof.get_or_insert(size))
     }
 
+    /// Drops the merged index so the next read merges again (and sees what
+    /// other processes synced meanwhile); local writes are never lost by it.
+    pub(crate) fn invalidate_read_state(&self) {
+        *write_lock(&self.read_state) = None;
+    }
+
     /// Appends every writer's buffered records to its index log (no
     /// fsync), so other readers of the backend see them.
     pub(crate) fn flush_index(&self) -> Result<()> {

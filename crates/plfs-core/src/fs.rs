@@ -126,6 +126,13 @@ pub struct Credentials {
     pub groups: Vec<u32>,
 }
 
+/// Who a new file, directory or symlink belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// Access-check bits, as in access(2).
 pub const R_OK: u32 = 4;
 pub const W_OK: u32 = 2;
@@ -182,7 +189,21 @@ impl Plfs {
 
     /// Opens (and with `create`, creates) a logical file for `writer`.
     pub fn open(&self, path: &str, flags: OpenFlags, mode: u32, writer: WriterId) -> Result<FileHandle> {
+        self.open_as(path, flags, mode, writer, None)
+    }
+
+    /// Like [`open`](Self::open); a file it creates belongs to `owner`
+    /// (FUSE passes the calling user) instead of this process's user.
+    pub fn open_as(
+        &self,
+        path: &str,
+        flags: OpenFlags,
+        mode: u32,
+        writer: WriterId,
+        owner: Option<Owner>,
+    ) -> Result<FileHandle> {
         let logical = parse_file_path(path)?;
+        let owner = owner.unwrap_or(Owner { uid: self.state.uid, gid: self.state.gid });
         if !flags.read && !flags.write {
             return Err(Error::invalid(format!("{path}: open needs read or write access")));
         }
@@ -194,8 +215,8 @@ impl Plfs {
             let now = self.state.stamper.now_ns();
             let access = AccessRecord {
                 mode: mode & 0o7777,
-                uid: self.state.uid,
-                gid: self.state.gid,
+                uid: owner.uid,
+                gid: owner.gid,
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
@@ -220,6 +241,11 @@ impl Plfs {
                 file: Arc::new(OpenFile::new(self.state.clone(), logical.clone())),
                 opens: 0,
             });
+            if entry.opens > 0 {
+                // Close-to-open: this open sees what other hosts synced
+                // before it, even though the file was already open here.
+                entry.file.invalidate_read_state();
+            }
             entry.opens += 1;
             entry.file.clone()
         };
@@ -325,6 +351,16 @@ impl Plfs {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Like [`rename`](Self::rename) but fails with `AlreadyExists` if
+    /// anything is at `to` (RENAME_NOREPLACE).
+    pub fn rename_noreplace(&self, from: &str, to: &str) -> Result<()> {
+        match self.stat(to) {
+            Ok(_) => Err(Error::new(ErrorKind::AlreadyExists, to.to_owned())),
+            Err(error) if error.kind() == ErrorKind::NotFound => self.rename(from, to),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Moves a file, symlink or directory; an existing target file is
     /// replaced, an existing target directory must be empty.
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
@@ -397,16 +433,30 @@ impl Plfs {
             let name = paths.meta(&entry)?;
             ignore_exists(to.create_new(&name, &from.read_all(&name)?))?;
         }
+        let attributes = container_list(from, &paths.xattr_dir())?;
+        if !attributes.is_empty() {
+            to.create_dir_all(&paths.xattr_dir())?;
+        }
+        for entry in attributes {
+            let name = paths.xattr_dir().join(&entry)?;
+            ignore_exists(to.create_new(&name, &from.read_all(&name)?))?;
+        }
         ignore_exists(to.create_new(&paths.version(), &from.read_all(&paths.version())?))?;
         ignore_exists(to.create_new(&paths.access(), &from.read_all(&paths.access())?))?;
         from.remove_file(&paths.access())?;
         container::ignore_missing(from.remove_file(&paths.version()))?;
+        container::remove_tree(from, &paths.xattr_dir())?;
         container::remove_tree(from, &paths.meta_dir())
     }
 
     /// Creates a directory on every backend (canonical first, so a racing
     /// mkdir of the same name fails cleanly).
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.mkdir_as(path, mode, None)
+    }
+
+    /// Like [`mkdir`](Self::mkdir), owned by `owner` where the stores keep owners.
+    pub fn mkdir_as(&self, path: &str, mode: u32, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
         let (canonical, _) = container::canonical(&self.state, &logical);
         let store = self.state.store(canonical);
@@ -418,6 +468,9 @@ impl Plfs {
             }
             if store.capabilities().modes {
                 store.set_mode(&logical, mode & 0o7777).context(path.to_owned())?;
+            }
+            if let Some(owner) = owner.filter(|_| store.capabilities().owners) {
+                store.set_owner(&logical, Some(owner.uid), Some(owner.gid)).context(path.to_owned())?;
             }
         }
         Ok(())
@@ -581,12 +634,22 @@ impl Plfs {
 
     /// Creates a symbolic link at `path` whose text is `target`.
     pub fn symlink(&self, target: &str, path: &str) -> Result<()> {
+        self.symlink_as(target, path, None)
+    }
+
+    /// Like [`symlink`](Self::symlink), owned by `owner` where the store keeps owners.
+    pub fn symlink_as(&self, target: &str, path: &str, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
         if self.stat(path).is_ok() {
             return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned()));
         }
         let (backend, _) = container::canonical(&self.state, &logical);
-        self.state.store(backend).symlink(target, &logical).context(path.to_owned())
+        let store = self.state.store(backend);
+        store.symlink(target, &logical).context(path.to_owned())?;
+        if let Some(owner) = owner.filter(|_| store.capabilities().owners) {
+            store.set_owner(&logical, Some(owner.uid), Some(owner.gid)).context(path.to_owned())?;
+        }
+        Ok(())
     }
 
     pub fn readlink(&self, path: &str) -> Result<String> {
@@ -643,6 +706,12 @@ impl FileHandle {
             ));
         }
         self.file.read(buf, offset)
+    }
+
+    /// Appends buffered index records to the index logs (no fsync), so
+    /// processes elsewhere see what was written once they reopen.
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush_index()
     }
 
     /// Makes everything written through this process's handles durable.

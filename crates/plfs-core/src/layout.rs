@@ -8,6 +8,7 @@
 //!     access                       mode, owner, times (format::access)
 //!     version                      format version (format::version)
 //!     global.index                 optional flattened index (format::global_index)
+//!     xattrs/<name>                one extended attribute (format::xattr)
 //!     meta/open.<log>              writer <log> has the file open
 //!     meta/size.<log>.<fields>     writer <log> closed: its size summary
 //!     hostdir.<N>/index.<log>      index log of writer <log>
@@ -27,6 +28,9 @@ pub const ACCESS: &str = "access";
 pub const VERSION: &str = "version";
 pub const META_DIR: &str = "meta";
 pub const GLOBAL_INDEX: &str = "global.index";
+pub const XATTR_DIR: &str = "xattrs";
+/// A directory's extended attributes live beside its entries under this prefix.
+const DIR_XATTR_PREFIX: &str = ".plfs-xattr.";
 /// Names starting with this are plfs's own and never shown to users.
 pub const RESERVED_PREFIX: &str = ".plfs-";
 
@@ -129,6 +133,7 @@ pub enum ContainerEntry {
     Version,
     Meta,
     GlobalIndex,
+    Xattrs,
     Hostdir(HostdirId),
     /// Not a name plfs writes: reported by `plfs recover`, otherwise left alone.
     Unknown,
@@ -140,6 +145,7 @@ pub fn classify_container_entry(name: &str) -> ContainerEntry {
         VERSION => ContainerEntry::Version,
         META_DIR => ContainerEntry::Meta,
         GLOBAL_INDEX => ContainerEntry::GlobalIndex,
+        XATTR_DIR => ContainerEntry::Xattrs,
         _ => parse_hostdir_name(name).map_or(ContainerEntry::Unknown, ContainerEntry::Hostdir),
     }
 }
@@ -234,6 +240,56 @@ pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
     format!("{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
 }
 
+/// An extended attribute's name as a path component: `%` and `/` are
+/// percent-encoded, everything else is kept so names stay readable.
+pub fn xattr_component(name: &str) -> Result<String> {
+    if name.is_empty() {
+        return Err(Error::invalid("empty extended attribute name"));
+    }
+    let mut encoded = String::with_capacity(name.len());
+    for character in name.chars() {
+        match character {
+            '%' => encoded.push_str("%25"),
+            '/' => encoded.push_str("%2F"),
+            '\0' => return Err(Error::invalid("extended attribute name contains NUL")),
+            other => encoded.push(other),
+        }
+    }
+    if encoded == "." || encoded == ".." {
+        encoded = encoded.replace('.', "%2E");
+    }
+    Ok(encoded)
+}
+
+/// The attribute name a component encodes; None if it is not one.
+pub fn parse_xattr_component(component: &str) -> Option<String> {
+    let mut decoded = String::with_capacity(component.len());
+    let mut rest = component;
+    while let Some(index) = rest.find('%') {
+        decoded.push_str(&rest[..index]);
+        let code = rest.get(index + 1..index + 3)?;
+        decoded.push(match code {
+            "25" => '%',
+            "2F" => '/',
+            "2E" => '.',
+            _ => return None,
+        });
+        rest = &rest[index + 3..];
+    }
+    decoded.push_str(rest);
+    Some(decoded)
+}
+
+/// Name of the file holding a directory's attribute `name`, in that directory.
+pub fn dir_xattr_name(name: &str) -> Result<String> {
+    Ok(format!("{DIR_XATTR_PREFIX}{}", xattr_component(name)?))
+}
+
+/// The attribute a directory entry holds, if it is one of plfs's.
+pub fn parse_dir_xattr_name(entry: &str) -> Option<String> {
+    parse_xattr_component(entry.strip_prefix(DIR_XATTR_PREFIX)?)
+}
+
 /// Whether a name in a logical directory is plfs's own.
 pub fn is_reserved(name: &str) -> bool {
     name.starts_with(RESERVED_PREFIX)
@@ -271,6 +327,10 @@ impl ContainerPaths {
 
     pub fn version(&self) -> StorePath {
         self.child(VERSION)
+    }
+
+    pub fn xattr_dir(&self) -> StorePath {
+        self.child(XATTR_DIR)
     }
 
     pub fn global_index(&self) -> StorePath {
@@ -327,6 +387,16 @@ mod tests {
         #[test]
         fn hostdir_names_round_trip(n in 0u32..1024) {
             prop_assert_eq!(parse_hostdir_name(&hostdir_name(HostdirId(n))), Some(HostdirId(n)));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn xattr_names_round_trip(name in "[a-z./%\\\\ ]{1,40}") {
+            let component = xattr_component(&name).unwrap();
+            crate::store::path::validate_component(&component).unwrap();
+            prop_assert_eq!(parse_xattr_component(&component), Some(name.clone()));
+            prop_assert_eq!(parse_dir_xattr_name(&dir_xattr_name(&name).unwrap()), Some(name));
         }
     }
 

@@ -60,5 +60,6 @@ pub mod placement;
 pub mod reader;
 pub mod store;
 pub mod tools;
+pub mod xattr;
 
 pub use error::{Error, ErrorKind, Result};

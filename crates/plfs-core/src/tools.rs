@@ -54,6 +54,7 @@ pub enum PieceKind {
     Access,
     Version,
     GlobalIndex,
+    Xattr,
     MetaDir,
     OpenRecord,
     SizeRecord,
@@ -269,6 +270,14 @@ fn walk_container(store: &dyn Store, container: &StorePath, pieces: &mut Vec<Phy
         match layout::classify_container_entry(&entry.name) {
             ContainerEntry::Access => pieces.push(piece(store, &child, PieceKind::Access, size(&child))),
             ContainerEntry::Version => pieces.push(piece(store, &child, PieceKind::Version, size(&child))),
+            ContainerEntry::Xattrs => {
+                let mut names = store.list(&child)?;
+                names.sort_by(|a, b| a.name.cmp(&b.name));
+                for name in names {
+                    let attribute = child.join(&name.name)?;
+                    pieces.push(piece(store, &attribute, PieceKind::Xattr, size(&attribute)));
+                }
+            }
             ContainerEntry::GlobalIndex => {
                 pieces.push(piece(store, &child, PieceKind::GlobalIndex, size(&child)))
             }

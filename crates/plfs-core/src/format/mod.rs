@@ -9,6 +9,7 @@ pub mod data_log;
 pub mod global_index;
 pub mod index_log;
 pub mod version;
+pub mod xattr;
 
 /// The container format this build writes and the newest it reads.
 pub const FORMAT_VERSION: u16 = 1;

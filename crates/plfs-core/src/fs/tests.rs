@@ -35,7 +35,7 @@ fn mount_over(stores: &[SharedStore], options: Options) -> Plfs {
     Plfs::new(stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect(), options).unwrap()
 }
 
-fn memory_mount(count: usize) -> Plfs {
+pub(crate) fn memory_mount(count: usize) -> Plfs {
     mount_over(&memory_stores(count), options(7))
 }
 
@@ -242,8 +242,10 @@ fn rename_moves_the_canonical_container() {
     let handle = plfs.open(from, OpenFlags::WRONLY.create(), 0o640, 1).unwrap();
     handle.write(b"payload", 0).unwrap();
     handle.close().unwrap();
+    plfs.set_xattr(from, "user.k", b"v", crate::xattr::XattrMode::Any).unwrap();
     plfs.rename(from, &to).unwrap();
     assert_eq!(plfs.stat(from).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(plfs.get_xattr(&to, "user.k").unwrap(), b"v", "attributes move with the file");
     let attr = plfs.stat(&to).unwrap();
     assert_eq!((attr.size, attr.mode), (7, 0o640));
     let handle = plfs.open(&to, OpenFlags::RDONLY, 0, 2).unwrap();

@@ -1,0 +1,174 @@
+//! Extended attributes. A file's live in its container (`xattrs/<name>`);
+//! a directory's live beside its entries on its canonical backend as
+//! reserved names (`.plfs-xattr.<name>`), hidden from listings. Values are
+//! whole small files, published atomically, so they work on every store.
+
+use crate::container::{self, Lookup};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::xattr::{self as format, VALUE_MAX_BYTES};
+use crate::fs::Plfs;
+use crate::layout::{self, ContainerPaths};
+use crate::store::{StoreExt, StorePath};
+
+/// How `set_xattr` treats an existing attribute (setxattr(2) flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XattrMode {
+    /// Create or replace.
+    #[default]
+    Any,
+    /// Fail with `AlreadyExists` if present (XATTR_CREATE).
+    Create,
+    /// Fail with `NoAttribute` if absent (XATTR_REPLACE).
+    Replace,
+}
+
+impl Plfs {
+    pub fn set_xattr(&self, path: &str, name: &str, value: &[u8], mode: XattrMode) -> Result<()> {
+        if value.len() > VALUE_MAX_BYTES {
+            return Err(Error::invalid(format!(
+                "{path}: attribute {name}: {} bytes exceeds {VALUE_MAX_BYTES}",
+                value.len()
+            )));
+        }
+        let (store, location) = self.xattr_location(path, name, true)?;
+        let store = self.state().store(store);
+        let encoded = format::encode(value);
+        let result = match mode {
+            XattrMode::Create => store.create_new(&location, &encoded),
+            XattrMode::Replace => {
+                if !store.exists(&location)? {
+                    return Err(Error::new(ErrorKind::NoAttribute, format!("{path}: {name}")));
+                }
+                store.replace(&location, &encoded)
+            }
+            XattrMode::Any => store.replace(&location, &encoded),
+        };
+        result.with_context(|| format!("{path}: attribute {name}"))
+    }
+
+    pub fn get_xattr(&self, path: &str, name: &str) -> Result<Vec<u8>> {
+        let (store, location) = self.xattr_location(path, name, false)?;
+        let store = self.state().store(store);
+        match store.read_all(&location) {
+            Ok(bytes) => format::decode(&bytes).with_context(|| format!("{}: {location}", store.url())),
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                Err(Error::new(ErrorKind::NoAttribute, format!("{path}: {name}")))
+            }
+            Err(error) => Err(error.context(format!("{path}: attribute {name}"))),
+        }
+    }
+
+    pub fn remove_xattr(&self, path: &str, name: &str) -> Result<()> {
+        let (store, location) = self.xattr_location(path, name, false)?;
+        match self.state().store(store).remove_file(&location) {
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                Err(Error::new(ErrorKind::NoAttribute, format!("{path}: {name}")))
+            }
+            other => other.with_context(|| format!("{path}: attribute {name}")),
+        }
+    }
+
+    /// Attribute names, sorted.
+    pub fn list_xattrs(&self, path: &str) -> Result<Vec<String>> {
+        let logical = StorePath::parse(path)?;
+        let (backend, paths) = container::canonical(self.state(), &logical);
+        let store = self.state().store(backend);
+        let mut names: Vec<String> = match container::lookup(self.state(), &logical)
+            .context(path.to_owned())?
+        {
+            Lookup::File(_) => match store.list(&paths.xattr_dir()) {
+                Ok(entries) => {
+                    entries.iter().filter_map(|entry| layout::parse_xattr_component(&entry.name)).collect()
+                }
+                Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),
+                Err(error) => return Err(error.context(path.to_owned())),
+            },
+            Lookup::Directory(_) => store
+                .list(&logical)
+                .context(path.to_owned())?
+                .iter()
+                .filter_map(|entry| layout::parse_dir_xattr_name(&entry.name))
+                .collect(),
+            Lookup::Symlink(_) => Vec::new(),
+        };
+        names.sort();
+        Ok(names)
+    }
+
+    /// Which backend and path hold attribute `name` of `path`.
+    fn xattr_location(
+        &self,
+        path: &str,
+        name: &str,
+        creating: bool,
+    ) -> Result<(crate::placement::BackendId, StorePath)> {
+        let logical = StorePath::parse(path)?;
+        let (backend, paths) = container::canonical(self.state(), &logical);
+        let location = match container::lookup(self.state(), &logical).context(path.to_owned())? {
+            Lookup::File(_) => {
+                if creating {
+                    self.state()
+                        .store(backend)
+                        .create_dir_all(&paths.xattr_dir())
+                        .context(path.to_owned())?;
+                }
+                ContainerPaths::new(logical).xattr_dir().join(&layout::xattr_component(name)?)?
+            }
+            Lookup::Directory(_) => logical.join(&layout::dir_xattr_name(name)?)?,
+            Lookup::Symlink(_) => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{path}: extended attributes of a symbolic link"),
+                ));
+            }
+        };
+        Ok((backend, location))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::OpenFlags;
+    use crate::fs::tests::memory_mount;
+
+    #[test]
+    fn files_and_directories_keep_attributes() {
+        let plfs = memory_mount(3);
+        plfs.open("/f", OpenFlags::WRONLY.create(), 0o644, 1).unwrap().close().unwrap();
+        plfs.mkdir("/d", 0o755).unwrap();
+        for path in ["/f", "/d", "/"] {
+            assert_eq!(plfs.get_xattr(path, "user.a").unwrap_err().kind(), ErrorKind::NoAttribute);
+            plfs.set_xattr(path, "user.a", b"1", XattrMode::Create).unwrap();
+            assert_eq!(
+                plfs.set_xattr(path, "user.a", b"2", XattrMode::Create).unwrap_err().kind(),
+                ErrorKind::AlreadyExists
+            );
+            plfs.set_xattr(path, "user.a", b"2", XattrMode::Replace).unwrap();
+            assert_eq!(
+                plfs.set_xattr(path, "user.b/c", b"x", XattrMode::Replace).unwrap_err().kind(),
+                ErrorKind::NoAttribute
+            );
+            plfs.set_xattr(path, "user.b/c", b"", XattrMode::Any).unwrap();
+            assert_eq!(plfs.get_xattr(path, "user.a").unwrap(), b"2");
+            assert_eq!(plfs.get_xattr(path, "user.b/c").unwrap(), b"");
+            assert_eq!(plfs.list_xattrs(path).unwrap(), vec!["user.a".to_string(), "user.b/c".to_string()]);
+            plfs.remove_xattr(path, "user.a").unwrap();
+            assert_eq!(plfs.remove_xattr(path, "user.a").unwrap_err().kind(), ErrorKind::NoAttribute);
+            assert_eq!(plfs.list_xattrs(path).unwrap(), vec!["user.b/c".to_string()]);
+        }
+        // Attributes are not directory entries, and the file reads the same.
+        let names: Vec<String> = plfs.readdir("/d").unwrap().into_iter().map(|e| e.name).collect();
+        assert!(names.is_empty(), "{names:?}");
+        assert_eq!(plfs.stat("/f").unwrap().size, 0);
+        assert!(plfs.set_xattr("/f", "user.big", &vec![0; VALUE_MAX_BYTES + 1], XattrMode::Any).is_err());
+    }
+
+    #[test]
+    fn attributes_of_a_directory_do_not_block_rmdir() {
+        let plfs = memory_mount(2);
+        plfs.mkdir("/d", 0o755).unwrap();
+        plfs.set_xattr("/d", "user.tag", b"v", XattrMode::Any).unwrap();
+        plfs.rmdir("/d").unwrap();
+    }
+}
