@@ -24,6 +24,7 @@ mod pattern;
 mod repeat;
 mod report;
 mod runner;
+mod streaming;
 mod worker;
 
 use std::fmt;
@@ -36,6 +37,7 @@ pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, PhaseReport};
 pub use runner::run;
+pub use streaming::{StreamingReport, streaming};
 pub use worker::{
     MARKER, Op, Prepared, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute, mount,
     plfs_backend_dirs, plfs_logical_path, prepare, worker_main,
@@ -104,6 +106,9 @@ pub struct BenchSpec {
     pub backends: usize,
     /// Leave the run's files in place.
     pub keep: bool,
+    /// A directory on a plfs FUSE mount: adds phases that write (and read)
+    /// the same file through the mount, to compare with the library.
+    pub fuse_dir: Option<PathBuf>,
 }
 
 impl BenchSpec {
@@ -119,6 +124,7 @@ impl BenchSpec {
             dir,
             backends: 3,
             keep: false,
+            fuse_dir: None,
         }
     }
 

@@ -90,6 +90,12 @@ pub struct BenchReport {
     pub read_direct_n1_mibs: Option<f64>,
     pub read_ratio_vs_nn: Option<f64>,
     pub read_ratio_vs_direct: Option<f64>,
+    /// The same workload written through a plfs FUSE mount (with `fuse_dir`).
+    pub fuse_mibs: Option<f64>,
+    pub read_fuse_mibs: Option<f64>,
+    /// FUSE mount / library, writing and reading.
+    pub fuse_ratio_vs_plfs: Option<f64>,
+    pub read_fuse_ratio_vs_plfs: Option<f64>,
     /// No byte read back in any phase differed from what was written
     /// (vacuously true without `read`; see `read`).
     pub verified: bool,
@@ -132,6 +138,8 @@ impl BenchReport {
         let read_plfs = mibs(Target::Plfs, Op::Read);
         let read_nn = mibs(Target::PlainNn, Op::Read);
         let read_direct = mibs(Target::DirectN1, Op::Read);
+        let fuse = mibs(Target::Fuse, Op::Write);
+        let read_fuse = mibs(Target::Fuse, Op::Read);
         let order: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
         BenchReport {
             workload: spec.workload,
@@ -151,6 +159,10 @@ impl BenchReport {
             read_direct_n1_mibs: read_direct,
             read_ratio_vs_nn: ratio(read_plfs, read_nn),
             read_ratio_vs_direct: ratio(read_plfs, read_direct),
+            fuse_mibs: fuse,
+            read_fuse_mibs: read_fuse,
+            fuse_ratio_vs_plfs: ratio(fuse, plfs),
+            read_fuse_ratio_vs_plfs: ratio(read_fuse, read_plfs),
             verified: phases.iter().all(|p| p.bad_records == 0),
             read: spec.read,
             write_plfs_seconds: seconds(Target::Plfs, Op::Write).unwrap_or(0.0),
@@ -192,6 +204,7 @@ impl BenchReport {
             ("direct N-1 (shared file)", Target::DirectN1),
             ("N-N (file per process)", Target::PlainNn),
             ("plfs", Target::Plfs),
+            ("plfs via FUSE mount", Target::Fuse),
         ];
         for (label, target) in rows {
             let phase = |op: Op| self.phases.iter().find(|p| p.target == target && p.op == op);
@@ -214,6 +227,14 @@ impl BenchReport {
             show(Some(self.ratio_vs_nn)),
             show(self.ratio_vs_direct)
         );
+        if self.fuse_mibs.is_some() {
+            let _ = writeln!(
+                out,
+                "FUSE mount / library: write {}  read {}",
+                show(self.fuse_ratio_vs_plfs),
+                show(self.read_fuse_ratio_vs_plfs)
+            );
+        }
         if self.read {
             let _ = writeln!(
                 out,

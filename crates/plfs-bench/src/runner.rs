@@ -28,10 +28,13 @@ const GO_DELAY: Duration = Duration::from_millis(100);
 /// left behind (every phase fdatasyncs before its clock stops, so only
 /// clean page cache carries over).
 fn phase_plan(spec: &BenchSpec) -> Vec<(Target, Op)> {
-    let targets: &[Target] = match spec.workload {
-        Workload::N1Strided | Workload::N1Segmented => &[Target::DirectN1, Target::PlainNn, Target::Plfs],
-        Workload::Nn => &[Target::PlainNn, Target::Plfs],
+    let mut targets: Vec<Target> = match spec.workload {
+        Workload::N1Strided | Workload::N1Segmented => vec![Target::DirectN1, Target::PlainNn, Target::Plfs],
+        Workload::Nn => vec![Target::PlainNn, Target::Plfs],
     };
+    if spec.fuse_dir.is_some() {
+        targets.push(Target::Fuse);
+    }
     let mut plan: Vec<(Target, Op)> = targets.iter().map(|t| (*t, Op::Write)).collect();
     if spec.read {
         plan.extend(targets.iter().map(|t| (*t, Op::Read)));
@@ -52,13 +55,26 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, Str
     }
     let shared = direct_path(work.path());
     fs::File::create(&shared).map_err(|e| format!("creating {}: {e}", shared.display()))?;
+    // The FUSE phases get a work directory of their own inside the mount.
+    let fuse_work = match &spec.fuse_dir {
+        Some(dir) => {
+            let fuse_work = WorkDir::create(dir, spec.keep)?;
+            if spec.workload != Workload::Nn {
+                let shared = fuse_work.path().join("shared");
+                fs::File::create(&shared).map_err(|e| format!("creating {}: {e}", shared.display()))?;
+            }
+            Some(fuse_work)
+        }
+        None => None,
+    };
     let mut phases = Vec::new();
     for (target, op) in phase_plan(spec) {
         // Whatever an earlier phase left dirty (directory entries, access
         // files) is written back now, not during the next phase's clock.
         // SAFETY: sync(2) takes no arguments and cannot fail.
         unsafe { libc::sync() };
-        phases.push(run_phase(spec, workers, work.path(), target, op)?);
+        let fuse_dir = fuse_work.as_ref().map(|dir| dir.path());
+        phases.push(run_phase(spec, workers, work.path(), fuse_dir, target, op)?);
     }
     Ok(BenchReport::from_phases(spec, work.path(), spec.keep, phases))
 }
@@ -172,6 +188,7 @@ fn run_phase(
     spec: &BenchSpec,
     command: &WorkerCommand,
     work: &Path,
+    fuse_dir: Option<&Path>,
     target: Target,
     op: Op,
 ) -> Result<PhaseReport, String> {
@@ -189,6 +206,7 @@ fn run_phase(
             record_bytes: spec.record_bytes,
             dir: work.to_path_buf(),
             backends: spec.backends,
+            fuse_dir: fuse_dir.map(Path::to_path_buf),
         };
         let json = serde_json::to_string(&worker_spec).map_err(|e| format!("{name}: encoding spec: {e}"))?;
         let mut process = Command::new(&command.program);

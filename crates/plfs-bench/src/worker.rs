@@ -46,6 +46,9 @@ pub enum Target {
     DirectN1,
     /// One plain file per rank, written sequentially.
     PlainNn,
+    /// The plfs file through a FUSE mount: like `DirectN1` (or `PlainNn`
+    /// for the nn workload), but under the mount.
+    Fuse,
 }
 
 impl Target {
@@ -54,6 +57,7 @@ impl Target {
             Target::Plfs => "plfs",
             Target::DirectN1 => "direct-n1",
             Target::PlainNn => "nn",
+            Target::Fuse => "fuse",
         }
     }
 }
@@ -87,6 +91,9 @@ pub struct WorkerSpec {
     /// The run's work directory (holds plfs/, direct/ and nn/).
     pub dir: PathBuf,
     pub backends: usize,
+    /// The run's directory inside a plfs FUSE mount, for the `Fuse` target.
+    #[serde(default)]
+    pub fuse_dir: Option<PathBuf>,
 }
 
 /// What a worker reports back.
@@ -115,8 +122,8 @@ pub fn placement(spec: &WorkerSpec, writer: usize, k: u64) -> (u64, u64) {
         Workload::N1Strided => k * writers + writer,
         Workload::N1Segmented | Workload::Nn => writer * records + k,
     };
-    let own_file =
-        spec.target == Target::PlainNn || (spec.target == Target::Plfs && spec.workload == Workload::Nn);
+    let own_file = spec.target == Target::PlainNn
+        || (matches!(spec.target, Target::Plfs | Target::Fuse) && spec.workload == Workload::Nn);
     let offset = if own_file { k * size } else { record * size };
     (record, offset)
 }
@@ -149,6 +156,24 @@ pub fn direct_path(work: &Path) -> PathBuf {
 
 pub fn plain_nn_path(work: &Path, writer: usize) -> PathBuf {
     work.join("nn").join(format!("file.{writer}"))
+}
+
+/// The plain path a non-library target writes `source`'s records to, and
+/// whether it is one file shared by every rank (written at offsets) or the
+/// rank's own (written sequentially).
+fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool), String> {
+    match spec.target {
+        Target::DirectN1 => Ok((direct_path(&spec.dir), true)),
+        Target::PlainNn => Ok((plain_nn_path(&spec.dir, source), false)),
+        Target::Fuse => {
+            let dir = spec.fuse_dir.as_deref().ok_or("fuse target without a mount directory")?;
+            Ok(match spec.workload {
+                Workload::Nn => (dir.join(format!("file.{source}")), false),
+                Workload::N1Strided | Workload::N1Segmented => (dir.join("shared"), true),
+            })
+        }
+        Target::Plfs => Err("the plfs target has no plain path".to_owned()),
+    }
 }
 
 /// A mount of the run's backend dirs, as each worker process makes its own.
@@ -202,7 +227,7 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
     }
     let mount = match spec.target {
         Target::Plfs => Some(mount(&spec.dir, spec.backends)?),
-        Target::DirectN1 | Target::PlainNn => None,
+        Target::DirectN1 | Target::PlainNn | Target::Fuse => None,
     };
     let buf = vec![0u8; spec.record_bytes];
     Ok(Prepared { spec, buf, mount })
@@ -271,35 +296,35 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
             handle.sync().map_err(|e| format!("plfs sync {path}: {e}"))?;
             handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
         }
-        (Op::Write, Target::DirectN1) => {
-            let path = direct_path(&spec.dir);
-            // Not truncating: the parent made the file and other ranks are
-            // writing into it already.
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(|e| format!("open {}: {e}", path.display()))?;
-            for k in 0..spec.records {
-                let (record, offset) = placement(spec, source, k);
-                fill_record(record, buf);
-                file.write_all_at(buf, offset)
-                    .map_err(|e| format!("pwrite {} at {offset}: {e}", path.display()))?;
-                written += buf.len() as u64;
+        (Op::Write, _) => {
+            let (path, shared) = plain_target(spec, source)?;
+            if shared {
+                // Not truncating: the parent made the file and other ranks
+                // are writing into it already.
+                let file = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .map_err(|e| format!("open {}: {e}", path.display()))?;
+                for k in 0..spec.records {
+                    let (record, offset) = placement(spec, source, k);
+                    fill_record(record, buf);
+                    file.write_all_at(buf, offset)
+                        .map_err(|e| format!("pwrite {} at {offset}: {e}", path.display()))?;
+                    written += buf.len() as u64;
+                }
+                sync_and_close(file, &path)?;
+            } else {
+                let mut file = File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+                for k in 0..spec.records {
+                    let (record, _) = placement(spec, source, k);
+                    fill_record(record, buf);
+                    file.write_all(buf).map_err(|e| format!("write {}: {e}", path.display()))?;
+                    written += buf.len() as u64;
+                }
+                sync_and_close(file, &path)?;
             }
-            sync_and_close(file, &path)?;
-        }
-        (Op::Write, Target::PlainNn) => {
-            let path = plain_nn_path(&spec.dir, source);
-            let mut file = File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
-            for k in 0..spec.records {
-                let (record, _) = placement(spec, source, k);
-                fill_record(record, buf);
-                file.write_all(buf).map_err(|e| format!("write {}: {e}", path.display()))?;
-                written += buf.len() as u64;
-            }
-            sync_and_close(file, &path)?;
         }
         (Op::Read, Target::Plfs) => {
             let plfs = prepared.mount.as_ref().ok_or("plfs target without a mount")?;
@@ -315,24 +340,17 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
             }
             handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
         }
-        (Op::Read, Target::DirectN1) => {
-            let path = direct_path(&spec.dir);
-            let file = File::open(&path).map_err(|e| format!("open {}: {e}", path.display()))?;
-            let what = path.display().to_string();
-            for k in 0..spec.records {
-                let (record, offset) = placement(spec, source, k);
-                let filled =
-                    pread_full(&file, buf, offset).map_err(|e| format!("pread {what} at {offset}: {e}"))?;
-                checker.check(record, offset, buf, filled, &what);
-            }
-        }
-        (Op::Read, Target::PlainNn) => {
-            let path = plain_nn_path(&spec.dir, source);
+        (Op::Read, _) => {
+            let (path, shared) = plain_target(spec, source)?;
             let mut file = File::open(&path).map_err(|e| format!("open {}: {e}", path.display()))?;
             let what = path.display().to_string();
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
-                let filled = read_full(&mut file, buf).map_err(|e| format!("read {what}: {e}"))?;
+                let filled = if shared {
+                    pread_full(&file, buf, offset).map_err(|e| format!("pread {what} at {offset}: {e}"))?
+                } else {
+                    read_full(&mut file, buf).map_err(|e| format!("read {what}: {e}"))?
+                };
                 checker.check(record, offset, buf, filled, &what);
             }
         }

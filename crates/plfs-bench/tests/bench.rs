@@ -25,6 +25,7 @@ fn tiny(workload: Workload, root: &std::path::Path) -> BenchSpec {
         dir: root.to_path_buf(),
         backends: 3,
         keep: false,
+        fuse_dir: None,
     }
 }
 

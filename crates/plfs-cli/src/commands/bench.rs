@@ -78,6 +78,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         dir: opts.dir.clone(),
         backends: opts.backends,
         keep: opts.keep,
+        fuse_dir: None,
     };
     let worker = worker_command()?;
     if opts.repeat == 1 {

@@ -47,6 +47,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         // The container is shown after the run; the temporary directory
         // goes when `temp` drops.
         keep: true,
+        fuse_dir: None,
     };
     let report = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
     // The directory is about to go; saying it was kept would mislead.

@@ -1,0 +1,162 @@
+//! One process streaming a large file in big blocks, through the library
+//! and through a FUSE mount of the same backends, in the same run: what an
+//! archiver or `cp` sees. Each path reads the file the *other* one wrote,
+//! so neither read is served from a page cache it filled itself.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use plfs::file::OpenFlags;
+use plfs::fs::Plfs;
+use serde::Serialize;
+
+use crate::pattern::{fill_record, verify_record};
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamingReport {
+    pub bytes: u64,
+    pub block_bytes: usize,
+    pub write_library_mibs: f64,
+    pub write_fuse_mibs: f64,
+    pub read_library_mibs: f64,
+    pub read_fuse_mibs: f64,
+    /// FUSE mount / library.
+    pub write_ratio: f64,
+    pub read_ratio: f64,
+    pub verified: bool,
+}
+
+impl StreamingReport {
+    pub fn to_text(&self) -> String {
+        format!(
+            "streaming {:.0} MiB in {} KiB blocks, one process:\n\
+             {:<24} {:>12} {:>12}\n\
+             {:<24} {:>12.1} {:>12.1}\n\
+             {:<24} {:>12.1} {:>12.1}\n\
+             FUSE mount / library: write {:.2}x  read {:.2}x\n\
+             verified: {}\n",
+            self.bytes as f64 / MIB,
+            self.block_bytes >> 10,
+            "",
+            "write MiB/s",
+            "read MiB/s",
+            "library",
+            self.write_library_mibs,
+            self.read_library_mibs,
+            "FUSE mount",
+            self.write_fuse_mibs,
+            self.read_fuse_mibs,
+            self.write_ratio,
+            self.read_ratio,
+            if self.verified { "every byte read back matched" } else { "NO" },
+        )
+    }
+}
+
+/// Streams `bytes` through `plfs` (as the logical file `/<name>.library`)
+/// and through `mount_root`, the FUSE mount point of the same backends
+/// (as `<name>.fuse`), then reads each back the other way and verifies.
+pub fn streaming(
+    plfs: &Plfs,
+    mount_root: &Path,
+    name: &str,
+    bytes: u64,
+    block_bytes: usize,
+) -> Result<StreamingReport, String> {
+    if block_bytes == 0 || bytes == 0 {
+        return Err("streaming: size and block must be positive".to_owned());
+    }
+    let blocks = bytes.div_ceil(block_bytes as u64);
+    let total = blocks * block_bytes as u64;
+    let library_path = format!("/{name}.library");
+    let fuse_name = format!("{name}.fuse");
+    let mount_path = mount_root.join(&fuse_name);
+    let mut buf = vec![0u8; block_bytes];
+
+    let started = Instant::now();
+    let handle = plfs
+        .open(&library_path, OpenFlags::WRONLY.create().truncate(), 0o644, u64::from(std::process::id()))
+        .map_err(|e| format!("library open {library_path}: {e}"))?;
+    for block in 0..blocks {
+        fill_record(block, &mut buf);
+        handle.write(&buf, block * block_bytes as u64).map_err(|e| format!("library write: {e}"))?;
+    }
+    handle.sync().map_err(|e| format!("library sync: {e}"))?;
+    handle.close().map_err(|e| format!("library close: {e}"))?;
+    let write_library = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let mut file = File::create(&mount_path).map_err(|e| format!("create {}: {e}", mount_path.display()))?;
+    for block in 0..blocks {
+        fill_record(block, &mut buf);
+        file.write_all(&buf).map_err(|e| format!("write {}: {e}", mount_path.display()))?;
+    }
+    file.sync_all().map_err(|e| format!("fsync {}: {e}", mount_path.display()))?;
+    drop(file);
+    let write_fuse = started.elapsed().as_secs_f64();
+
+    let mut verified = true;
+    let started = Instant::now();
+    let handle = plfs
+        .open(&format!("/{fuse_name}"), OpenFlags::RDONLY, 0, 0)
+        .map_err(|e| format!("library open /{fuse_name}: {e}"))?;
+    for block in 0..blocks {
+        let mut filled = 0;
+        while filled < block_bytes {
+            let count = handle
+                .read(&mut buf[filled..], block * block_bytes as u64 + filled as u64)
+                .map_err(|e| format!("library read: {e}"))?;
+            if count == 0 {
+                break;
+            }
+            filled += count;
+        }
+        verified &= filled == block_bytes && verify_record(block, &buf).is_ok();
+    }
+    handle.close().map_err(|e| format!("library close: {e}"))?;
+    let read_library = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let library_through_mount = mount_root.join(library_path.trim_start_matches('/'));
+    let mut file = File::open(&library_through_mount)
+        .map_err(|e| format!("open {}: {e}", library_through_mount.display()))?;
+    for block in 0..blocks {
+        let filled = read_full(&mut file, &mut buf)
+            .map_err(|e| format!("read {}: {e}", library_through_mount.display()))?;
+        verified &= filled == block_bytes && verify_record(block, &buf).is_ok();
+    }
+    let read_fuse = started.elapsed().as_secs_f64();
+
+    for cleanup in [plfs.unlink(&library_path), plfs.unlink(&format!("/{fuse_name}"))] {
+        cleanup.map_err(|e| format!("removing the streaming files: {e}"))?;
+    }
+    let mibs = |seconds: f64| total as f64 / MIB / seconds.max(1e-9);
+    Ok(StreamingReport {
+        bytes: total,
+        block_bytes,
+        write_library_mibs: mibs(write_library),
+        write_fuse_mibs: mibs(write_fuse),
+        read_library_mibs: mibs(read_library),
+        read_fuse_mibs: mibs(read_fuse),
+        write_ratio: write_library / write_fuse.max(1e-9),
+        read_ratio: read_library / read_fuse.max(1e-9),
+        verified,
+    })
+}
+
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
