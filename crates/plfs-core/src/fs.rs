@@ -269,6 +269,11 @@ impl Plfs {
                     FileKind::Symlink
                 };
                 let epoch = SystemTime::UNIX_EPOCH;
+                let (atime, mtime, ctime) = if kind == FileKind::Directory {
+                    self.directory_times(&logical, &metadata)?
+                } else {
+                    (metadata.atime, metadata.mtime, metadata.ctime)
+                };
                 Ok(FileAttr {
                     kind,
                     size: metadata.size,
@@ -276,13 +281,41 @@ impl Plfs {
                     mode: metadata.mode.unwrap_or(if kind == FileKind::Directory { 0o755 } else { 0o777 }),
                     uid: metadata.uid.unwrap_or(self.state.uid),
                     gid: metadata.gid.unwrap_or(self.state.gid),
-                    nlink: if kind == FileKind::Directory { 2 } else { 1 },
-                    atime: metadata.atime.unwrap_or(epoch),
-                    mtime: metadata.mtime.unwrap_or(epoch),
-                    ctime: metadata.ctime.or(metadata.mtime).unwrap_or(epoch),
+                    // Counting subdirectories would cost a listing of every
+                    // backend per stat; 1 is the convention (btrfs) for "not
+                    // counted", which tools like find(1) honour, whereas 2
+                    // would claim the directory has no subdirectories.
+                    nlink: 1,
+                    atime: atime.unwrap_or(epoch),
+                    mtime: mtime.unwrap_or(epoch),
+                    ctime: ctime.or(mtime).unwrap_or(epoch),
                 })
             }
         }
+    }
+
+    /// A directory's entries are spread over the backends (each file's
+    /// container sits on its own canonical backend), so each backend's copy
+    /// of the directory changes on its own: the newest times of all copies
+    /// are the directory's.
+    fn directory_times(
+        &self,
+        logical: &StorePath,
+        canonical: &crate::store::Metadata,
+    ) -> Result<(Option<SystemTime>, Option<SystemTime>, Option<SystemTime>)> {
+        let (mut atime, mut mtime, mut ctime) = (canonical.atime, canonical.mtime, canonical.ctime);
+        let (canonical_backend, _) = container::canonical(&self.state, logical);
+        for backend in self.state.placement.all_backends().filter(|b| *b != canonical_backend) {
+            let metadata = match self.state.store(backend).metadata(logical) {
+                Ok(metadata) => metadata,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            atime = atime.max(metadata.atime);
+            mtime = mtime.max(metadata.mtime);
+            ctime = ctime.max(metadata.ctime);
+        }
+        Ok((atime, mtime, ctime))
     }
 
     fn file_attr(&self, logical: &StorePath, access: &AccessRecord) -> Result<FileAttr> {
@@ -545,6 +578,7 @@ impl Plfs {
             path,
             |access| access.mode = mode & 0o7777,
             |store, logical| store.set_mode(logical, mode & 0o7777),
+            false,
         )
     }
 
@@ -556,6 +590,7 @@ impl Plfs {
                 access.gid = gid.unwrap_or(access.gid);
             },
             |store, logical| store.set_owner(logical, uid, gid),
+            true,
         )
     }
 
@@ -574,6 +609,7 @@ impl Plfs {
                 }
             },
             |store, logical| store.set_times(logical, atime, mtime),
+            true,
         )
     }
 
@@ -584,6 +620,7 @@ impl Plfs {
         path: &str,
         on_file: impl FnOnce(&mut AccessRecord),
         on_directory: impl Fn(&dyn Store, &StorePath) -> Result<()>,
+        symlinks: bool,
     ) -> Result<()> {
         let logical = StorePath::parse(path)?;
         match container::lookup(&self.state, &logical).context(path.to_owned())? {
@@ -603,8 +640,15 @@ impl Plfs {
                 }
                 Ok(())
             }
+            // Owner and times of the link itself (lchown, utimensat with
+            // AT_SYMLINK_NOFOLLOW); Linux has no mode for links.
+            Lookup::Symlink(_) if symlinks => {
+                let (backend, _) = container::canonical(&self.state, &logical);
+                let store = self.state.store(backend);
+                on_directory(store, &logical).with_context(|| format!("{}: {path}", store.url()))
+            }
             Lookup::Symlink(_) => {
-                Err(Error::new(ErrorKind::Unsupported, format!("{path}: attributes of a symbolic link")))
+                Err(Error::new(ErrorKind::Unsupported, format!("{path}: the mode of a symbolic link")))
             }
         }
     }

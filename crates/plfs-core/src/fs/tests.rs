@@ -734,3 +734,36 @@ fn user_names_that_match_container_entries_are_ordinary_names() {
     assert!(root.contains(&DirEntryInfo { name: "access".into(), kind: FileKind::Symlink }), "{root:?}");
     assert!(root.contains(&DirEntryInfo { name: "d".into(), kind: FileKind::Directory }), "{root:?}");
 }
+
+#[test]
+fn symlinks_take_owner_and_times_but_not_modes() {
+    let plfs = memory_mount(2);
+    plfs.open("/target", OpenFlags::WRONLY.create(), 0o644, 1).unwrap().close().unwrap();
+    plfs.symlink("target", "/link").unwrap();
+    let when = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(12345);
+    plfs.utime("/link", Some(when), Some(when)).unwrap();
+    plfs.chown("/link", Some(7), Some(8)).unwrap();
+    let link = plfs.stat("/link").unwrap();
+    assert_eq!((link.kind, link.mtime, link.uid, link.gid), (FileKind::Symlink, when, 7, 8));
+    let target = plfs.stat("/target").unwrap();
+    assert_ne!(target.mtime, when, "the link's target is untouched");
+    assert_eq!(target.uid, 1000);
+    assert_eq!(plfs.chmod("/link", 0o600).unwrap_err().kind(), ErrorKind::Unsupported);
+}
+
+#[test]
+fn a_directory_changes_when_any_backend_copy_changes() {
+    let stores = memory_stores(4);
+    let plfs = mount_over(&stores, options(1));
+    plfs.mkdir("/d", 0o755).unwrap();
+    let past = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+    plfs.utime("/d", Some(past), Some(past)).unwrap();
+    assert_eq!(plfs.stat("/d").unwrap().mtime, past);
+    // Whichever backend the new container lands on, the directory's mtime moves.
+    for i in 0..8 {
+        let name = format!("/d/f{i}");
+        plfs.open(&name, OpenFlags::WRONLY.create(), 0o644, 1).unwrap().close().unwrap();
+        assert!(plfs.stat("/d").unwrap().mtime > past, "after creating {name}");
+        plfs.utime("/d", Some(past), Some(past)).unwrap();
+    }
+}
