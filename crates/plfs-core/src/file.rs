@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::container;
+use crate::container::{self, SizeSummary};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
 use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WriteRecord};
@@ -140,7 +140,7 @@ pub(crate) struct OpenFile {
     read_state: RwLock<Option<ReadState>>,
     /// The file size as this process knows it: disk state when first
     /// needed, then moved by local writes and truncates (lazy stat).
-    eof: Mutex<Option<u64>>,
+    known: Mutex<Option<SizeSummary>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -163,7 +163,7 @@ impl OpenFile {
             write_gate: RwLock::new(()),
             writers: Mutex::new(HashMap::new()),
             read_state: RwLock::new(None),
-            eof: Mutex::new(None),
+            known: Mutex::new(None),
         }
     }
 
@@ -224,8 +224,10 @@ impl OpenFile {
                 state.index.apply_write(offset, buf.len() as u64, log, physical);
             }
         }
-        if let Some(eof) = lock(&self.eof).as_mut() {
-            *eof = (*eof).max(end);
+        if let Some(known) = lock(&self.known).as_mut() {
+            known.eof = known.eof.max(end);
+            known.bytes += buf.len() as u64;
+            known.last_stamp = known.last_stamp.max(record.stamp());
         }
         Ok(buf.len())
     }
@@ -248,7 +250,9 @@ impl OpenFile {
         if let Some(state) = write_lock(&self.read_state).as_mut() {
             state.index.apply_truncate(size);
         }
-        *lock(&self.eof) = Some(size);
+        let mut known = lock(&self.known);
+        let bytes = known.map_or(0, |known| known.bytes);
+        *known = Some(SizeSummary { eof: size, bytes, last_stamp: stamp });
         Ok(stamp)
     }
 
@@ -476,24 +480,42 @@ impl OpenFile {
             self.flush_frame(&mut lock(&slot))?;
         }
         let state = load_read_state(&self.mount, &path)?;
-        *lock(&self.eof) = Some(state.index.eof());
+        let mut known = lock(&self.known);
+        let (bytes, last_stamp) = known.map_or((state.index.data_bytes(), 0), |k| (k.bytes, k.last_stamp));
+        *known = Some(SizeSummary { eof: state.index.eof(), bytes, last_stamp });
+        drop(known);
         *write_lock(&self.read_state) = Some(state);
         Ok(())
     }
 
     /// The size as this process sees it, without I/O once known.
     pub(crate) fn size(&self) -> Result<u64> {
-        if let Some(eof) = *lock(&self.eof) {
-            return Ok(eof);
+        Ok(self.known_summary()?.eof)
+    }
+
+    /// Size, data bytes and newest stamp as this process knows them: read
+    /// from `meta/` once, then moved by local writes and truncates (the
+    /// lazy stat of a file open for writing). Data bytes are exact only
+    /// until the first truncate.
+    pub(crate) fn known_summary(&self) -> Result<SizeSummary> {
+        if let Some(known) = *lock(&self.known) {
+            return Ok(known);
         }
         let _gate = write_lock(&self.write_gate);
         let path = self.path();
         for slot in self.slots() {
             self.flush_frame(&mut lock(&slot))?;
         }
-        let size = container::size_from_meta(&self.mount, &path)?.eof;
-        let mut eof = lock(&self.eof);
-        Ok(*eof.get_or_insert(size))
+        let summary = container::size_from_meta(&self.mount, &path)?;
+        Ok(*lock(&self.known).get_or_insert(summary))
+    }
+
+    /// Whether a writer of this open file has written (or truncated).
+    pub(crate) fn has_written(&self) -> bool {
+        self.slots().iter().any(|slot| {
+            let slot = lock(slot);
+            slot.logs.is_some() || !slot.retired.is_empty()
+        })
     }
 
     /// Drops the merged index so the next read merges again (and sees what

@@ -319,13 +319,20 @@ impl Plfs {
     }
 
     fn file_attr(&self, logical: &StorePath, access: &AccessRecord) -> Result<FileAttr> {
-        // Records this process still buffers must reach the index logs first,
-        // so the answer is exact; a handle's own `size` is the cheap one.
         let open = self.state.registry().get(logical).map(|entry| entry.file.clone());
-        if let Some(file) = open {
-            file.flush_index()?;
-        }
-        let summary = container::size_from_meta(&self.state, logical)?;
+        let summary = match open {
+            // Lazy stat (PLFS's default): a file this process is writing
+            // answers from memory, without reading any index log; writes
+            // other processes made since it was opened show at close.
+            Some(file) if self.state.tuning.lazy_stat && file.has_written() => file.known_summary()?,
+            Some(file) => {
+                // Records this process still buffers must reach the index
+                // logs first, so the answer is exact.
+                file.flush_index()?;
+                container::size_from_meta(&self.state, logical)?
+            }
+            None => container::size_from_meta(&self.state, logical)?,
+        };
         let mtime_ns =
             if summary.last_stamp > access.times_stamp { summary.last_stamp } else { access.mtime_ns };
         Ok(FileAttr {

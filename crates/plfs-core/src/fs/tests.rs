@@ -767,3 +767,27 @@ fn a_directory_changes_when_any_backend_copy_changes() {
         plfs.utime("/d", Some(past), Some(past)).unwrap();
     }
 }
+
+#[test]
+fn lazy_stat_of_a_file_being_written_reads_no_index_log() {
+    for lazy in [true, false] {
+        let stores = memory_stores(1);
+        let counting = Arc::new(crate::store::counting::CountingStore::new(stores[0].clone()));
+        let mut opts = options(1);
+        opts.tuning.lazy_stat = lazy;
+        let plfs = mount_over(&[counting.clone() as SharedStore], opts);
+        let handle = plfs.open("/w", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+        handle.write(&[1; 100], 0).unwrap();
+        assert_eq!(plfs.stat("/w").unwrap().size, 100);
+        counting.reset();
+        handle.write(&[2; 50], 100).unwrap();
+        handle.truncate(120).unwrap();
+        counting.reset();
+        let attr = plfs.stat("/w").unwrap();
+        assert_eq!(attr.size, 120, "lazy {lazy}");
+        let opens = counting.counts().opens;
+        assert_eq!(opens, if lazy { 1 } else { 2 }, "lazy {lazy}: access file only, or also the index log");
+        handle.close().unwrap();
+        assert_eq!(plfs.stat("/w").unwrap().size, 120);
+    }
+}
