@@ -70,6 +70,10 @@ enum Command {
     Demo(commands::demo::Opts),
     /// Compare plfs with direct N-1 and N-N writes using N processes.
     Bench(commands::bench::Opts),
+    /// Mount a configured mount point over FUSE, for every tool on the node.
+    Mount(commands::mount::Opts),
+    /// Unmount a plfs FUSE mount and wait for its daemon to close its files.
+    Umount(commands::umount::Opts),
     /// One benchmark process (started by `plfs bench`).
     #[command(hide = true)]
     BenchWorker(BenchWorkerArgs),
@@ -98,6 +102,8 @@ impl Command {
             Command::Recover(_) => "recover",
             Command::Demo(_) => "demo",
             Command::Bench(_) => "bench",
+            Command::Mount(_) => "mount",
+            Command::Umount(_) => "umount",
             Command::BenchWorker(_) => "bench-worker",
         }
     }
@@ -123,6 +129,8 @@ fn main() -> ExitCode {
         Command::Recover(opts) => commands::recover::run(&context, &opts),
         Command::Demo(opts) => commands::demo::run(&opts),
         Command::Bench(opts) => commands::bench::run(&opts),
+        Command::Mount(opts) => commands::mount::run(&context, &opts, cli.verbose),
+        Command::Umount(opts) => commands::umount::run(&opts),
         Command::BenchWorker(args) => commands::bench::worker(&args.args),
     };
     match result {

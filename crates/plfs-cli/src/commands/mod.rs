@@ -1,6 +1,7 @@
 //! One module per subcommand: parse options, call the core, print.
 
 pub mod bench;
+pub mod bench_fuse;
 pub mod check_config;
 pub mod cp;
 pub mod demo;
@@ -8,9 +9,11 @@ pub mod flatten;
 pub mod ls;
 pub mod map;
 pub mod mkdir;
+pub mod mount;
 pub mod mv;
 pub mod query;
 pub mod recover;
 pub mod rm;
 pub mod stat;
+pub mod umount;
 pub mod version;

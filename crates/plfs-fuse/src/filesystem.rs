@@ -1,0 +1,1254 @@
+//! The FUSE operations over one [`Plfs`] mount.
+//!
+//! Every handler has the same shape: validate the arguments, load what it
+//! needs (path, handle), call the core, and reply, returning early with an
+//! errno at the first failure. The work happens in `do_*` methods that
+//! return `Result<_, Errno>`; the trait methods only reply.
+//!
+//! Cache decisions, each keeping "a reader on the node sees what another
+//! local process wrote and flushed; close-to-open between nodes" true:
+//! - No writeback cache: writes go through to the daemon at once, each
+//!   carrying the writing process's pid, so every local process gets its
+//!   own data log, and other nodes see the data once the writer flushes.
+//!   With writeback cache the kernel would write pages back later under
+//!   its own pid and do read-modify-write of partial pages.
+//! - Page cache on for opens that can read (readahead, mmap, exec), never
+//!   keep_cache: local processes share one kernel inode and page cache,
+//!   which write-through keeps current; every open drops the cached pages,
+//!   so an open sees what other nodes wrote and closed before it
+//!   (close-to-open). Write-only opens are direct I/O (see `open_flags`);
+//!   the kernel drops cached pages a direct write overlaps. `-o direct_io`
+//!   makes every open direct.
+//! - Regular files: attribute TTL 0. With default_permissions the kernel
+//!   refreshes attributes at every open (its permission check), so the
+//!   size an open sees is the one on the backend, and stat is never stale.
+//!   Directories and symlinks: 1 s. Entry TTL 1 s: inodes name paths, so a
+//!   cached name still reaches whatever file now has that path.
+//! - No auto_inval_data: with a zero attribute TTL it would cost a getattr
+//!   before every read.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use plfs::ErrorKind;
+use plfs::config::BackendLocation;
+use plfs::file::{self, WriterId};
+use plfs::fs::{Credentials, DirEntryInfo, FileKind, Owner, Plfs};
+use plfs::store::SharedStore;
+use plfs::xattr::XattrMode;
+
+use crate::capability::{self, AbsentCapabilities};
+use crate::handles::HandleTable;
+use crate::inode::{InodeTable, ROOT};
+use crate::process::{self, Processes};
+use crate::statfs::{SpaceOracle, SpaceSource};
+
+/// How long the kernel may trust a name → inode answer.
+pub const ENTRY_TTL: Duration = Duration::from_secs(1);
+/// Attributes of directories and symlinks (see the module comment for why
+/// regular files get none).
+pub const DIR_ATTR_TTL: Duration = Duration::from_secs(1);
+pub const FILE_ATTR_TTL: Duration = Duration::ZERO;
+
+/// st_blksize: tools size their buffers from it (cp, tar), and plfs
+/// wants large writes, each of which costs one index record.
+pub const BLOCK_SIZE_HINT: u32 = 1 << 20;
+
+/// Longest file name, as every POSIX backend allows.
+const NAME_MAX_BYTES: usize = 255;
+
+/// d_ino for readdir entries the kernel has not looked up: the top bit
+/// keeps them apart from real inode numbers (a counter from 2).
+const UNKNOWN_INO_BIT: u64 = 1 << 63;
+
+/// Daemon settings beyond the core's.
+#[derive(Debug, Clone)]
+pub struct FsOptions {
+    /// Where statfs is answered from (plfsrc `statfs:`); the core's
+    /// canonical root backend if None.
+    pub statfs: Option<BackendLocation>,
+    /// How long a statfs may wait for its backend before answering from
+    /// the last good figures (or EIO).
+    pub statfs_timeout: Duration,
+    /// Largest write request asked of the kernel. The kernel caps it at
+    /// fs.fuse.max_pages_limit pages (1 MiB by default).
+    pub max_write_bytes: u32,
+    /// Background requests (readahead, async reads) the kernel may queue.
+    pub max_background: u16,
+    /// Open every file with FOPEN_DIRECT_IO (`-o direct_io`): no page
+    /// cache, each write(2) one request however it is aligned, and writers
+    /// of one file run in parallel; but no mmap and no exec of plfs files.
+    pub direct_io: bool,
+}
+
+impl Default for FsOptions {
+    fn default() -> FsOptions {
+        FsOptions {
+            statfs: None,
+            statfs_timeout: Duration::from_secs(2),
+            max_write_bytes: 4 << 20,
+            max_background: 64,
+            direct_io: false,
+        }
+    }
+}
+
+/// One FUSE open: a core handle plus what the open asked for.
+#[derive(Debug)]
+struct OpenHandle {
+    ino: INodeNo,
+    /// Taken at release. Reads and writes hold the lock shared, so they run
+    /// in parallel on one handle (the kernel issues readahead that way).
+    handle: RwLock<Option<plfs::fs::FileHandle>>,
+    /// O_APPEND: every write goes to the end as plfs sees it.
+    append: bool,
+    /// The opener's writer id, for writes the kernel makes on its own.
+    writer: WriterId,
+}
+
+impl OpenHandle {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&plfs::fs::FileHandle) -> plfs::Result<T>,
+    ) -> Result<plfs::Result<T>, Errno> {
+        let guard = self.handle.read().unwrap_or_else(PoisonError::into_inner);
+        let handle = guard.as_ref().ok_or(Errno::EBADF)?;
+        Ok(f(handle))
+    }
+
+    /// Closes the core handle; the last close of a file finishes its logs.
+    fn close(&self) -> plfs::Result<()> {
+        let taken = self.handle.write().unwrap_or_else(PoisonError::into_inner).take();
+        taken.map_or(Ok(()), plfs::fs::FileHandle::close)
+    }
+}
+
+/// A directory listing taken at opendir, so offsets stay stable while the
+/// directory changes under a long `ls`.
+#[derive(Debug)]
+struct DirListing {
+    ino: INodeNo,
+    parent: INodeNo,
+    entries: Vec<DirEntryInfo>,
+}
+
+impl DirListing {
+    /// Entry `index`: "." and ".." first, then the snapshot.
+    fn entry(&self, index: usize) -> Option<(&str, FileKind)> {
+        match index {
+            0 => Some((".", FileKind::Directory)),
+            1 => Some(("..", FileKind::Directory)),
+            _ => self.entries.get(index - 2).map(|entry| (entry.name.as_str(), entry.kind)),
+        }
+    }
+}
+
+/// A plfs mount as a FUSE file system.
+pub struct PlfsFs {
+    plfs: Plfs,
+    inodes: Mutex<InodeTable>,
+    files: Mutex<HandleTable<OpenHandle>>,
+    dirs: Mutex<HandleTable<DirListing>>,
+    space: SpaceOracle,
+    processes: Processes,
+    options: FsOptions,
+    /// Makes the hidden names of unlinked open files unique.
+    hidden_count: AtomicU64,
+    capabilities: AbsentCapabilities,
+}
+
+impl std::fmt::Debug for PlfsFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlfsFs").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl PlfsFs {
+    pub fn new(plfs: Plfs, options: FsOptions) -> PlfsFs {
+        let space = SpaceOracle::new(space_source(&plfs, options.statfs.clone()), options.statfs_timeout);
+        // Seconds since the epoch: different in every run, so an inode
+        // number from an earlier daemon never matches.
+        let started = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |since| since.as_secs().max(1));
+        PlfsFs {
+            plfs,
+            inodes: Mutex::new(InodeTable::new(Generation(started))),
+            files: Mutex::new(HandleTable::default()),
+            dirs: Mutex::new(HandleTable::default()),
+            space,
+            processes: Processes::default(),
+            options,
+            hidden_count: AtomicU64::new(0),
+            capabilities: AbsentCapabilities::default(),
+        }
+    }
+
+    /// Closes every handle still open (the kernel does not always release
+    /// them at unmount): indexes flushed, size records published, unlinked
+    /// files removed. Returns how many were open.
+    pub fn close_all(&self) -> usize {
+        let open = lock(&self.files).drain();
+        let count = open.len();
+        for file in open {
+            // Failures are logged by `finish`; shutdown goes on regardless.
+            let _ = self.finish(&file);
+        }
+        lock(&self.dirs).drain();
+        count
+    }
+
+    /// How a file is opened (never keep_cache: every open drops cached
+    /// pages). Write-only opens bypass the page cache: nothing can mmap or
+    /// exec through them, each write(2) becomes one request however it is
+    /// aligned (the page cache splits unaligned writes at partial pages),
+    /// data is copied once less, and writers of one file run in parallel.
+    /// The kernel drops cached pages a direct write overlaps, so cached
+    /// readers on the node still see it. `-o direct_io` does the same for
+    /// every open.
+    fn open_flags(&self, flags: i32) -> FopenFlags {
+        if self.options.direct_io || flags & libc::O_ACCMODE == libc::O_WRONLY {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
+    fn generation(&self) -> Generation {
+        lock(&self.inodes).generation()
+    }
+
+    /// The mount-relative path of `ino`.
+    fn path(&self, ino: INodeNo) -> Result<String, Errno> {
+        lock(&self.inodes).path(ino).ok_or(Errno::ENOENT)
+    }
+
+    fn child_path(&self, parent: INodeNo, name: &str) -> Result<String, Errno> {
+        Ok(join(&self.path(parent)?, name))
+    }
+
+    /// Maps a core error to its errno (the core's one table), logging it
+    /// with the operation and path: backend trouble as a warning, the
+    /// everyday refusals (ENOENT, EEXIST, …) at debug.
+    fn fail(&self, op: &str, path: &str, error: &plfs::Error) -> Errno {
+        match error.kind() {
+            ErrorKind::Io | ErrorKind::Corrupt | ErrorKind::Unavailable | ErrorKind::Internal => {
+                tracing::warn!("{op} {path}: {error}");
+            }
+            _ => tracing::debug!("{op} {path}: {error}"),
+        }
+        Errno::from_i32(error.errno())
+    }
+
+    fn core<T>(&self, op: &str, path: &str, result: plfs::Result<T>) -> Result<T, Errno> {
+        result.map_err(|error| self.fail(op, path, &error))
+    }
+
+    /// Attributes of `path` as the kernel wants them for `ino`.
+    fn attr(&self, op: &str, ino: INodeNo, path: &str) -> Result<FileAttr, Errno> {
+        let attr = self.core(op, path, self.plfs.stat(path))?;
+        let mut fuse = fuse_attr(ino, &attr);
+        if lock(&self.inodes).is_hidden(ino) {
+            fuse.nlink = 0;
+        }
+        Ok(fuse)
+    }
+
+    /// Looks `name` up in `parent` after a create or lookup, counting the
+    /// kernel's new reference.
+    fn entry(&self, op: &str, parent: INodeNo, name: &str, path: &str) -> Result<FileAttr, Errno> {
+        let attr = self.core(op, path, self.plfs.stat(path))?;
+        let ino = lock(&self.inodes).lookup(parent, name, attr.kind).ok_or(Errno::ENOENT)?;
+        Ok(fuse_attr(ino, &attr))
+    }
+
+    fn file(&self, fh: FileHandle) -> Result<Arc<OpenHandle>, Errno> {
+        lock(&self.files).get(fh).ok_or(Errno::EBADF)
+    }
+
+    /// The writer for a request: the calling process, or the opener when
+    /// the kernel writes on its own behalf.
+    fn writer(&self, req: &Request) -> WriterId {
+        self.processes.writer(req.pid()).unwrap_or_else(|| WriterId::from(std::process::id()))
+    }
+
+    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+        let name = component(name)?;
+        if plfs::layout::is_reserved(name) {
+            // Hidden from readdir, so hidden from lookup too.
+            return Err(Errno::ENOENT);
+        }
+        let path = self.child_path(parent, name)?;
+        self.entry("lookup", parent, name, &path)
+    }
+
+    fn do_getattr(&self, ino: INodeNo) -> Result<(FileAttr, Duration), Errno> {
+        let path = self.path(ino)?;
+        let attr = self.attr("getattr", ino, &path)?;
+        Ok((attr, attr_ttl(attr.kind)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn do_setattr(
+        &self,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        fh: Option<FileHandle>,
+    ) -> Result<(FileAttr, Duration), Errno> {
+        let path = self.path(ino)?;
+        let times = atime.is_some() || mtime.is_some();
+        // Size first: a truncate moves mtime, and a caller setting both
+        // (tar, rsync) wants its own mtime to win.
+        if let Some(size) = size {
+            let open = fh.and_then(|fh| lock(&self.files).get(fh));
+            match open {
+                Some(file) => self.core("truncate", &path, file.with(|handle| handle.truncate(size))?)?,
+                None => self.core("truncate", &path, self.plfs.truncate(&path, size))?,
+            }
+        }
+        if let Some(mode) = mode {
+            self.core("chmod", &path, self.plfs.chmod(&path, mode & 0o7777))?;
+        }
+        // On a symlink these act on the link itself (lchown, utimensat with
+        // AT_SYMLINK_NOFOLLOW), as the core does for links.
+        if uid.is_some() || gid.is_some() {
+            self.core("chown", &path, self.plfs.chown(&path, uid, gid))?;
+        }
+        if times {
+            let now = SystemTime::now();
+            let resolve = |time: TimeOrNow| match time {
+                TimeOrNow::SpecificTime(time) => time,
+                TimeOrNow::Now => now,
+            };
+            self.core("utimens", &path, self.plfs.utime(&path, atime.map(resolve), mtime.map(resolve)))?;
+        }
+        let attr = self.attr("setattr", ino, &path)?;
+        Ok((attr, attr_ttl(attr.kind)))
+    }
+
+    /// Who owns something `req` creates in `parent`: the caller, with the
+    /// directory's group instead when the directory is set-group-ID (the
+    /// kernel leaves this to the file system). Also says whether it was.
+    fn creator(&self, req: &Request, parent: INodeNo) -> Result<(Owner, bool), Errno> {
+        let dir = self.path(parent)?;
+        let attr = self.core("create", &dir, self.plfs.stat(&dir))?;
+        let setgid = attr.mode & libc::S_ISGID != 0;
+        let gid = if setgid { attr.gid } else { req.gid() };
+        Ok((Owner { uid: req.uid(), gid }, setgid))
+    }
+
+    /// A name for something being created: a valid component that is not
+    /// one of plfs's reserved names.
+    fn new_child(&self, parent: INodeNo, name: &OsStr) -> Result<(String, String), Errno> {
+        let name = component(name)?;
+        if plfs::layout::is_reserved(name) {
+            tracing::debug!("create {name}: names starting {} are reserved", plfs::layout::RESERVED_PREFIX);
+            return Err(Errno::EINVAL);
+        }
+        let path = self.child_path(parent, name)?;
+        Ok((name.to_owned(), path))
+    }
+
+    fn do_mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
+        // plfs files are containers; there is nowhere to keep a device
+        // number or a FIFO. EPERM is mknod(2)'s "type not supported".
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Errno::EPERM);
+        }
+        let (name, path) = self.new_child(parent, name)?;
+        let flags = file::OpenFlags::WRONLY.create().exclusive();
+        let (owner, _) = self.creator(req, parent)?;
+        let handle = self.core(
+            "mknod",
+            &path,
+            self.plfs.open_as(&path, flags, mode & 0o7777, self.writer(req), Some(owner)),
+        )?;
+        self.core("mknod", &path, handle.close())?;
+        self.entry("mknod", parent, &name, &path)
+    }
+
+    fn do_mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
+        let (name, path) = self.new_child(parent, name)?;
+        let (owner, setgid) = self.creator(req, parent)?;
+        // A directory made in a set-group-ID directory is one too.
+        let mode = if setgid { mode | libc::S_ISGID } else { mode };
+        self.core("mkdir", &path, self.plfs.mkdir_as(&path, mode & 0o7777, Some(owner)))?;
+        self.entry("mkdir", parent, &name, &path)
+    }
+
+    fn do_symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        target: &Path,
+    ) -> Result<FileAttr, Errno> {
+        let (name, path) = self.new_child(parent, name)?;
+        let target = target.to_str().ok_or(Errno::EINVAL)?;
+        let (owner, _) = self.creator(req, parent)?;
+        self.core("symlink", &path, self.plfs.symlink_as(target, &path, Some(owner)))?;
+        self.entry("symlink", parent, &name, &path)
+    }
+
+    fn do_readlink(&self, ino: INodeNo) -> Result<String, Errno> {
+        let path = self.path(ino)?;
+        self.core("readlink", &path, self.plfs.readlink(&path))
+    }
+
+    /// Moves a file that is about to lose its name but is still open to a
+    /// hidden name in the same directory, so its handles keep working
+    /// until the last one closes (POSIX unlink-while-open). Returns the
+    /// node and its hidden path, or None if the file is not open here.
+    fn hide_open_file(
+        &self,
+        parent: INodeNo,
+        name: &str,
+        path: &str,
+    ) -> Result<Option<(INodeNo, String)>, Errno> {
+        let ino = {
+            let inodes = lock(&self.inodes);
+            match inodes.peek(parent, name) {
+                Some(ino) if inodes.opens(ino) > 0 && inodes.kind(ino) == Some(FileKind::File) => ino,
+                _ => return Ok(None),
+            }
+        };
+        let count = self.hidden_count.fetch_add(1, Ordering::Relaxed);
+        // The core's removed-container name: hidden from readdir, and what
+        // `plfs recover` clears if the daemon dies before the last close.
+        let hidden_name =
+            plfs::layout::removed_container_name(name, (ino.0 << 20) ^ count, std::process::id());
+        let hidden = join(&self.path(parent)?, &hidden_name);
+        self.core("unlink (open file)", path, self.plfs.rename(path, &hidden))?;
+        lock(&self.inodes).hide(parent, name, hidden.clone());
+        Ok(Some((ino, hidden)))
+    }
+
+    fn do_unlink(&self, parent: INodeNo, name: &OsStr) -> Result<(), Errno> {
+        let name = component(name)?;
+        let path = self.child_path(parent, name)?;
+        if self.hide_open_file(parent, name, &path)?.is_none() {
+            self.core("unlink", &path, self.plfs.unlink(&path))?;
+            lock(&self.inodes).detach(parent, name);
+        }
+        Ok(())
+    }
+
+    fn do_rmdir(&self, parent: INodeNo, name: &OsStr) -> Result<(), Errno> {
+        let name = component(name)?;
+        let path = self.child_path(parent, name)?;
+        self.core("rmdir", &path, self.plfs.rmdir(&path))?;
+        lock(&self.inodes).detach(parent, name);
+        Ok(())
+    }
+
+    fn do_rename(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        new_parent: INodeNo,
+        new_name: &OsStr,
+        flags: RenameFlags,
+    ) -> Result<(), Errno> {
+        // RENAME_EXCHANGE would need both renames to happen at once, which
+        // plfs's per-backend renames cannot promise; WHITEOUT is overlayfs's.
+        if !(flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
+            tracing::debug!("rename: flags {flags:?} not supported");
+            return Err(Errno::EINVAL);
+        }
+        let name = component(name)?;
+        let from = self.child_path(parent, name)?;
+        let (new_name, to) = self.new_child(new_parent, new_name)?;
+        if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+            self.core("rename", &from, self.plfs.rename_noreplace(&from, &to))?;
+        } else {
+            let hidden_target =
+                if from == to { None } else { self.hide_open_file(new_parent, &new_name, &to)? };
+            if let Err(error) = self.plfs.rename(&from, &to) {
+                // Put an open target back under its name rather than leave
+                // it deleted by a rename that did not happen.
+                if let Some((ino, hidden)) = hidden_target
+                    && self.plfs.rename(&hidden, &to).is_ok()
+                {
+                    lock(&self.inodes).unhide(ino, new_parent, &new_name);
+                }
+                return Err(self.fail("rename", &from, &error));
+            }
+        }
+        lock(&self.inodes).rename(parent, name, new_parent, &new_name);
+        Ok(())
+    }
+
+    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<FileHandle, Errno> {
+        let path = self.path(ino)?;
+        let open_flags =
+            file::OpenFlags::from_posix(flags).map_err(|error| self.fail("open", &path, &error))?;
+        let writer = self.writer(req);
+        let handle = self.core("open", &path, self.plfs.open_as(&path, open_flags, 0, writer, None))?;
+        self.register(ino, handle, flags, writer)
+    }
+
+    fn register(
+        &self,
+        ino: INodeNo,
+        handle: plfs::fs::FileHandle,
+        flags: i32,
+        writer: WriterId,
+    ) -> Result<FileHandle, Errno> {
+        let open = OpenHandle {
+            ino,
+            handle: RwLock::new(Some(handle)),
+            append: flags & libc::O_APPEND != 0,
+            writer,
+        };
+        // A new open asks the backend about file capabilities again.
+        self.capabilities.recheck(ino);
+        let Some((fh, _)) = lock(&self.files).insert(open) else {
+            // The handle closes as the OpenHandle drops.
+            tracing::warn!("open: {} handles already open", crate::handles::HANDLES_MAX);
+            return Err(Errno::ENFILE);
+        };
+        lock(&self.inodes).opened(ino);
+        Ok(fh)
+    }
+
+    fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Result<(FileAttr, FileHandle), Errno> {
+        let (name, path) = self.new_child(parent, name)?;
+        let open_flags = file::OpenFlags::from_posix(flags | libc::O_CREAT)
+            .map_err(|error| self.fail("create", &path, &error))?;
+        let writer = self.writer(req);
+        let (owner, _) = self.creator(req, parent)?;
+        let handle = self.core(
+            "create",
+            &path,
+            self.plfs.open_as(&path, open_flags, mode & 0o7777, writer, Some(owner)),
+        )?;
+        let attr = match self.entry("create", parent, &name, &path) {
+            Ok(attr) => attr,
+            Err(errno) => {
+                drop(handle.close());
+                return Err(errno);
+            }
+        };
+        let fh = self.register(attr.ino, handle, flags, writer)?;
+        Ok((attr, fh))
+    }
+
+    fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+        let file = match self.file(fh) {
+            Ok(file) => file,
+            Err(errno) => return reply.error(errno),
+        };
+        READ_BUFFER.with_borrow_mut(|buffer| {
+            buffer.resize(size as usize, 0);
+            match file.with(|handle| handle.read(buffer, offset)) {
+                Ok(Ok(count)) => reply.data(&buffer[..count]),
+                Ok(Err(error)) => reply.error(self.fail("read", &self.path_or_ino(file.ino), &error)),
+                Err(errno) => reply.error(errno),
+            }
+            // A 1 MiB buffer per request thread is kept; anything larger
+            // (max_read raised by hand) is given back.
+            if buffer.capacity() > READ_BUFFER_KEPT_BYTES {
+                *buffer = Vec::new();
+            }
+        });
+    }
+
+    fn path_or_ino(&self, ino: INodeNo) -> String {
+        self.path(ino).unwrap_or_else(|_| format!("inode {ino}"))
+    }
+
+    fn do_write(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+    ) -> Result<u32, Errno> {
+        let file = self.file(fh)?;
+        // Page-cache write-back (mmap) comes from a kernel thread, not the
+        // process that wrote the page: charge it to the opener.
+        let writer = if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            file.writer
+        } else {
+            self.processes.writer(req.pid()).unwrap_or(file.writer)
+        };
+        let written = file.with(|handle| {
+            // O_APPEND: the end as plfs knows it, which includes other
+            // nodes' closed writes the kernel's cached size may not.
+            let offset = if file.append { handle.size()? } else { offset };
+            handle.write_as(data, offset, writer)
+        })?;
+        let written = written.map_err(|error| self.fail("write", &self.path_or_ino(file.ino), &error))?;
+        u32::try_from(written).map_err(|_| Errno::EIO)
+    }
+
+    fn do_flush(&self, fh: FileHandle) -> Result<(), Errno> {
+        let file = self.file(fh)?;
+        file.with(|handle| handle.flush())?
+            .map_err(|error| self.fail("flush", &self.path_or_ino(file.ino), &error))
+    }
+
+    fn do_fsync(&self, fh: FileHandle) -> Result<(), Errno> {
+        let file = self.file(fh)?;
+        file.with(|handle| handle.sync())?
+            .map_err(|error| self.fail("fsync", &self.path_or_ino(file.ino), &error))
+    }
+
+    fn do_release(&self, fh: FileHandle) -> Result<(), Errno> {
+        let file = lock(&self.files).remove(fh).ok_or(Errno::EBADF)?;
+        self.finish(&file)
+    }
+
+    /// Closes a released handle and, when it was the last handle of an
+    /// unlinked file, removes the file.
+    fn finish(&self, file: &OpenHandle) -> Result<(), Errno> {
+        let path = self.path_or_ino(file.ino);
+        let closed = file.close().map_err(|error| self.fail("release", &path, &error));
+        let doomed = lock(&self.inodes).released(file.ino);
+        if let Some(hidden) = doomed
+            && let Err(error) = self.plfs.unlink(&hidden)
+        {
+            self.fail("release (unlinked file)", &hidden, &error);
+        }
+        closed
+    }
+
+    fn do_opendir(&self, ino: INodeNo) -> Result<FileHandle, Errno> {
+        let path = self.path(ino)?;
+        let entries = self.core("opendir", &path, self.plfs.readdir(&path))?;
+        let parent = lock(&self.inodes).parent(ino).unwrap_or(ROOT);
+        let listing = DirListing { ino, parent, entries };
+        let (fh, _) = lock(&self.dirs).insert(listing).ok_or(Errno::ENFILE)?;
+        Ok(fh)
+    }
+
+    fn do_readdir(&self, fh: FileHandle, offset: u64, reply: &mut ReplyDirectory) -> Result<(), Errno> {
+        let listing = lock(&self.dirs).get(fh).ok_or(Errno::EBADF)?;
+        let mut index = usize::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        while let Some((name, kind)) = listing.entry(index) {
+            let ino = match index {
+                0 => listing.ino,
+                1 => listing.parent,
+                _ => lock(&self.inodes)
+                    .peek(listing.ino, name)
+                    .unwrap_or_else(|| unknown_ino(listing.ino, name)),
+            };
+            if reply.add(ino, index as u64 + 1, file_type(kind), name) {
+                break;
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+
+    fn do_readdirplus(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        reply: &mut ReplyDirectoryPlus,
+    ) -> Result<(), Errno> {
+        let listing = lock(&self.dirs).get(fh).ok_or(Errno::EBADF)?;
+        let dir_path = self.path(listing.ino)?;
+        let generation = self.generation();
+        let mut index = usize::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        let mut dir_attr = None;
+        while let Some((name, _)) = listing.entry(index) {
+            let next = index as u64 + 1;
+            index += 1;
+            if name == "." || name == ".." {
+                // The kernel takes no reference for these and ignores their
+                // attributes; the directory's own do.
+                let attr = match &dir_attr {
+                    Some(attr) => *attr,
+                    None => *dir_attr.insert(self.attr("readdirplus", listing.ino, &dir_path)?),
+                };
+                let ino = if name == "." { listing.ino } else { listing.parent };
+                if reply.add(ino, next, name, &DIR_ATTR_TTL, &FileAttr { ino, ..attr }, generation) {
+                    break;
+                }
+                continue;
+            }
+            let path = join(&dir_path, name);
+            let attr = match self.plfs.stat(&path) {
+                Ok(attr) => attr,
+                // Gone since opendir: leave it out, as a fresh listing would.
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(self.fail("readdirplus", &path, &error)),
+            };
+            let Some(ino) = lock(&self.inodes).lookup(listing.ino, name, attr.kind) else {
+                return Err(Errno::ENOENT);
+            };
+            let fuse = fuse_attr(ino, &attr);
+            if reply.add(ino, next, name, &attr_ttl(fuse.kind), &fuse, generation) {
+                // Not sent, so the kernel holds no reference for it.
+                lock(&self.inodes).forget(ino, 1);
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn do_setxattr(
+        &self,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+    ) -> Result<(), Errno> {
+        if position != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mode = match flags {
+            0 => XattrMode::Any,
+            libc::XATTR_CREATE => XattrMode::Create,
+            libc::XATTR_REPLACE => XattrMode::Replace,
+            _ => return Err(Errno::EINVAL),
+        };
+        if value.len() > plfs::format::xattr::VALUE_MAX_BYTES {
+            return Err(Errno::E2BIG);
+        }
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        if name.starts_with("system.") {
+            // POSIX ACLs and other system attributes mean something to the
+            // kernel; stored as plain values they would be shown (`ls`'s
+            // "+") but never enforced, and `cp -a` would set an ACL in
+            // place of the mode bits. Refused, tools fall back to chmod.
+            return Err(Errno::ENOTSUP);
+        }
+        let path = self.path(ino)?;
+        self.capabilities.recheck(ino);
+        self.core("setxattr", &path, self.plfs.set_xattr(&path, name, value, mode))
+    }
+
+    fn do_getxattr(&self, ino: INodeNo, name: &OsStr) -> Result<Vec<u8>, Errno> {
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        let capability = name == capability::NAME;
+        if capability && self.capabilities.is_absent(ino) {
+            return Err(Errno::NO_XATTR);
+        }
+        let path = self.path(ino)?;
+        match self.plfs.get_xattr(&path, name) {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                if capability && error.kind() == ErrorKind::NoAttribute {
+                    self.capabilities.note_absent(ino);
+                }
+                Err(self.fail("getxattr", &path, &error))
+            }
+        }
+    }
+
+    fn do_listxattr(&self, ino: INodeNo) -> Result<Vec<u8>, Errno> {
+        let path = self.path(ino)?;
+        let names = self.core("listxattr", &path, self.plfs.list_xattrs(&path))?;
+        let mut list = Vec::with_capacity(names.iter().map(|name| name.len() + 1).sum());
+        for name in names {
+            list.extend_from_slice(name.as_bytes());
+            list.push(0);
+        }
+        Ok(list)
+    }
+
+    fn do_removexattr(&self, ino: INodeNo, name: &OsStr) -> Result<(), Errno> {
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        let path = self.path(ino)?;
+        self.capabilities.recheck(ino);
+        self.core("removexattr", &path, self.plfs.remove_xattr(&path, name))
+    }
+
+    fn do_access(&self, req: &Request, ino: INodeNo, mask: AccessFlags) -> Result<(), Errno> {
+        let path = self.path(ino)?;
+        let who = Credentials { uid: req.uid(), gid: req.gid(), groups: process::groups(req.pid()) };
+        self.core("access", &path, self.plfs.access(&path, mask.bits() as u32, &who))
+    }
+}
+
+/// Per request thread: the buffer reads land in before they are sent.
+const READ_BUFFER_KEPT_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Replies to an xattr request under the size-probe protocol: size 0 asks
+/// how big the value is, a buffer too small gets ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    let Ok(length) = u32::try_from(value.len()) else { return reply.error(Errno::E2BIG) };
+    if size == 0 {
+        reply.size(length);
+    } else if length > size {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+/// A file name from the kernel as the core takes it.
+fn component(name: &OsStr) -> Result<&str, Errno> {
+    if name.as_bytes().len() > NAME_MAX_BYTES {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    // The core's paths are UTF-8 strings.
+    name.to_str().ok_or(Errno::EINVAL)
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") }
+}
+
+/// A stable stand-in inode number for a readdir entry the kernel has not
+/// looked up (plain readdir takes no reference, so none is allocated).
+fn unknown_ino(parent: INodeNo, name: &str) -> INodeNo {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (parent.0, name).hash(&mut hasher);
+    INodeNo(hasher.finish() | UNKNOWN_INO_BIT)
+}
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::File => FileType::RegularFile,
+        FileKind::Directory => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+    }
+}
+
+fn attr_ttl(kind: FileType) -> Duration {
+    if kind == FileType::RegularFile { FILE_ATTR_TTL } else { DIR_ATTR_TTL }
+}
+
+/// The core's attributes as FUSE sends them.
+fn fuse_attr(ino: INodeNo, attr: &plfs::fs::FileAttr) -> FileAttr {
+    FileAttr {
+        ino,
+        size: attr.size,
+        blocks: attr.blocks,
+        atime: attr.atime,
+        mtime: attr.mtime,
+        ctime: attr.ctime,
+        crtime: attr.ctime,
+        kind: file_type(attr.kind),
+        perm: (attr.mode & 0o7777) as u16,
+        nlink: attr.nlink,
+        uid: attr.uid,
+        gid: attr.gid,
+        rdev: 0,
+        blksize: BLOCK_SIZE_HINT,
+        flags: 0,
+    }
+}
+
+/// statfs figures from the configured `statfs` backend (its store opened
+/// on first use, on the helper thread, since opening may hang too), else
+/// from the core.
+fn space_source(plfs: &Plfs, location: Option<BackendLocation>) -> Arc<SpaceSource> {
+    match location {
+        None => {
+            let plfs = plfs.clone();
+            Arc::new(move || plfs.statfs())
+        }
+        Some(location) => {
+            let store: Mutex<Option<SharedStore>> = Mutex::new(None);
+            Arc::new(move || {
+                let mut store = lock(&store);
+                let opened = match store.as_ref() {
+                    Some(opened) => opened.clone(),
+                    None => store.insert(plfs::fs::open_store(&location)?).clone(),
+                };
+                drop(store);
+                opened.space()
+            })
+        }
+    }
+}
+
+impl Filesystem for PlfsFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Big writes, async reads and max_pages are in fuser's defaults.
+        // O_TRUNC inside open saves a setattr; readdirplus lets `ls -l`
+        // take one round trip per page of entries, and parallel dirops let
+        // lookups in one directory run at once.
+        let wanted = [
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+        ];
+        for flag in wanted {
+            if let Err(missing) = config.add_capabilities(flag) {
+                tracing::info!("kernel lacks FUSE capability {missing:?}");
+            }
+        }
+        if let Err(nearest) = config.set_max_write(self.options.max_write_bytes) {
+            let _ = config.set_max_write(nearest);
+        }
+        // As much readahead as the kernel offers at init; the mount raises
+        // the device's read_ahead_kb afterwards (see mount::tune_readahead).
+        if let Err(offered) = config.set_max_readahead(u32::MAX) {
+            let _ = config.set_max_readahead(offered);
+        }
+        if let Err(nearest) = config.set_max_background(self.options.max_background) {
+            let _ = config.set_max_background(nearest);
+        }
+        tracing::info!(
+            "FUSE ABI {:?}; max_write asked {} bytes (the kernel caps it at fs.fuse.max_pages_limit pages)",
+            config.kernel_abi(),
+            self.options.max_write_bytes
+        );
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let open = self.close_all();
+        if open > 0 {
+            tracing::info!("closed {open} file handles left open at unmount");
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.do_lookup(parent, name) {
+            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        lock(&self.inodes).forget(ino, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.do_getattr(ino) {
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        match self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh) {
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.do_readlink(ino) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        match self.do_mknod(req, parent, name, mode) {
+            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        match self.do_mkdir(req, parent, name, mode) {
+            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.do_unlink(parent, name) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.do_rmdir(parent, name) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        match self.do_symlink(req, parent, link_name, target) {
+            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_rename(parent, name, newparent, newname, flags) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        // A plfs file is a container directory on each backend; there is no
+        // second name for it to have.
+        reply.error(Errno::EPERM);
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(req, ino, flags.0) {
+            Ok(fh) => reply.opened(fh, self.open_flags(flags.0)),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.do_read(fh, offset, size, reply);
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.do_write(req, fh, offset, data, write_flags) {
+            Ok(written) => reply.written(written),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_flush(fh) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_release(fh) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.do_fsync(fh) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_opendir(ino) {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        match self.do_readdir(fh, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        match self.do_readdirplus(fh, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.dirs).remove(fh);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Directory changes are made by the core's store calls as they
+        // happen; there is nothing buffered to sync.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.space.query() {
+            Ok(info) => {
+                let block_size = u32::try_from(info.block_size).unwrap_or(u32::MAX);
+                let name_max = u32::try_from(info.name_max).unwrap_or(NAME_MAX_BYTES as u32);
+                reply.statfs(
+                    info.blocks,
+                    info.blocks_free,
+                    info.blocks_available,
+                    info.files,
+                    info.files_free,
+                    block_size,
+                    name_max,
+                    block_size,
+                );
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_setxattr(ino, name, value, flags, position) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.do_getxattr(ino, name) {
+            Ok(value) => reply_xattr(reply, size, &value),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.do_listxattr(ino) {
+            Ok(list) => reply_xattr(reply, size, &list),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.do_removexattr(ino, name) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        // Only reached without default_permissions (the kernel checks mode
+        // bits itself with it), e.g. a library user mounting without it.
+        match self.do_access(req, ino, mask) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.do_create(req, parent, name, mode, flags) {
+            Ok((attr, fh)) => {
+                reply.created(&attr_ttl(attr.kind), &attr, self.generation(), fh, self.open_flags(flags))
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+}
