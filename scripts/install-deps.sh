@@ -7,6 +7,14 @@ set -euo pipefail
 packages=(
   build-essential   # cc for crates with C parts, make
   pkg-config        # locating system libraries
+  # The FUSE integration tests (crates/plfs-cli/tests/fuse.rs) mount for real
+  # and drive ordinary tools through the mount:
+  fuse3             # fusermount3 (AutoUnmount) and /etc/fuse.conf (allow_other)
+  fio               # N-1 strided writes with verified read-back
+  rsync             # rsync -a round trips
+  mount             # umount -l, the cleanup of last resort
+  util-linux        # runuser, for the non-root permission test
+  # (tar, cp, dd, truncate, cmp and diff are in Essential packages.)
 )
 
 missing=()
