@@ -46,6 +46,9 @@ pub struct Opts {
     /// each figure (with its range): single sub-second runs scatter widely.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeat: u32,
+    /// fuse: MiB streamed through the library and through the mount.
+    #[arg(long, default_value_t = 1024)]
+    stream_mib: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -56,6 +59,9 @@ enum WorkloadArg {
     N1Segmented,
     /// One file per process.
     Nn,
+    /// Through a FUSE mount vs the library: 1 MiB streaming by one
+    /// process, then the N-1 strided workload (with --read, read back).
+    Fuse,
 }
 
 impl From<WorkloadArg> for Workload {
@@ -64,11 +70,15 @@ impl From<WorkloadArg> for Workload {
             WorkloadArg::N1Strided => Workload::N1Strided,
             WorkloadArg::N1Segmented => Workload::N1Segmented,
             WorkloadArg::Nn => Workload::Nn,
+            WorkloadArg::Fuse => Workload::N1Strided,
         }
     }
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
+    if matches!(opts.workload, WorkloadArg::Fuse) {
+        return super::bench_fuse::run(opts.into());
+    }
     let spec = BenchSpec {
         workload: opts.workload.into(),
         writers: opts.writers,
@@ -105,6 +115,26 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         print!("{}", summary.to_text());
     }
     Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+impl From<&Opts> for super::bench_fuse::FuseBench {
+    fn from(opts: &Opts) -> super::bench_fuse::FuseBench {
+        super::bench_fuse::FuseBench {
+            stream_bytes: opts.stream_mib << 20,
+            spec: BenchSpec {
+                workload: Workload::N1Strided,
+                writers: opts.writers,
+                records: opts.records,
+                record_bytes: opts.size,
+                read: opts.read,
+                dir: opts.dir.clone(),
+                backends: opts.backends,
+                keep: false,
+                fuse_dir: None,
+            },
+            json: opts.json,
+        }
+    }
 }
 
 pub fn worker_command() -> Result<WorkerCommand> {
