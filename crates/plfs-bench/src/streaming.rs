@@ -69,12 +69,16 @@ impl StreamingReport {
 /// Streams `bytes` through `plfs` (as the logical file `/<name>.library`)
 /// and through `mount_root`, the FUSE mount point of the same backends
 /// (as `<name>.fuse`), then reads each back the other way and verifies.
+/// `fuse_first` puts the mount's write and read before the library's:
+/// virtual disks absorb a burst and then slow down, so callers alternate
+/// the order between runs rather than always favour one path.
 pub fn streaming(
     plfs: &Plfs,
     mount_root: &Path,
     name: &str,
     bytes: u64,
     block_bytes: usize,
+    fuse_first: bool,
 ) -> Result<StreamingReport, String> {
     if block_bytes == 0 || bytes == 0 {
         return Err("streaming: size and block must be positive".to_owned());
@@ -86,61 +90,85 @@ pub fn streaming(
     let mount_path = mount_root.join(&fuse_name);
     let mut buf = vec![0u8; block_bytes];
 
-    let started = Instant::now();
-    let handle = plfs
-        .open(&library_path, OpenFlags::WRONLY.create().truncate(), 0o644, u64::from(std::process::id()))
-        .map_err(|e| format!("library open {library_path}: {e}"))?;
-    for block in 0..blocks {
-        fill_record(block, &mut buf);
-        handle.write(&buf, block * block_bytes as u64).map_err(|e| format!("library write: {e}"))?;
-    }
-    handle.sync().map_err(|e| format!("library sync: {e}"))?;
-    handle.close().map_err(|e| format!("library close: {e}"))?;
-    let write_library = started.elapsed().as_secs_f64();
-
-    let started = Instant::now();
-    let mut file = File::create(&mount_path).map_err(|e| format!("create {}: {e}", mount_path.display()))?;
-    for block in 0..blocks {
-        fill_record(block, &mut buf);
-        file.write_all(&buf).map_err(|e| format!("write {}: {e}", mount_path.display()))?;
-    }
-    file.sync_all().map_err(|e| format!("fsync {}: {e}", mount_path.display()))?;
-    drop(file);
-    let write_fuse = started.elapsed().as_secs_f64();
-
-    let mut verified = true;
-    let mut cold_reads = drop_page_cache();
-    let started = Instant::now();
-    let handle = plfs
-        .open(&format!("/{fuse_name}"), OpenFlags::RDONLY, 0, 0)
-        .map_err(|e| format!("library open /{fuse_name}: {e}"))?;
-    for block in 0..blocks {
-        let mut filled = 0;
-        while filled < block_bytes {
-            let count = handle
-                .read(&mut buf[filled..], block * block_bytes as u64 + filled as u64)
-                .map_err(|e| format!("library read: {e}"))?;
-            if count == 0 {
-                break;
-            }
-            filled += count;
+    let write_library = |buf: &mut [u8]| -> Result<f64, String> {
+        let started = Instant::now();
+        let handle = plfs
+            .open(&library_path, OpenFlags::WRONLY.create().truncate(), 0o644, u64::from(std::process::id()))
+            .map_err(|e| format!("library open {library_path}: {e}"))?;
+        for block in 0..blocks {
+            fill_record(block, buf);
+            handle.write(buf, block * block_bytes as u64).map_err(|e| format!("library write: {e}"))?;
         }
-        verified &= filled == block_bytes && verify_record(block, &buf).is_ok();
-    }
-    handle.close().map_err(|e| format!("library close: {e}"))?;
-    let read_library = started.elapsed().as_secs_f64();
-
-    cold_reads &= drop_page_cache();
-    let started = Instant::now();
+        handle.sync().map_err(|e| format!("library sync: {e}"))?;
+        handle.close().map_err(|e| format!("library close: {e}"))?;
+        Ok(started.elapsed().as_secs_f64())
+    };
+    let write_fuse = |buf: &mut [u8]| -> Result<f64, String> {
+        let started = Instant::now();
+        let mut file =
+            File::create(&mount_path).map_err(|e| format!("create {}: {e}", mount_path.display()))?;
+        for block in 0..blocks {
+            fill_record(block, buf);
+            file.write_all(buf).map_err(|e| format!("write {}: {e}", mount_path.display()))?;
+        }
+        file.sync_all().map_err(|e| format!("fsync {}: {e}", mount_path.display()))?;
+        Ok(started.elapsed().as_secs_f64())
+    };
+    // Each path reads the file the other one wrote.
+    let read_library = |buf: &mut [u8]| -> Result<(f64, bool), String> {
+        let started = Instant::now();
+        let mut verified = true;
+        let handle = plfs
+            .open(&format!("/{fuse_name}"), OpenFlags::RDONLY, 0, 0)
+            .map_err(|e| format!("library open /{fuse_name}: {e}"))?;
+        for block in 0..blocks {
+            let mut filled = 0;
+            while filled < block_bytes {
+                let count = handle
+                    .read(&mut buf[filled..], block * block_bytes as u64 + filled as u64)
+                    .map_err(|e| format!("library read: {e}"))?;
+                if count == 0 {
+                    break;
+                }
+                filled += count;
+            }
+            verified &= filled == block_bytes && verify_record(block, buf).is_ok();
+        }
+        handle.close().map_err(|e| format!("library close: {e}"))?;
+        Ok((started.elapsed().as_secs_f64(), verified))
+    };
     let library_through_mount = mount_root.join(library_path.trim_start_matches('/'));
-    let mut file = File::open(&library_through_mount)
-        .map_err(|e| format!("open {}: {e}", library_through_mount.display()))?;
-    for block in 0..blocks {
-        let filled = read_full(&mut file, &mut buf)
-            .map_err(|e| format!("read {}: {e}", library_through_mount.display()))?;
-        verified &= filled == block_bytes && verify_record(block, &buf).is_ok();
-    }
-    let read_fuse = started.elapsed().as_secs_f64();
+    let read_fuse = |buf: &mut [u8]| -> Result<(f64, bool), String> {
+        let started = Instant::now();
+        let mut verified = true;
+        let mut file = File::open(&library_through_mount)
+            .map_err(|e| format!("open {}: {e}", library_through_mount.display()))?;
+        for block in 0..blocks {
+            let filled = read_full(&mut file, buf)
+                .map_err(|e| format!("read {}: {e}", library_through_mount.display()))?;
+            verified &= filled == block_bytes && verify_record(block, buf).is_ok();
+        }
+        Ok((started.elapsed().as_secs_f64(), verified))
+    };
+
+    let (write_library, write_fuse) = if fuse_first {
+        let fuse = write_fuse(&mut buf)?;
+        (write_library(&mut buf)?, fuse)
+    } else {
+        let library = write_library(&mut buf)?;
+        (library, write_fuse(&mut buf)?)
+    };
+    let mut cold_reads = drop_page_cache();
+    let ((read_library, library_ok), (read_fuse, fuse_ok)) = if fuse_first {
+        let fuse = read_fuse(&mut buf)?;
+        cold_reads &= drop_page_cache();
+        (read_library(&mut buf)?, fuse)
+    } else {
+        let library = read_library(&mut buf)?;
+        cold_reads &= drop_page_cache();
+        (library, read_fuse(&mut buf)?)
+    };
+    let verified = library_ok && fuse_ok;
 
     for cleanup in [plfs.unlink(&library_path), plfs.unlink(&format!("/{fuse_name}"))] {
         cleanup.map_err(|e| format!("removing the streaming files: {e}"))?;

@@ -121,6 +121,7 @@ impl From<&Opts> for super::bench_fuse::FuseBench {
     fn from(opts: &Opts) -> super::bench_fuse::FuseBench {
         super::bench_fuse::FuseBench {
             stream_bytes: opts.stream_mib << 20,
+            repeat: opts.repeat,
             spec: BenchSpec {
                 workload: Workload::N1Strided,
                 writers: opts.writers,

@@ -12,7 +12,7 @@ use plfs::config::{BackendRole, Tuning};
 use plfs::fs::{Options, Plfs};
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
-use plfs_bench::{BenchReport, BenchSpec, StreamingReport};
+use plfs_bench::{BenchSpec, RepeatedReport, StreamingReport};
 use serde::Serialize;
 
 use super::bench::worker_command;
@@ -23,6 +23,8 @@ const STREAM_BLOCK_BYTES: usize = 1 << 20;
 
 pub struct FuseBench {
     pub stream_bytes: u64,
+    /// Runs of each comparison; medians are reported.
+    pub repeat: u32,
     /// The N-1 strided comparison; its `fuse_dir` is filled in here.
     pub spec: BenchSpec,
     pub json: bool,
@@ -30,9 +32,59 @@ pub struct FuseBench {
 
 #[derive(Serialize)]
 struct FuseReport {
-    streaming: StreamingReport,
-    n1_strided: BenchReport,
+    /// Medians over the runs (each run's figures are in `streaming_runs`).
+    streaming: StreamingMedians,
+    streaming_runs: Vec<StreamingReport>,
+    n1_strided: RepeatedReport,
     verified: bool,
+}
+
+/// The streaming figures' medians, with the same names as one run's.
+#[derive(Serialize)]
+struct StreamingMedians {
+    runs: usize,
+    write_library_mibs: f64,
+    write_fuse_mibs: f64,
+    read_library_mibs: f64,
+    read_fuse_mibs: f64,
+    write_ratio: f64,
+    read_ratio: f64,
+    cold_reads: bool,
+}
+
+impl StreamingMedians {
+    fn of(runs: &[StreamingReport]) -> StreamingMedians {
+        let median = |get: fn(&StreamingReport) -> f64| {
+            let mut values: Vec<f64> = runs.iter().map(get).collect();
+            values.sort_by(f64::total_cmp);
+            let middle = values.len() / 2;
+            if values.len() % 2 == 1 { values[middle] } else { (values[middle - 1] + values[middle]) / 2.0 }
+        };
+        StreamingMedians {
+            runs: runs.len(),
+            write_library_mibs: median(|r| r.write_library_mibs),
+            write_fuse_mibs: median(|r| r.write_fuse_mibs),
+            read_library_mibs: median(|r| r.read_library_mibs),
+            read_fuse_mibs: median(|r| r.read_fuse_mibs),
+            write_ratio: median(|r| r.write_ratio),
+            read_ratio: median(|r| r.read_ratio),
+            cold_reads: runs.iter().all(|r| r.cold_reads),
+        }
+    }
+
+    fn to_text(&self) -> String {
+        format!(
+            "streaming, median of {} run(s): FUSE mount / library: write {:.2}x ({:.0} vs {:.0} MiB/s)  read {:.2}x ({:.0} vs {:.0} MiB/s){}\n",
+            self.runs,
+            self.write_ratio,
+            self.write_fuse_mibs,
+            self.write_library_mibs,
+            self.read_ratio,
+            self.read_fuse_mibs,
+            self.read_library_mibs,
+            if self.cold_reads { ", cold reads" } else { ", reads from page cache" },
+        )
+    }
 }
 
 pub fn run(bench: FuseBench) -> Result<ExitCode> {
@@ -46,21 +98,45 @@ pub fn run(bench: FuseBench) -> Result<ExitCode> {
     let mount = plfs_fuse::Mount::spawn(plfs.clone(), &mount_point, &plfs_fuse::MountSettings::default())
         .with_context(|| format!("mounting {}", mount_point.display()))?;
 
-    let streaming =
-        plfs_bench::streaming(&plfs, &mount_point, "stream", bench.stream_bytes, STREAM_BLOCK_BYTES)
-            .map_err(|e| anyhow!(e))?;
-    if !bench.json {
-        println!("{}", streaming.to_text());
+    let mut streaming_runs = Vec::with_capacity(bench.repeat as usize);
+    for index in 0..bench.repeat {
+        let fuse_first = index % 2 == 1;
+        let run = plfs_bench::streaming(
+            &plfs,
+            &mount_point,
+            "stream",
+            bench.stream_bytes,
+            STREAM_BLOCK_BYTES,
+            fuse_first,
+        )
+        .map_err(|e| anyhow!(e))?;
+        if !bench.json {
+            println!("{}", run.to_text());
+        }
+        streaming_runs.push(run);
     }
     let spec = BenchSpec { fuse_dir: Some(mount_point.clone()), ..bench.spec };
-    let n1 = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
+    let worker = worker_command()?;
+    let mut n1_runs = Vec::with_capacity(bench.repeat as usize);
+    for _ in 0..bench.repeat {
+        let run = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!(e))?;
+        if !bench.json {
+            print!("{}", run.to_text());
+        }
+        n1_runs.push(run);
+    }
     mount.unmount().context("unmounting")?;
 
-    let verified = streaming.verified && n1.verified;
+    let streaming = StreamingMedians::of(&streaming_runs);
+    let n1_strided = RepeatedReport::new(n1_runs);
+    let verified = streaming_runs.iter().all(|r| r.verified) && n1_strided.verified;
     if bench.json {
-        print_json(&FuseReport { streaming, n1_strided: n1, verified })?;
+        print_json(&FuseReport { streaming, streaming_runs, n1_strided, verified })?;
     } else {
-        print!("{}", n1.to_text());
+        print!("\n{}", streaming.to_text());
+        if bench.repeat > 1 {
+            print!("n1-strided, {}", n1_strided.to_text());
+        }
     }
     Ok(if verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

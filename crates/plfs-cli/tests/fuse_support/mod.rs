@@ -372,6 +372,21 @@ impl PlfsMount {
         );
     }
 
+    /// Kills the daemon with SIGKILL, as a crash would, and detaches the
+    /// dead mount so the mount point can be mounted again.
+    pub fn crash(&mut self) {
+        let mut daemon = self.daemon.take().expect("not mounted");
+        signal(daemon.id(), libc::SIGKILL);
+        let status = wait_timeout(&mut daemon, UNMOUNT_TIMEOUT);
+        assert!(status.is_some(), "the daemon survived SIGKILL");
+        let detached = Command::new("umount").arg("-l").arg(&self.mountpoint).status();
+        assert!(
+            detached.is_ok_and(|s| s.success()) || !is_mounted(&self.mountpoint),
+            "could not detach the dead mount at {}",
+            self.mountpoint.display()
+        );
+    }
+
     /// A path inside the mount.
     pub fn path(&self, inside: &str) -> PathBuf {
         self.mountpoint.join(inside)
