@@ -4,7 +4,7 @@
 //! so neither read is served from a page cache it filled itself.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
@@ -13,6 +13,7 @@ use plfs::fs::Plfs;
 use serde::Serialize;
 
 use crate::pattern::{fill_record, verify_record};
+use crate::worker::read_full;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -194,17 +195,4 @@ fn drop_page_cache() -> bool {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", b"3\n").is_ok()
-}
-
-fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(count) => filled += count,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(filled)
 }

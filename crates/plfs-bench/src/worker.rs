@@ -406,7 +406,7 @@ fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize
     Ok(filled)
 }
 
-fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {

@@ -79,17 +79,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     if matches!(opts.workload, WorkloadArg::Fuse) {
         return super::bench_fuse::run(opts.into());
     }
-    let spec = BenchSpec {
-        workload: opts.workload.into(),
-        writers: opts.writers,
-        records: opts.records,
-        record_bytes: opts.size,
-        read: opts.read,
-        dir: opts.dir.clone(),
-        backends: opts.backends,
-        keep: opts.keep,
-        fuse_dir: None,
-    };
+    let spec = spec_of(opts);
     let worker = worker_command()?;
     if opts.repeat == 1 {
         let report = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!(e))?;
@@ -117,22 +107,28 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+fn spec_of(opts: &Opts) -> BenchSpec {
+    BenchSpec {
+        workload: opts.workload.into(),
+        writers: opts.writers,
+        records: opts.records,
+        record_bytes: opts.size,
+        read: opts.read,
+        dir: opts.dir.clone(),
+        backends: opts.backends,
+        keep: opts.keep,
+        fuse_dir: None,
+    }
+}
+
 impl From<&Opts> for super::bench_fuse::FuseBench {
     fn from(opts: &Opts) -> super::bench_fuse::FuseBench {
         super::bench_fuse::FuseBench {
             stream_bytes: opts.stream_mib << 20,
             repeat: opts.repeat,
-            spec: BenchSpec {
-                workload: Workload::N1Strided,
-                writers: opts.writers,
-                records: opts.records,
-                record_bytes: opts.size,
-                read: opts.read,
-                dir: opts.dir.clone(),
-                backends: opts.backends,
-                keep: false,
-                fuse_dir: None,
-            },
+            // `fuse` maps to the N-1 strided workload; its files go once the
+            // mount is gone, so none are kept.
+            spec: BenchSpec { keep: false, ..spec_of(opts) },
             json: opts.json,
         }
     }
