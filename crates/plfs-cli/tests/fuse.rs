@@ -628,3 +628,28 @@ fn a_crashed_daemon_leaves_recoverable_files() {
     assert!(back.len() >= synced.len(), "{} bytes after recovery", back.len());
     assert_eq!(&back[..synced.len()], &synced[..], "every fsynced byte survives");
 }
+
+/// `plfs bench fuse` mounts, streams through both paths, runs the N-1
+/// comparison with a phase through the mount, verifies, and unmounts.
+#[test]
+fn bench_fuse_compares_the_mount_with_the_library() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(
+        Command::new(BIN)
+            .args(["bench", "fuse", "--stream-mib", "8", "--writers", "2", "--records", "10"])
+            .args(["--read", "--json", "--dir", dir.path().to_str().unwrap()]),
+        Duration::from_secs(300),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report}");
+    for figure in ["write_library_mibs", "write_fuse_mibs", "read_library_mibs", "read_fuse_mibs"] {
+        assert!(report["streaming"][figure].as_f64().unwrap() > 0.0, "{figure}: {report}");
+    }
+    let n1 = &report["n1_strided"]["reports"][0];
+    assert!(n1["fuse_mibs"].as_f64().unwrap() > 0.0 && n1["read_fuse_mibs"].as_f64().unwrap() > 0.0, "{n1}");
+    let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the scratch directory is removed: {left:?}");
+    assert!(!fs::read_to_string("/proc/self/mountinfo").unwrap().contains("plfs-bench-fuse."), "unmounted");
+}
