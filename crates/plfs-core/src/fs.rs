@@ -126,6 +126,15 @@ pub struct Credentials {
     pub groups: Vec<u32>,
 }
 
+/// What [`Plfs::entry`] reports.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    kind: FileKind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
 /// Who a new file, directory or symlink belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
@@ -278,7 +287,7 @@ impl Plfs {
                     kind,
                     size: metadata.size,
                     blocks: metadata.size.div_ceil(512),
-                    mode: metadata.mode.unwrap_or(if kind == FileKind::Directory { 0o755 } else { 0o777 }),
+                    mode: metadata.mode.unwrap_or(default_mode(kind)),
                     uid: metadata.uid.unwrap_or(self.state.uid),
                     gid: metadata.gid.unwrap_or(self.state.gid),
                     // Counting subdirectories would cost a listing of every
@@ -394,7 +403,7 @@ impl Plfs {
     /// Like [`rename`](Self::rename) but fails with `AlreadyExists` if
     /// anything is at `to` (RENAME_NOREPLACE).
     pub fn rename_noreplace(&self, from: &str, to: &str) -> Result<()> {
-        match self.stat(to) {
+        match self.entry(&StorePath::parse(to)?) {
             Ok(_) => Err(Error::new(ErrorKind::AlreadyExists, to.to_owned())),
             Err(error) if error.kind() == ErrorKind::NotFound => self.rename(from, to),
             Err(error) => Err(error),
@@ -412,8 +421,8 @@ impl Plfs {
         if target.starts_with(&source) {
             return Err(Error::invalid(format!("cannot move {from} into itself ({to})")));
         }
-        let kind = self.stat(from)?.kind;
-        match self.stat(to) {
+        let kind = self.entry(&source).context(from.to_owned())?.kind;
+        match self.entry(&target) {
             Ok(existing) => match (kind, existing.kind) {
                 (FileKind::Directory, FileKind::Directory) => self.rmdir(to)?,
                 (FileKind::Directory, _) => return Err(Error::new(ErrorKind::NotADirectory, to.to_owned())),
@@ -421,7 +430,7 @@ impl Plfs {
                 _ => self.unlink(to)?,
             },
             Err(error) if error.kind() == ErrorKind::NotFound => {}
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.context(to.to_owned())),
         }
         match kind {
             FileKind::Directory => self.rename_everywhere(&source, &target),
@@ -660,9 +669,33 @@ impl Plfs {
         }
     }
 
+    /// Kind, mode and owner of an entry, from its canonical backend alone:
+    /// what existence and permission checks need, without the file-size
+    /// work of [`stat`](Self::stat).
+    fn entry(&self, logical: &StorePath) -> Result<Entry> {
+        Ok(match container::lookup(&self.state, logical)? {
+            Lookup::File(access) => {
+                Entry { kind: FileKind::File, mode: access.mode, uid: access.uid, gid: access.gid }
+            }
+            Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
+                let kind = if metadata.kind == EntryKind::Directory {
+                    FileKind::Directory
+                } else {
+                    FileKind::Symlink
+                };
+                Entry {
+                    kind,
+                    mode: metadata.mode.unwrap_or(default_mode(kind)),
+                    uid: metadata.uid.unwrap_or(self.state.uid),
+                    gid: metadata.gid.unwrap_or(self.state.gid),
+                }
+            }
+        })
+    }
+
     /// Checks `mask` (R_OK|W_OK|X_OK, or 0 for existence) for `who`.
     pub fn access(&self, path: &str, mask: u32, who: &Credentials) -> Result<()> {
-        let attr = self.stat(path)?;
+        let attr = self.entry(&StorePath::parse(path)?).context(path.to_owned())?;
         if mask == 0 {
             return Ok(());
         }
@@ -691,8 +724,10 @@ impl Plfs {
     /// Like [`symlink`](Self::symlink), owned by `owner` where the store keeps owners.
     pub fn symlink_as(&self, target: &str, path: &str, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
-        if self.stat(path).is_ok() {
-            return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned()));
+        match self.entry(&logical) {
+            Ok(_) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned())),
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(error.context(path.to_owned())),
         }
         let (backend, _) = container::canonical(&self.state, &logical);
         let store = self.state.store(backend);
@@ -827,6 +862,11 @@ impl Drop for FileHandle {
             tracing::warn!("{}: closing an unclosed handle failed: {error}", self.file.path());
         }
     }
+}
+
+/// Mode reported for an entry whose store keeps no modes.
+fn default_mode(kind: FileKind) -> u32 {
+    if kind == FileKind::Symlink { 0o777 } else { 0o755 }
 }
 
 fn parse_file_path(path: &str) -> Result<StorePath> {
