@@ -177,6 +177,21 @@ impl Plfs {
 
     /// A mount from its configuration; opens each backend's store.
     pub fn from_config(mount: &MountConfig, options: Options) -> Result<Plfs> {
+        // Serving an n-n or 1-n mount as containers would write a layout
+        // that mount's later readers do not expect: refuse until built.
+        if mount.workload != crate::config::Workload::SharedFile {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{}: workload {} is not built in yet (only shared_file / n-1)",
+                    mount.mount_point.display(),
+                    match mount.workload {
+                        crate::config::Workload::FilePerProc => "file_per_proc",
+                        _ => "small_file",
+                    }
+                ),
+            ));
+        }
         let mut backends = Vec::with_capacity(mount.backends.len());
         for backend in &mount.backends {
             backends.push((open_store(&backend.location)?, backend.role));
