@@ -15,7 +15,7 @@ use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WriteRecord
 use crate::fs::MountState;
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
-use crate::load;
+use crate::load::{self, LoadedIndex};
 use crate::placement::BackendId;
 use crate::store::{AppendWriter, StorePath};
 
@@ -520,6 +520,22 @@ impl OpenFile {
 
     /// Drops the merged index so the next read merges again (and sees what
     /// other processes synced meanwhile); local writes are never lost by it.
+    /// Installs an index built by a collective open, unless this process
+    /// has writers of its own (their unsynced records are not in it): then
+    /// the next read builds the index itself.
+    pub(crate) fn seed_read_state(&self, loaded: LoadedIndex) {
+        let _gate = write_lock(&self.write_gate);
+        if !lock(&self.writers).is_empty() {
+            *write_lock(&self.read_state) = None;
+            return;
+        }
+        let state = read_state_from(&self.path(), loaded);
+        let mut known = lock(&self.known);
+        *known = Some(SizeSummary { eof: state.index.eof(), bytes: state.index.data_bytes(), last_stamp: 0 });
+        drop(known);
+        *write_lock(&self.read_state) = Some(state);
+    }
+
     pub(crate) fn invalidate_read_state(&self) {
         *write_lock(&self.read_state) = None;
     }
@@ -583,10 +599,13 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
 
 /// Loads the merged index and turns it into a read state.
 fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
-    let loaded = load::load_index(mount, path, load::Prefer::GlobalIndex)?;
+    Ok(read_state_from(path, load::load_index(mount, path, load::Prefer::GlobalIndex)?))
+}
+
+fn read_state_from(path: &StorePath, loaded: LoadedIndex) -> ReadState {
     let mut state = ReadState { index: loaded.index, sources: Vec::new(), refs: HashMap::new() };
     for log in &loaded.logs {
         state.log_ref(log.id, log.backend, || log.path(path, LogKind::Data));
     }
-    Ok(state)
+    state
 }

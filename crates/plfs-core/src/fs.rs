@@ -12,6 +12,7 @@ use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::file::{OpenFile, OpenFlags, WriterId};
 use crate::format::access::AccessRecord;
 use crate::layout::{self, ContainerPaths};
+use crate::load::LoadedIndex;
 use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
 use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StoreExt, StorePath, posix::PosixStore};
@@ -259,25 +260,52 @@ impl Plfs {
                 }
             }
         }
-        let file = {
-            let mut registry = self.state.registry();
-            let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
-                file: Arc::new(OpenFile::new(self.state.clone(), logical.clone())),
-                opens: 0,
-            });
-            if entry.opens > 0 {
-                // Close-to-open: this open sees what other hosts synced
-                // before it, even though the file was already open here.
-                entry.file.invalidate_read_state();
-            }
-            entry.opens += 1;
-            entry.file.clone()
-        };
+        let file = self.register_open(&logical, None);
         let handle = FileHandle { file, state: self.state.clone(), flags, writer, closed: false };
         if flags.truncate && flags.write && !created {
             handle.truncate(0).context(path.to_owned())?;
         }
         Ok(handle)
+    }
+
+    /// Counts one more open of `logical` in this process. Close-to-open:
+    /// the open sees what other hosts synced before it, even when the file
+    /// was already open here, so a cached index is replaced (by `index` when
+    /// a collective open built one) or dropped.
+    fn register_open(&self, logical: &StorePath, index: Option<LoadedIndex>) -> Arc<OpenFile> {
+        let mut registry = self.state.registry();
+        let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
+            file: Arc::new(OpenFile::new(self.state.clone(), logical.clone())),
+            opens: 0,
+        });
+        match index {
+            Some(index) => entry.file.seed_read_state(index),
+            None if entry.opens > 0 => entry.file.invalidate_read_state(),
+            None => {}
+        }
+        entry.opens += 1;
+        entry.file.clone()
+    }
+
+    /// Opens for reading with an index another rank built and checked.
+    pub(crate) fn open_prepared(
+        &self,
+        logical: &StorePath,
+        flags: OpenFlags,
+        writer: WriterId,
+        index: LoadedIndex,
+    ) -> Result<FileHandle> {
+        let file = self.register_open(logical, Some(index));
+        Ok(FileHandle { file, state: self.state.clone(), flags, writer, closed: false })
+    }
+
+    /// Fails unless `logical` is a regular file.
+    pub(crate) fn check_is_file(&self, logical: &StorePath) -> Result<()> {
+        match container::lookup(&self.state, logical)? {
+            Lookup::File(_) => Ok(()),
+            Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
+            Lookup::Symlink(_) => Err(Error::invalid(format!("/{logical}: is a symbolic link"))),
+        }
     }
 
     /// Attributes of a file, directory or symlink.
@@ -884,7 +912,7 @@ fn default_mode(kind: FileKind) -> u32 {
     if kind == FileKind::Symlink { 0o777 } else { 0o755 }
 }
 
-fn parse_file_path(path: &str) -> Result<StorePath> {
+pub(crate) fn parse_file_path(path: &str) -> Result<StorePath> {
     let logical = StorePath::parse(path)?;
     if logical.is_root() {
         return Err(Error::new(ErrorKind::IsADirectory, format!("{path}: the mount root")));

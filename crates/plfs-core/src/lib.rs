@@ -47,6 +47,7 @@
 //! ```
 
 pub mod clock;
+pub mod collective;
 pub mod config;
 pub mod container;
 pub mod error;

@@ -55,79 +55,144 @@ pub(crate) fn global_index_matches(global: &GlobalIndex, meta: &MetaRecords) -> 
     covered == present
 }
 
-fn try_global_index(mount: &MountState, path: &StorePath) -> Result<Option<LoadedIndex>> {
+/// What a file's global index is worth to a reader.
+#[derive(Debug)]
+pub enum GlobalIndexStatus {
+    /// Covers exactly the file's logs, all closed.
+    Valid(LoadedIndex),
+    /// The file was never flattened.
+    Missing,
+    /// Present but not usable; says why (changed since, or damaged).
+    Ignored(String),
+}
+
+/// Reads the global index (one open) and `meta/` (one listing) to decide
+/// whether it may be used.
+pub(crate) fn read_global_index(mount: &MountState, path: &StorePath) -> Result<GlobalIndexStatus> {
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
+    let location = || format!("{}: {}", store.url(), paths.global_index());
     let bytes = match store.read_all(&paths.global_index()) {
         Ok(bytes) => bytes,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error.context(format!("{}: {}", store.url(), paths.global_index()))),
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(GlobalIndexStatus::Missing),
+        Err(error) => return Err(error.context(location())),
     };
     let global = match GlobalIndex::decode(&bytes) {
         Ok(global) => global,
-        Err(error) => {
-            tracing::warn!("{}: {}: {error}; reading index logs instead", store.url(), paths.global_index());
-            return Ok(None);
-        }
+        Err(error) => return Ok(GlobalIndexStatus::Ignored(format!("{}: {error}", location()))),
     };
     let meta = container::read_meta(mount, path)?;
     if !global_index_matches(&global, &meta) {
-        tracing::warn!(
-            "{}: {}: stale (the file changed after it was flattened); reading index logs instead (`plfs flatten` rebuilds it)",
-            store.url(),
-            paths.global_index()
-        );
-        return Ok(None);
-    }
-    let mut index = MergedIndex::new(mount.tuning.compress_contiguous);
-    for extent in &global.extents {
-        index.apply_write(extent.logical, extent.length, LogRef(extent.log), extent.physical);
-    }
-    index.apply_truncate(global.eof);
-    let logs = global
-        .logs
-        .iter()
-        .map(|log| LogLocation {
-            backend: BackendId(log.backend as usize),
-            hostdir: HostdirId(log.hostdir),
-            id: log.id,
-            has_index: true,
-            has_data: true,
-        })
-        .collect::<Vec<_>>();
-    if logs.iter().any(|log| log.backend.0 >= mount.placement.backend_count()) {
-        return Err(Error::corrupt(format!(
-            "{}: {}: names a backend this mount does not have",
-            store.url(),
-            paths.global_index()
+        return Ok(GlobalIndexStatus::Ignored(format!(
+            "{}: stale (the file changed after it was flattened; `plfs flatten` rebuilds it)",
+            location()
         )));
     }
-    Ok(Some(LoadedIndex { index, logs, records: 0, from_global_index: true }))
+    match LoadedIndex::from_global(mount, &global) {
+        Ok(loaded) => Ok(GlobalIndexStatus::Valid(loaded)),
+        Err(error) => Ok(GlobalIndexStatus::Ignored(format!("{}: {error}", location()))),
+    }
 }
 
-fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<LoadedIndex> {
+fn try_global_index(mount: &MountState, path: &StorePath) -> Result<Option<LoadedIndex>> {
+    match read_global_index(mount, path)? {
+        GlobalIndexStatus::Valid(loaded) => Ok(Some(loaded)),
+        GlobalIndexStatus::Missing => Ok(None),
+        GlobalIndexStatus::Ignored(reason) => {
+            tracing::warn!("{reason}; reading index logs instead");
+            Ok(None)
+        }
+    }
+}
+
+impl LoadedIndex {
+    /// The index as a global index: what `flatten` stores and what a
+    /// collective open sends between ranks.
+    pub fn to_global(&self) -> GlobalIndex {
+        GlobalIndex {
+            eof: self.index.eof(),
+            logs: self
+                .logs
+                .iter()
+                .map(|log| CoveredLog { id: log.id, backend: log.backend.0 as u32, hostdir: log.hostdir.0 })
+                .collect(),
+            extents: self
+                .index
+                .extents()
+                .map(|(logical, extent)| GlobalExtent {
+                    logical,
+                    length: extent.length,
+                    log: extent.log.0,
+                    physical: extent.physical,
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn from_global(mount: &MountState, global: &GlobalIndex) -> Result<LoadedIndex> {
+        if let Some(log) =
+            global.logs.iter().find(|log| log.backend as usize >= mount.placement.backend_count())
+        {
+            return Err(Error::corrupt(format!(
+                "names backend {} for log {} but this mount has {}",
+                log.backend,
+                log.id,
+                mount.placement.backend_count()
+            )));
+        }
+        let mut index = MergedIndex::new(mount.tuning.compress_contiguous);
+        for extent in &global.extents {
+            index.apply_write(extent.logical, extent.length, LogRef(extent.log), extent.physical);
+        }
+        index.apply_truncate(global.eof);
+        let logs = global
+            .logs
+            .iter()
+            .map(|log| LogLocation {
+                backend: BackendId(log.backend as usize),
+                hostdir: HostdirId(log.hostdir),
+                id: log.id,
+                has_index: true,
+                has_data: true,
+            })
+            .collect();
+        Ok(LoadedIndex { index, logs, records: 0, from_global_index: true })
+    }
+
+    /// Merges index logs already read (by this rank or others).
+    pub(crate) fn from_records(
+        mount: &MountState,
+        path: &StorePath,
+        logs: Vec<LogLocation>,
+        decoded: &[Vec<Record>],
+    ) -> Result<LoadedIndex> {
+        let mut records_total = 0u64;
+        for (log, records) in logs.iter().zip(decoded) {
+            if records.iter().any(|record| matches!(record, Record::Write(_))) && !log.has_data {
+                return Err(Error::corrupt(format!(
+                    "{}: index log {} has records but its data log is missing",
+                    mount.store(log.backend).url(),
+                    log.path(path, LogKind::Index)
+                )));
+            }
+            if let Some(newest) = records.iter().map(Record::stamp).max() {
+                mount.stamper.observe(newest);
+            }
+            records_total += records.len() as u64;
+        }
+        let index = MergedIndex::from_logs(
+            decoded.iter().enumerate().map(|(i, records)| (LogRef(i as u32), records.as_slice())),
+            mount.tuning.compress_contiguous,
+        );
+        Ok(LoadedIndex { index, logs, records: records_total, from_global_index: false })
+    }
+}
+
+pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<LoadedIndex> {
     let inventory = container::inventory(mount, path)?;
     let logs: Vec<LogLocation> = inventory.logs.into_iter().filter(|log| log.has_index).collect();
     let decoded = read_all_index_logs(mount, path, &logs)?;
-    let mut records_total = 0u64;
-    for (log, records) in logs.iter().zip(&decoded) {
-        if records.iter().any(|record| matches!(record, Record::Write(_))) && !log.has_data {
-            return Err(Error::corrupt(format!(
-                "{}: index log {} has records but its data log is missing",
-                mount.store(log.backend).url(),
-                log.path(path, LogKind::Index)
-            )));
-        }
-        if let Some(newest) = records.iter().map(Record::stamp).max() {
-            mount.stamper.observe(newest);
-        }
-        records_total += records.len() as u64;
-    }
-    let index = MergedIndex::from_logs(
-        decoded.iter().enumerate().map(|(i, records)| (LogRef(i as u32), records.as_slice())),
-        mount.tuning.compress_contiguous,
-    );
-    Ok(LoadedIndex { index, logs, records: records_total, from_global_index: false })
+    LoadedIndex::from_records(mount, path, logs, &decoded)
 }
 
 /// Reads and decodes the index logs in parallel; results keep `logs` order.
@@ -170,25 +235,7 @@ pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<GlobalInde
             meta.open.len()
         )));
     }
-    let loaded = load_from_logs(mount, path)?;
-    let global = GlobalIndex {
-        eof: loaded.index.eof(),
-        logs: loaded
-            .logs
-            .iter()
-            .map(|log| CoveredLog { id: log.id, backend: log.backend.0 as u32, hostdir: log.hostdir.0 })
-            .collect(),
-        extents: loaded
-            .index
-            .extents()
-            .map(|(logical, extent)| GlobalExtent {
-                logical,
-                length: extent.length,
-                log: extent.log.0,
-                physical: extent.physical,
-            })
-            .collect(),
-    };
+    let global = load_from_logs(mount, path)?.to_global();
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
     store

@@ -188,6 +188,40 @@ fn frame_crc(frame: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, &frame[FRAME_HEADER_BYTES..])
 }
 
+/// Encodes records as a run of frames with no log header: how index records
+/// travel between ranks in a collective open. Frames stay under the payload
+/// bound however many records there are.
+pub fn encode_frames(records: &[Record]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + records.len() * WRITE_RECORD_BYTES);
+    let mut frame = FrameBuilder::new();
+    for record in records {
+        frame.push(record);
+        if frame.len() >= FRAME_PAYLOAD_MAX_BYTES / 2 {
+            out.extend_from_slice(frame.finish().expect("has records"));
+            frame.clear();
+        }
+    }
+    if let Some(bytes) = frame.finish() {
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+/// Decodes what [`encode_frames`] produced; every frame must check out
+/// (there is no torn tail in a message).
+pub fn decode_frames(bytes: &[u8]) -> Result<Vec<Record>> {
+    let mut records = Vec::new();
+    let mut offset = 0;
+    while offset < bytes.len() {
+        let payload_length = check_frame(&bytes[offset..])
+            .map_err(|error| error.context(format!("frame at offset {offset}")))?;
+        decode_records(&bytes[offset..], payload_length, &mut records)
+            .map_err(|error| error.context(format!("frame at offset {offset}")))?;
+        offset += FRAME_HEADER_BYTES + payload_length;
+    }
+    Ok(records)
+}
+
 /// Where a torn tail begins and how many bytes it spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TornTail {

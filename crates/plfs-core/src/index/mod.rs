@@ -213,6 +213,13 @@ impl MergedIndex {
         self.extents.iter().map(|(&start, extent)| (start, extent))
     }
 
+    /// Bytes the index occupies in memory (an estimate: B-tree nodes
+    /// hold up to 11 entries).
+    pub fn memory_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<u64>() + std::mem::size_of::<Extent>();
+        std::mem::size_of::<MergedIndex>() + self.extents.len() * entry * 3 / 2
+    }
+
     /// Bytes covered by data (the rest below EOF are holes).
     pub fn data_bytes(&self) -> u64 {
         self.extents.values().map(|extent| extent.length).sum()

@@ -1,0 +1,12 @@
+//! Collective open: M reader ranks open a file written by N writers
+//! without each of them reading all N index logs (the papers' index
+//! broadcast, parallel index read and flattened index).
+//!
+//! [`Comm`] is the communicator seam; [`exchange`] holds what ranks send
+//! each other and the [`Plfs`](crate::fs::Plfs) steps that produce it.
+
+pub mod comm;
+pub mod exchange;
+
+pub use comm::Comm;
+pub use exchange::{GlobalIndexState, IndexLogList, IndexPart, SharedIndex};
