@@ -341,6 +341,11 @@ pub(crate) fn absorb(summary: &mut SizeRecord, record: &Record) {
             summary.truncate = Some((truncate.stamp, truncate.size));
             summary.last_stamp = summary.last_stamp.max(truncate.stamp);
         }
+        Record::Pattern(pattern) => {
+            summary.max_end = summary.max_end.max(pattern.end());
+            summary.bytes += pattern.bytes();
+            summary.last_stamp = summary.last_stamp.max(pattern.stamp_last);
+        }
     }
 }
 
@@ -365,11 +370,16 @@ pub(crate) fn combine_sizes(
         if summary.log == truncating_log || summary.log.stamp > truncate_stamp {
             result.eof = result.eof.max(summary.max_end);
         } else if summary.last_stamp > truncate_stamp && summary.max_end > result.eof {
+            // A pattern counts at its last stamp, as in the merge.
             for record in records_of(&summary.log)? {
-                if let Record::Write(write) = record
-                    && write.stamp > truncate_stamp
-                {
-                    result.eof = result.eof.max(write.logical.saturating_add(write.length));
+                match record {
+                    Record::Write(write) if write.stamp > truncate_stamp => {
+                        result.eof = result.eof.max(write.logical.saturating_add(write.length));
+                    }
+                    Record::Pattern(pattern) if pattern.stamp_last > truncate_stamp => {
+                        result.eof = result.eof.max(pattern.end());
+                    }
+                    _ => {}
                 }
             }
         }

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use crate::container::{self, SizeSummary};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
-use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WriteRecord};
+use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WRITE_RECORD_BYTES, WriteRecord};
 use crate::fs::MountState;
+use crate::index::pattern::{PatternBuilder, RunTracker};
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
 use crate::load::{self, LoadedIndex};
@@ -85,6 +86,8 @@ struct WriterLogs {
     data: Box<dyn AppendWriter>,
     index: Box<dyn AppendWriter>,
     frame: FrameBuilder,
+    /// The run of writes not yet in the frame.
+    patterns: PatternBuilder,
     sequence: u64,
     summary: SizeRecord,
     /// Data appended since the last sync.
@@ -138,6 +141,8 @@ pub(crate) struct OpenFile {
     write_gate: RwLock<()>,
     writers: Mutex<HashMap<WriterId, Arc<Mutex<WriterSlot>>>>,
     read_state: RwLock<Option<ReadState>>,
+    /// Writers' pending runs, so one writer's write ends another's run.
+    runs: Mutex<RunTracker>,
     /// The file size as this process knows it: disk state when first
     /// needed, then moved by local writes and truncates (lazy stat).
     known: Mutex<Option<SizeSummary>>,
@@ -163,6 +168,7 @@ impl OpenFile {
             write_gate: RwLock::new(()),
             writers: Mutex::new(HashMap::new()),
             read_state: RwLock::new(None),
+            runs: Mutex::new(RunTracker::default()),
             known: Mutex::new(None),
         }
     }
@@ -207,7 +213,7 @@ impl OpenFile {
         }
         let logs = slot.logs.as_mut().expect("present after ensure");
         logs.data_dirty = true;
-        let record = Record::Write(WriteRecord {
+        let write = WriteRecord {
             logical: offset,
             length: buf.len() as u64,
             physical,
@@ -215,8 +221,8 @@ impl OpenFile {
             sequence: logs.sequence,
             writer,
             data_crc: crc32c::crc32c(buf),
-        });
-        self.push_record(&mut slot, &record)?;
+        };
+        self.push_write(&mut slot, write)?;
         if let Some(state) = write_lock(&self.read_state).as_mut() {
             // The pair may have been retired by a failed index append above.
             if let Some(logs) = slot.logs.as_ref() {
@@ -227,7 +233,7 @@ impl OpenFile {
         if let Some(known) = lock(&self.known).as_mut() {
             known.eof = known.eof.max(end);
             known.bytes += buf.len() as u64;
-            known.last_stamp = known.last_stamp.max(record.stamp());
+            known.last_stamp = known.last_stamp.max(write.stamp);
         }
         Ok(buf.len())
     }
@@ -239,6 +245,9 @@ impl OpenFile {
             return Err(Error::invalid(format!("truncate to {size} passes the maximum file size")));
         }
         let _gate = read_lock(&self.write_gate);
+        // Runs pending in this process end here: a pattern is ordered at
+        // its last stamp, which must not pass this truncate.
+        lock(&self.runs).cut_all();
         let slot = self.slot(writer);
         let mut slot = lock(&slot);
         self.ensure_logs(&mut slot, writer)?;
@@ -256,14 +265,45 @@ impl OpenFile {
         Ok(stamp)
     }
 
-    /// Buffers a record in the writer's frame, appending the frame to the
-    /// index log when it reaches the flush threshold.
+    /// Buffers a record in the writer's frame, after the run it follows,
+    /// appending the frame to the index log when it reaches the threshold.
     fn push_record(&self, slot: &mut WriterSlot, record: &Record) -> Result<()> {
         let logs = slot.logs.as_mut().expect("caller ensured logs");
+        end_run(logs);
         logs.frame.push(record);
         logs.sequence += 1;
         container::absorb(&mut logs.summary, record);
-        if logs.frame.len() >= self.mount.tuning.index_flush_bytes {
+        self.flush_if_full(slot)
+    }
+
+    /// Like [`push_record`](Self::push_record) for a write, which may
+    /// extend the writer's pending run instead of adding a record.
+    fn push_write(&self, slot: &mut WriterSlot, write: WriteRecord) -> Result<()> {
+        let patterns = self.mount.tuning.index_patterns;
+        let logs = slot.logs.as_mut().expect("caller ensured logs");
+        logs.sequence += 1;
+        container::absorb(&mut logs.summary, &Record::Write(write));
+        if patterns {
+            let end = write.logical + write.length;
+            if lock(&self.runs).before_write(write.writer, write.logical, end) {
+                end_run(logs);
+            }
+            if let Some(ended) = logs.patterns.push(write) {
+                logs.frame.push(&ended);
+            }
+            lock(&self.runs).after_write(write.writer, logs.patterns.pending_shape());
+        } else {
+            logs.frame.push(&Record::Write(write));
+        }
+        self.flush_if_full(slot)
+    }
+
+    /// A pending run counts as the records it replaces, so patterns reach
+    /// the index log (and survive a crash) as often as plain records would.
+    fn flush_if_full(&self, slot: &mut WriterSlot) -> Result<()> {
+        let logs = slot.logs.as_ref().expect("caller ensured logs");
+        let pending = logs.patterns.pending_writes() as usize * WRITE_RECORD_BYTES;
+        if logs.frame.len() + pending >= self.mount.tuning.index_flush_bytes {
             self.flush_frame(slot)?;
         }
         Ok(())
@@ -273,6 +313,7 @@ impl OpenFile {
     /// retires the log pair: its tail may be torn and must stay the tail.
     fn flush_frame(&self, slot: &mut WriterSlot) -> Result<()> {
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
+        end_run(logs);
         let Some(frame) = logs.frame.finish() else { return Ok(()) };
         let result = logs.index.append(frame);
         logs.frame.clear();
@@ -369,6 +410,7 @@ impl OpenFile {
             data,
             index,
             frame: FrameBuilder::new(),
+            patterns: PatternBuilder::new(),
             sequence: 0,
             summary: SizeRecord { log: id, max_end: 0, bytes: 0, last_stamp: 0, truncate: None },
             data_dirty: true,
@@ -598,6 +640,14 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
 }
 
 /// Loads the merged index and turns it into a read state.
+/// Moves the writer's pending run, if any, into its frame. (Its entry in
+/// the run tracker may linger; a stale entry can only cut a run early.)
+fn end_run(logs: &mut WriterLogs) {
+    if let Some(record) = logs.patterns.take() {
+        logs.frame.push(&record);
+    }
+}
+
 fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
     Ok(read_state_from(path, load::load_index(mount, path, load::Prefer::GlobalIndex)?))
 }

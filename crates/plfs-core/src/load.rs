@@ -7,10 +7,10 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::container::{self, LogLocation, MetaRecords};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::format::global_index::{CoveredLog, GlobalExtent, GlobalIndex};
+use crate::format::global_index::{CoveredLog, GlobalExtent, GlobalGroup, GlobalIndex, GlobalSlot};
 use crate::format::index_log::Record;
 use crate::fs::MountState;
-use crate::index::{LogRef, MergedIndex};
+use crate::index::{Extent, Group, LogRef, MergedIndex, Slot};
 use crate::layout::{ContainerPaths, LogId, LogKind};
 use crate::placement::{BackendId, HostdirId};
 use crate::store::{StoreExt, StorePath};
@@ -109,6 +109,13 @@ impl LoadedIndex {
     /// The index as a global index: what `flatten` stores and what a
     /// collective open sends between ranks.
     pub fn to_global(&self) -> GlobalIndex {
+        let layers = self.index.layers();
+        let extent = |(logical, extent): (u64, Extent)| GlobalExtent {
+            logical,
+            length: extent.length,
+            log: extent.log.0,
+            physical: extent.physical,
+        };
         GlobalIndex {
             eof: self.index.eof(),
             logs: self
@@ -116,16 +123,30 @@ impl LoadedIndex {
                 .iter()
                 .map(|log| CoveredLog { id: log.id, backend: log.backend.0 as u32, hostdir: log.hostdir.0 })
                 .collect(),
-            extents: self
-                .index
-                .extents()
-                .map(|(logical, extent)| GlobalExtent {
-                    logical,
-                    length: extent.length,
-                    log: extent.log.0,
-                    physical: extent.physical,
+            extents: layers.frozen_extents.into_iter().map(extent).collect(),
+            groups: layers
+                .groups
+                .iter()
+                .map(|group| GlobalGroup {
+                    start: group.start,
+                    stride: group.stride,
+                    end: group.end,
+                    slots: group
+                        .slots
+                        .iter()
+                        .map(|slot| GlobalSlot {
+                            offset: slot.offset,
+                            length: slot.length,
+                            first_block: slot.first_block,
+                            count: slot.count,
+                            physical: slot.physical,
+                            log: slot.log.0,
+                        })
+                        .collect(),
                 })
                 .collect(),
+            frozen_limit: layers.frozen_limit,
+            overlay: layers.overlay.into_iter().map(extent).collect(),
         }
     }
 
@@ -140,11 +161,42 @@ impl LoadedIndex {
                 mount.placement.backend_count()
             )));
         }
-        let mut index = MergedIndex::new(mount.tuning.compress_contiguous);
-        for extent in &global.extents {
-            index.apply_write(extent.logical, extent.length, LogRef(extent.log), extent.physical);
-        }
-        index.apply_truncate(global.eof);
+        let extent = |extent: &GlobalExtent| {
+            (
+                extent.logical,
+                Extent { length: extent.length, log: LogRef(extent.log), physical: extent.physical },
+            )
+        };
+        let groups = global
+            .groups
+            .iter()
+            .map(|group| Group {
+                start: group.start,
+                stride: group.stride,
+                end: group.end,
+                slots: group
+                    .slots
+                    .iter()
+                    .map(|slot| Slot {
+                        offset: slot.offset,
+                        length: slot.length,
+                        first_block: slot.first_block,
+                        count: slot.count,
+                        physical: slot.physical,
+                        log: LogRef(slot.log),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let index = MergedIndex::from_layers(
+            global.extents.iter().map(extent).collect(),
+            groups,
+            global.frozen_limit,
+            global.overlay.iter().map(extent),
+            global.eof,
+            mount.tuning.compress_contiguous,
+        )
+        .ok_or_else(|| Error::corrupt("its extents and groups overlap"))?;
         let logs = global
             .logs
             .iter()
@@ -168,7 +220,7 @@ impl LoadedIndex {
     ) -> Result<LoadedIndex> {
         let mut records_total = 0u64;
         for (log, records) in logs.iter().zip(decoded) {
-            if records.iter().any(|record| matches!(record, Record::Write(_))) && !log.has_data {
+            if records.iter().any(Record::writes_data) && !log.has_data {
                 return Err(Error::corrupt(format!(
                     "{}: index log {} has records but its data log is missing",
                     mount.store(log.backend).url(),
@@ -227,7 +279,7 @@ pub(crate) fn read_all_index_logs(
 }
 
 /// Writes the global index of a file whose writers have all closed.
-pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<GlobalIndex> {
+pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<(GlobalIndex, LoadedIndex)> {
     let meta = container::read_meta(mount, path)?;
     if !meta.open.is_empty() {
         return Err(Error::invalid(format!(
@@ -235,11 +287,12 @@ pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<GlobalInde
             meta.open.len()
         )));
     }
-    let global = load_from_logs(mount, path)?.to_global();
+    let loaded = load_from_logs(mount, path)?;
+    let global = loaded.to_global();
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
     store
         .replace(&ContainerPaths::new(path.clone()).global_index(), &global.encode())
         .with_context(|| format!("{}: writing {}", store.url(), paths.global_index()))?;
-    Ok(global)
+    Ok((global, loaded))
 }

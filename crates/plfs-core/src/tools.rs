@@ -31,8 +31,13 @@ pub struct MapEntry {
 pub struct MapTotals {
     pub writers: usize,
     pub logs: usize,
+    /// Index records read (a pattern record counts once).
     pub records: u64,
     pub extents: usize,
+    /// Entries the merged index stores (extents plus pattern slots).
+    pub index_entries: usize,
+    /// Heap bytes of the merged index.
+    pub index_memory_bytes: usize,
     pub data_bytes: u64,
     pub holes: u64,
     pub hole_bytes: u64,
@@ -118,6 +123,7 @@ impl RecoveryReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlattenReport {
     pub logs: usize,
+    /// Entries stored: extents plus pattern slots.
     pub extents: usize,
     pub bytes: u64,
     pub eof: u64,
@@ -134,17 +140,20 @@ impl Plfs {
             .iter()
             .map(|log| format!("{}/{}", state.store(log.backend).url(), log.path(&logical, LogKind::Data)))
             .collect();
-        let mut entries = Vec::with_capacity(loaded.index.extent_count());
+        let extents = loaded.index.extents();
+        let mut entries = Vec::with_capacity(extents.len());
         let mut totals = MapTotals {
             writers: loaded.logs.iter().map(|log| log.id.writer).collect::<BTreeSet<_>>().len(),
             logs: loaded.logs.len(),
             records: loaded.records,
-            extents: loaded.index.extent_count(),
+            extents: extents.len(),
+            index_entries: loaded.index.entry_count(),
+            index_memory_bytes: loaded.index.memory_bytes(),
             eof: loaded.index.eof(),
             ..MapTotals::default()
         };
         let mut position = 0;
-        for (logical_offset, extent) in loaded.index.extents() {
+        for (logical_offset, extent) in extents {
             if logical_offset > position {
                 totals.holes += 1;
                 totals.hole_bytes += logical_offset - position;
@@ -218,11 +227,11 @@ impl Plfs {
     /// Merges every index log into the global index readers then prefer.
     pub fn flatten(&self, path: &str) -> Result<FlattenReport> {
         let logical = file_path(self.state(), path)?;
-        let global = load::flatten(self.state(), &logical).context(path.to_owned())?;
+        let (global, loaded) = load::flatten(self.state(), &logical).context(path.to_owned())?;
         Ok(FlattenReport {
             logs: global.logs.len(),
-            extents: global.extents.len(),
-            bytes: global.extents.iter().map(|extent| extent.length).sum(),
+            extents: loaded.index.entry_count(),
+            bytes: loaded.index.data_bytes(),
             eof: global.eof,
         })
     }
@@ -411,7 +420,7 @@ impl Recovery<'_> {
             let detail = format!("{} bytes at offset {} ignored by readers", torn.length, torn.offset);
             self.note(Problem::TornIndexTail, location(&index_path), detail, fixed);
         }
-        let has_writes = decoded.records.iter().any(|r| matches!(r, index_log::Record::Write(_)));
+        let has_writes = decoded.records.iter().any(index_log::Record::writes_data);
         if has_writes && !log.has_data {
             self.note(
                 Problem::MissingDataLog,
@@ -525,8 +534,11 @@ mod tests {
             MapTotals {
                 writers: 3,
                 logs: 3,
-                records: 10,
+                // Each writer's three strided writes are one pattern record.
+                records: 4,
                 extents: 9,
+                index_entries: map.totals.index_entries,
+                index_memory_bytes: map.totals.index_memory_bytes,
                 data_bytes: 90,
                 holes: 1,
                 hole_bytes: 10,
@@ -557,7 +569,8 @@ mod tests {
         let plfs = mount(&stores, 1);
         strided(&plfs);
         let report = plfs.flatten("/s").unwrap();
-        assert_eq!((report.logs, report.extents, report.bytes, report.eof), (3, 9, 90, 100));
+        // Three writers' strided runs: one group of three slots.
+        assert_eq!((report.logs, report.extents, report.bytes, report.eof), (3, 3, 90, 100));
         let loaded =
             load::load_index(plfs.state(), &StorePath::parse("s").unwrap(), Prefer::GlobalIndex).unwrap();
         assert!(loaded.from_global_index);

@@ -40,6 +40,8 @@ struct GlobalParams {
     lazy_stat: bool,
     lazy_droppings: bool,
     compress_contiguous: bool,
+    index_patterns: bool,
+    flatten_on_close: bool,
     index_buffer_mbs: u32,
     read_buffer_mbs: u32,
     test_metalink: bool,
@@ -220,6 +222,8 @@ fn global_params(tuning: &Tuning, logging: &LogSettings, summary_dir: Option<Dir
         lazy_stat: tuning.lazy_stat,
         lazy_droppings: tuning.lazy_droppings,
         compress_contiguous: tuning.compress_contiguous,
+        index_patterns: tuning.index_patterns,
+        flatten_on_close: tuning.flatten_on_close,
         index_buffer_mbs: tuning.index_buffer_mbs,
         read_buffer_mbs: tuning.read_buffer_mbs,
         test_metalink: tuning.test_metalink,
@@ -252,6 +256,8 @@ fn print_text(report: &Report) {
     println!("  lazy_stat: {}", flag(g.lazy_stat));
     println!("  lazy_droppings: {}", flag(g.lazy_droppings));
     println!("  compress_contiguous: {}", flag(g.compress_contiguous));
+    println!("  index_patterns: {}", flag(g.index_patterns));
+    println!("  flatten_on_close: {}", flag(g.flatten_on_close));
     println!("  index_buffer_mbs: {}", g.index_buffer_mbs);
     println!("  read_buffer_mbs: {}", g.read_buffer_mbs);
     println!("  test_metalink: {}", flag(g.test_metalink));

@@ -49,6 +49,7 @@ pub fn print_totals(totals: &MapTotals) {
     println!("logs        {}", totals.logs);
     println!("records     {}", totals.records);
     println!("extents     {}", totals.extents);
+    println!("index       {} entries, {} bytes in memory", totals.index_entries, totals.index_memory_bytes);
     println!("data bytes  {}", totals.data_bytes);
     println!("holes       {} ({} bytes)", totals.holes, totals.hole_bytes);
     println!("eof         {}", totals.eof);

@@ -115,8 +115,13 @@ pub struct Tuning {
     pub lazy_stat: bool,
     /// Merge contiguous index records of one writer.
     pub compress_contiguous: bool,
-    /// Buffered index bytes per writer before a frame is appended.
+    /// Buffered index bytes per writer before a frame is appended (a
+    /// pending pattern counts as the write records it stands for).
     pub index_flush_bytes: usize,
+    /// Writers store regular runs of writes as one pattern record.
+    pub index_patterns: bool,
+    /// The last writer to close a file writes its global index.
+    pub flatten_on_close: bool,
     /// Data-log read handles cached per mount (bounds open descriptors).
     pub read_handles_max: usize,
     /// Read-ahead window per data log, so strided reads stream each log.
@@ -142,6 +147,8 @@ impl Default for Tuning {
             lazy_stat: true,
             compress_contiguous: true,
             index_flush_bytes: 256 << 10,
+            index_patterns: true,
+            flatten_on_close: false,
             read_handles_max: 128,
             readahead_bytes: 1 << 20,
             lazy_droppings: true,

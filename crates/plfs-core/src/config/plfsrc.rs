@@ -248,7 +248,7 @@ const UNSUPPORTED_SCHEMES: [&str; 3] = ["glib:", "pvfs://", "iofsl:"];
 
 const LEVELS: &str = "one of EMERG, ALERT, CRIT, ERR, WARN, NOTE, INFO, DEBUG";
 
-const GLOBAL_KEYS: [&str; 22] = [
+const GLOBAL_KEYS: [&str; 24] = [
     "num_hostdirs",
     "threadpool_size",
     "lazy_stat",
@@ -259,6 +259,8 @@ const GLOBAL_KEYS: [&str; 22] = [
     "global_summary_dir",
     "test_metalink",
     "index_flush_kib",
+    "index_patterns",
+    "flatten_on_close",
     "read_handles_max",
     "readahead_kib",
     "mlog_defmask",
@@ -587,6 +589,8 @@ fn apply_tuning(tuning: &mut Tuning, entry: &Entry<'_, '_>) -> Result<bool> {
         "global_summary_dir" => tuning.global_summary_dir = Some(entry.absolute()?),
         "test_metalink" => tuning.test_metalink = entry.flag()?,
         "index_flush_kib" => tuning.index_flush_bytes = entry.number::<usize>(1, 1 << 20)? << 10,
+        "index_patterns" => tuning.index_patterns = entry.flag()?,
+        "flatten_on_close" => tuning.flatten_on_close = entry.flag()?,
         "read_handles_max" => tuning.read_handles_max = entry.number(1, 1 << 16)?,
         "readahead_kib" => tuning.readahead_bytes = entry.number::<usize>(4, 1 << 20)? << 10,
         _ => return Ok(false),
@@ -839,6 +843,8 @@ mod tests {
             lazy_stat: false,
             compress_contiguous: false,
             index_flush_bytes: 64 << 10,
+            index_patterns: false,
+            flatten_on_close: true,
             read_handles_max: 16,
             readahead_bytes: 512 << 10,
             lazy_droppings: false,

@@ -74,7 +74,7 @@ mod tests {
     fn golden_bytes() {
         let bytes = sample().encode();
         assert_eq!(bytes.len(), 8 + 2 + 12 + 32 + 4);
-        assert_eq!(&bytes[..10], b"PLFSACCS\x01\x00");
+        assert_eq!(&bytes[..10], b"PLFSACCS\x02\x00");
         assert_eq!(&bytes[10..14], &0o640u32.to_le_bytes());
     }
 

@@ -18,9 +18,11 @@ pub const FRAME_PAYLOAD_MAX_BYTES: usize = 16 << 20;
 
 pub const KIND_WRITE: u8 = 1;
 pub const KIND_TRUNCATE: u8 = 2;
+pub const KIND_PATTERN: u8 = 3;
 const RECORD_HEADER_BYTES: usize = 4;
 const WRITE_BODY_BYTES: u16 = 56;
 const TRUNCATE_BODY_BYTES: u16 = 32;
+const PATTERN_BODY_BYTES: u16 = 80;
 pub const WRITE_RECORD_BYTES: usize = RECORD_HEADER_BYTES + WRITE_BODY_BYTES as usize;
 
 /// Bytes `[logical, logical + length)` of the file were appended to the
@@ -46,26 +48,90 @@ pub struct TruncateRecord {
     pub writer: u64,
 }
 
+/// `count` writes of `length` bytes each, the k-th at logical
+/// `logical + k * stride`, appended back to back to the data log from
+/// `physical` (so the k-th sits at `physical + k * length`), with sequences
+/// `sequence_first + k`. Stands for `count` write records; see FORMAT.md for
+/// how its stamps order it against other writers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatternRecord {
+    pub logical: u64,
+    pub length: u64,
+    pub stride: u64,
+    pub count: u64,
+    pub physical: u64,
+    pub stamp_first: u64,
+    pub stamp_last: u64,
+    pub sequence_first: u64,
+    pub writer: u64,
+    /// CRC32C of the `count * length` data bytes from `physical`.
+    pub data_crc: u32,
+}
+
+impl PatternRecord {
+    /// One past the last logical byte written.
+    pub fn end(&self) -> u64 {
+        self.logical + (self.count - 1) * self.stride + self.length
+    }
+
+    /// Data bytes the pattern stands for.
+    pub fn bytes(&self) -> u64 {
+        self.count * self.length
+    }
+
+    /// Checks what a pattern must satisfy for its arithmetic to hold.
+    fn validate(&self) -> Result<()> {
+        let fits = self.count >= 2
+            && self.length > 0
+            && self.stride >= self.length
+            && (self.count - 1)
+                .checked_mul(self.stride)
+                .and_then(|span| span.checked_add(self.length))
+                .and_then(|span| span.checked_add(self.logical))
+                .is_some_and(|end| end <= i64::MAX as u64)
+            && self.count.checked_mul(self.length).and_then(|n| n.checked_add(self.physical)).is_some()
+            && self.stamp_first <= self.stamp_last;
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::corrupt(format!(
+                "pattern record (logical {}, length {}, stride {}, count {}) is not a valid pattern",
+                self.logical, self.length, self.stride, self.count
+            )))
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record {
     Write(WriteRecord),
     Truncate(TruncateRecord),
+    Pattern(PatternRecord),
 }
 
 impl Record {
+    /// The record's stamp; a pattern's is its last write's.
     pub fn stamp(&self) -> u64 {
         match self {
             Record::Write(record) => record.stamp,
             Record::Truncate(record) => record.stamp,
+            Record::Pattern(record) => record.stamp_last,
         }
     }
 
-    /// Total order used by the merge: stamp, then writer, then sequence.
+    /// Total order used by the merge: stamp, then writer, then sequence. A
+    /// pattern takes its place as a whole at its last stamp.
     pub fn order_key(&self) -> (u64, u64, u64) {
         match self {
             Record::Write(r) => (r.stamp, r.writer, r.sequence),
             Record::Truncate(r) => (r.stamp, r.writer, r.sequence),
+            Record::Pattern(r) => (r.stamp_last, r.writer, r.sequence_first),
         }
+    }
+
+    /// Whether the record puts data in the file.
+    pub fn writes_data(&self) -> bool {
+        matches!(self, Record::Write(_) | Record::Pattern(_))
     }
 
     fn encode_into(&self, out: &mut Vec<u8>) {
@@ -92,6 +158,22 @@ impl Record {
                 put_u64(out, r.sequence);
                 put_u64(out, r.writer);
             }
+            Record::Pattern(r) => {
+                out.push(KIND_PATTERN);
+                out.push(0);
+                put_u16(out, PATTERN_BODY_BYTES);
+                put_u64(out, r.logical);
+                put_u64(out, r.length);
+                put_u64(out, r.stride);
+                put_u64(out, r.count);
+                put_u64(out, r.physical);
+                put_u64(out, r.stamp_first);
+                put_u64(out, r.stamp_last);
+                put_u64(out, r.sequence_first);
+                put_u64(out, r.writer);
+                put_u32(out, r.data_crc);
+                put_u32(out, 0);
+            }
         }
     }
 
@@ -117,7 +199,23 @@ impl Record {
                 sequence: body.u64()?,
                 writer: body.u64()?,
             })),
-            (KIND_WRITE | KIND_TRUNCATE, _) => {
+            (KIND_PATTERN, PATTERN_BODY_BYTES) => {
+                let pattern = PatternRecord {
+                    logical: body.u64()?,
+                    length: body.u64()?,
+                    stride: body.u64()?,
+                    count: body.u64()?,
+                    physical: body.u64()?,
+                    stamp_first: body.u64()?,
+                    stamp_last: body.u64()?,
+                    sequence_first: body.u64()?,
+                    writer: body.u64()?,
+                    data_crc: body.u32()?,
+                };
+                pattern.validate()?;
+                Ok(Record::Pattern(pattern))
+            }
+            (KIND_WRITE | KIND_TRUNCATE | KIND_PATTERN, _) => {
                 Err(Error::corrupt(format!("record kind {kind} has body length {body_length}")))
             }
             _ => Err(Error::new(

@@ -12,4 +12,4 @@ pub mod version;
 pub mod xattr;
 
 /// The container format this build writes and the newest it reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;

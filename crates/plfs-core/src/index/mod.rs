@@ -1,15 +1,22 @@
 //! The merged index: which data log holds each byte of the logical file.
 //!
-//! Records from every index log are applied in stamp order into a map of
-//! disjoint extents, so "newest wins" at byte granularity falls out of a
-//! plain overwrite: a later write splits whatever it overlaps at its
-//! boundaries and replaces the middle. Lookups search the ordered map
-//! (logarithmic), never scan it.
+//! Two layers. The *frozen* layer is built in one pass from the oldest
+//! records that do not overlap one another (for a checkpoint, all of them):
+//! runs of strided writes are found and grouped by stride, so N writers × K
+//! records cost N slots and a lookup is arithmetic. Records after the first
+//! overlap or truncate go, in stamp order, into the *overlay*: an ordered map
+//! of disjoint extents where newest wins at byte granularity. The overlay
+//! shadows the frozen layer; a truncate also cuts the frozen layer at a limit.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+mod frozen;
+mod overlay;
+pub mod pattern;
 
 use crate::format::index_log::Record;
+use frozen::Frozen;
+pub(crate) use frozen::{Group, Slot};
+use overlay::Overlay;
+use pattern::detect_runs;
 
 /// Largest offset + length a file may reach (POSIX off_t is signed).
 pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
@@ -46,83 +53,125 @@ pub struct Piece {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MergedIndex {
-    /// Disjoint extents keyed by logical start.
-    extents: BTreeMap<u64, Extent>,
+    frozen: Frozen,
+    /// Frozen bytes at or past this were cut by a truncate.
+    frozen_limit: u64,
+    overlay: Overlay,
     eof: u64,
     /// Merge logically and physically contiguous extents of one log.
     compress_contiguous: bool,
 }
 
+/// An index's layers, as a global index stores them.
+pub(crate) struct Layers<'a> {
+    pub frozen_extents: Vec<(u64, Extent)>,
+    pub groups: &'a [Group],
+    pub frozen_limit: u64,
+    pub overlay: Vec<(u64, Extent)>,
+}
+
+/// How many of the oldest records first go into the frozen layer when the
+/// whole set does not fit it; doubled until it fails.
+const PREFIX_PROBE_START: usize = 64;
+
 impl MergedIndex {
     pub fn new(compress_contiguous: bool) -> MergedIndex {
-        MergedIndex { extents: BTreeMap::new(), eof: 0, compress_contiguous }
+        MergedIndex {
+            frozen: Frozen::default(),
+            frozen_limit: u64::MAX,
+            overlay: Overlay::default(),
+            eof: 0,
+            compress_contiguous,
+        }
     }
 
-    /// Builds an index from every log's records: all records are ordered by
-    /// (stamp, writer, sequence) and applied oldest first.
+    /// Builds an index from every log's records, as if all were applied
+    /// in (stamp, writer, sequence) order, oldest first.
     pub fn from_logs<'a>(
         logs: impl IntoIterator<Item = (LogRef, &'a [Record])>,
         compress_contiguous: bool,
     ) -> MergedIndex {
         let logs: Vec<(LogRef, &[Record])> = logs.into_iter().collect();
-        if let Some(index) = MergedIndex::without_overlaps(&logs, compress_contiguous) {
-            return index;
+        let has_truncate =
+            logs.iter().any(|(_, records)| records.iter().any(|r| matches!(r, Record::Truncate(_))));
+        if !has_truncate && let Some(frozen) = build_frozen(&logs, None, compress_contiguous) {
+            return MergedIndex::with_frozen(frozen, compress_contiguous);
         }
-        let mut ordered: Vec<(LogRef, &Record)> =
-            logs.iter().flat_map(|&(log, records)| records.iter().map(move |record| (log, record))).collect();
-        ordered.sort_unstable_by_key(|(_, record)| record.order_key());
-        let mut index = MergedIndex::new(compress_contiguous);
-        for (log, record) in ordered {
-            index.apply(log, record);
+        // Time order decides from the first overlap on. The oldest records
+        // that still do not overlap (usually all but a few late rewrites)
+        // stay compact; the rest are applied one by one.
+        let mut order: Vec<(u64, u64, u64, u32, u32)> = Vec::new();
+        for (position, (_, records)) in logs.iter().enumerate() {
+            for (i, record) in records.iter().enumerate() {
+                let (stamp, writer, sequence) = record.order_key();
+                order.push((stamp, writer, sequence, position as u32, i as u32));
+            }
         }
+        order.sort_unstable();
+        let usable = order
+            .iter()
+            .position(|&(_, _, _, log, i)| matches!(logs[log as usize].1[i as usize], Record::Truncate(_)))
+            .unwrap_or(order.len());
+        let (taken, frozen) = largest_frozen_prefix(&logs, &order[..usable], compress_contiguous);
+        let mut index = MergedIndex::with_frozen(frozen.unwrap_or_default(), compress_contiguous);
+        for &(_, _, _, log, i) in &order[taken..] {
+            let (log_ref, records) = logs[log as usize];
+            index.apply(log_ref, &records[i as usize]);
+        }
+        index.compact();
         index
     }
 
-    /// The common checkpoint case, built in one pass: only writes, none
-    /// overlapping, so time order cannot matter. None if the case does not hold.
-    fn without_overlaps(logs: &[(LogRef, &[Record])], compress_contiguous: bool) -> Option<MergedIndex> {
-        let total = logs.iter().map(|(_, records)| records.len()).sum();
-        let mut writes: Vec<(u64, Extent)> = Vec::with_capacity(total);
-        for &(log, records) in logs {
-            for record in records {
-                let Record::Write(write) = record else { return None };
-                let end = write.logical.saturating_add(write.length).min(FILE_SIZE_MAX);
-                let length = end.saturating_sub(write.logical);
-                writes.push((write.logical, Extent { length, log, physical: write.physical }));
-            }
+    fn with_frozen(frozen: Frozen, compress_contiguous: bool) -> MergedIndex {
+        MergedIndex { eof: frozen.end(), frozen, ..MergedIndex::new(compress_contiguous) }
+    }
+
+    /// Rebuilds an index from its encoded layers (a global index).
+    pub(crate) fn from_layers(
+        frozen_extents: Vec<(u64, Extent)>,
+        groups: Vec<Group>,
+        frozen_limit: u64,
+        overlay: impl IntoIterator<Item = (u64, Extent)>,
+        eof: u64,
+        compress_contiguous: bool,
+    ) -> Option<MergedIndex> {
+        let frozen = Frozen::assemble(frozen_extents, groups)?;
+        let mut index =
+            MergedIndex { frozen_limit, eof, ..MergedIndex::with_frozen(frozen, compress_contiguous) };
+        for (start, extent) in overlay {
+            index.overlay.write(start, extent, false);
         }
-        writes.sort_unstable_by_key(|(start, _)| *start);
-        let mut eof = 0u64;
-        let mut kept = 0;
-        for index in 0..writes.len() {
-            let (start, extent) = writes[index];
-            if start < eof && extent.length > 0 {
-                return None;
-            }
-            eof = eof.max(start + extent.length).max(start);
-            if extent.length == 0 {
-                continue;
-            }
-            if kept > 0 {
-                let (previous_start, previous) = &mut writes[kept - 1];
-                if compress_contiguous && follows(*previous_start, previous, start, &extent) {
-                    previous.length += extent.length;
-                    continue;
-                }
-            }
-            writes[kept] = (start, extent);
-            kept += 1;
-        }
-        writes.truncate(kept);
-        let index = MergedIndex { extents: writes.into_iter().collect(), eof, compress_contiguous };
-        debug_assert!(index.check_disjoint());
+        index.eof = eof;
         Some(index)
+    }
+
+    /// The layers, for encoding.
+    pub(crate) fn layers(&self) -> Layers<'_> {
+        let (frozen_extents, groups) = self.frozen.parts();
+        let overlay = self.overlay.extents.iter().map(|(&start, &extent)| (start, extent)).collect();
+        Layers { frozen_extents, groups, frozen_limit: self.frozen_limit, overlay }
+    }
+
+    /// With nothing frozen, moves the overlay into the frozen layer, where
+    /// an extent costs 32 bytes instead of a B-tree slot.
+    fn compact(&mut self) {
+        if !self.frozen.is_empty() || self.overlay.is_empty() {
+            return;
+        }
+        let extents: Vec<(u64, Extent)> = std::mem::take(&mut self.overlay.extents).into_iter().collect();
+        self.frozen = Frozen::assemble(extents, Vec::new()).expect("overlay extents are disjoint");
+        self.frozen_limit = u64::MAX;
     }
 
     pub fn apply(&mut self, log: LogRef, record: &Record) {
         match record {
             Record::Write(write) => self.apply_write(write.logical, write.length, log, write.physical),
             Record::Truncate(truncate) => self.apply_truncate(truncate.size),
+            Record::Pattern(pattern) => {
+                for (logical, length, physical) in pattern::expand_pattern(pattern) {
+                    self.apply_write(logical, length, log, physical);
+                }
+            }
         }
     }
 
@@ -134,69 +183,19 @@ impl MergedIndex {
         if end <= logical {
             return;
         }
-        self.punch(logical, end);
-        self.extents.insert(logical, Extent { length: end - logical, log, physical });
-        if self.compress_contiguous {
-            self.coalesce_around(logical);
-        }
-        debug_assert!(self.check_disjoint());
+        self.overlay.write(
+            logical,
+            Extent { length: end - logical, log, physical },
+            self.compress_contiguous,
+        );
     }
 
     /// Cuts the file to `size`: bytes past it are gone even if it grows again.
     pub fn apply_truncate(&mut self, size: u64) {
         let size = size.min(FILE_SIZE_MAX);
-        self.punch(size, u64::MAX);
+        self.overlay.punch(size, u64::MAX);
+        self.frozen_limit = self.frozen_limit.min(size);
         self.eof = size;
-    }
-
-    /// Removes `[start, end)` from the map, trimming extents that straddle it.
-    fn punch(&mut self, start: u64, end: u64) {
-        if let Some((&before_start, &before)) = self.extents.range(..start).next_back() {
-            let before_end = before_start + before.length;
-            if before_end > start {
-                self.extents.get_mut(&before_start).expect("present").length = start - before_start;
-                if before_end > end {
-                    let cut = end - before_start;
-                    self.extents.insert(
-                        end,
-                        Extent { length: before_end - end, log: before.log, physical: before.physical + cut },
-                    );
-                    return;
-                }
-            }
-        }
-        let inside: Vec<u64> = self.extents.range(start..end).map(|(&key, _)| key).collect();
-        for key in inside {
-            let extent = self.extents.remove(&key).expect("present");
-            let extent_end = key + extent.length;
-            if extent_end > end {
-                let cut = end - key;
-                self.extents.insert(
-                    end,
-                    Extent { length: extent_end - end, log: extent.log, physical: extent.physical + cut },
-                );
-            }
-        }
-    }
-
-    fn coalesce_around(&mut self, key: u64) {
-        let mut key = key;
-        if let Some((&previous_key, &previous)) = self.extents.range(..key).next_back() {
-            let current = self.extents[&key];
-            if follows(previous_key, &previous, key, &current) {
-                self.extents.remove(&key);
-                self.extents.get_mut(&previous_key).expect("present").length += current.length;
-                key = previous_key;
-            }
-        }
-        let current = self.extents[&key];
-        let next_key = key + current.length;
-        if let Some(&next) = self.extents.get(&next_key)
-            && follows(key, &current, next_key, &next)
-        {
-            self.extents.remove(&next_key);
-            self.extents.get_mut(&key).expect("present").length += next.length;
-        }
     }
 
     /// The logical file size.
@@ -204,25 +203,68 @@ impl MergedIndex {
         self.eof
     }
 
+    /// Extents a reader could be pointed at, counting each block of a
+    /// pattern (what a plain index would hold).
     pub fn extent_count(&self) -> usize {
-        self.extents.len()
+        let mut count = 0;
+        self.each_data(0, self.eof, |_, _, _, _| count += 1);
+        count
     }
 
-    /// Every stored extent in logical order.
-    pub fn extents(&self) -> impl Iterator<Item = (u64, &Extent)> {
-        self.extents.iter().map(|(&start, extent)| (start, extent))
+    /// Entries the index stores: extents plus pattern slots.
+    pub fn entry_count(&self) -> usize {
+        self.frozen.entry_count() + self.overlay.extents.len()
     }
 
-    /// Bytes the index occupies in memory (an estimate: B-tree nodes
-    /// hold up to 11 entries).
-    pub fn memory_bytes(&self) -> usize {
-        let entry = std::mem::size_of::<u64>() + std::mem::size_of::<Extent>();
-        std::mem::size_of::<MergedIndex>() + self.extents.len() * entry * 3 / 2
+    /// Every piece of data in logical order, patterns expanded.
+    pub fn extents(&self) -> Vec<(u64, Extent)> {
+        let mut out = Vec::new();
+        self.each_data(0, self.eof, |start, length, log, physical| {
+            out.push((start, Extent { length, log, physical }));
+        });
+        out
     }
 
     /// Bytes covered by data (the rest below EOF are holes).
     pub fn data_bytes(&self) -> u64 {
-        self.extents.values().map(|extent| extent.length).sum()
+        if self.overlay.is_empty() && self.frozen_limit >= self.frozen.end() {
+            return self.frozen.data_bytes();
+        }
+        let mut total = 0;
+        self.each_data(0, self.eof, |_, length, _, _| total += length);
+        total
+    }
+
+    /// Heap bytes the index holds (frozen layer exact from capacities;
+    /// overlay estimated: B-tree nodes hold up to 11 entries, about 2/3 full).
+    pub fn memory_bytes(&self) -> usize {
+        let overlay_entry = size_of::<u64>() + size_of::<Extent>();
+        size_of::<MergedIndex>()
+            + self.frozen.memory_bytes()
+            + self.overlay.extents.len() * overlay_entry * 3 / 2
+    }
+
+    /// Calls `found(logical, length, log, physical)` for every piece of
+    /// data in `[from, to)`, in order: the overlay's, and the frozen
+    /// layer's where the overlay has none.
+    fn each_data(&self, from: u64, to: u64, mut found: impl FnMut(u64, u64, LogRef, u64)) {
+        let frozen_to = to.min(self.frozen_limit);
+        let mut position = from;
+        let frozen_fill = |gap_from: u64, gap_to: u64, found: &mut dyn FnMut(u64, u64, LogRef, u64)| {
+            self.frozen.each(gap_from, gap_to.min(frozen_to), |start, length, log, physical| {
+                found(start, length, log, physical)
+            });
+        };
+        self.overlay.each(from, to, |start, length, extent, skip| {
+            if start > position {
+                frozen_fill(position, start, &mut found);
+            }
+            found(start, length, extent.log, extent.physical + skip);
+            position = start + length;
+        });
+        if position < to {
+            frozen_fill(position, to, &mut found);
+        }
     }
 
     /// The pieces covering `[offset, offset + length)` clipped at EOF, holes
@@ -241,39 +283,83 @@ impl MergedIndex {
             return;
         }
         let mut position = offset;
-        let first = self.extents.range(..=offset).next_back().map(|(&k, _)| k).unwrap_or(offset);
-        for (&start, extent) in self.extents.range((Bound::Included(first), Bound::Excluded(end))) {
-            let extent_end = start + extent.length;
-            if extent_end <= position {
-                continue;
-            }
+        self.each_data(offset, end, |start, length, log, physical| {
             if start > position {
                 pieces.push(Piece { logical: position, length: start - position, source: Source::Hole });
-                position = start;
             }
-            let piece_end = extent_end.min(end);
-            pieces.push(Piece {
-                logical: position,
-                length: piece_end - position,
-                source: Source::Data { log: extent.log, physical: extent.physical + (position - start) },
-            });
-            position = piece_end;
-        }
+            pieces.push(Piece { logical: start, length, source: Source::Data { log, physical } });
+            position = start + length;
+        });
         if position < end {
             pieces.push(Piece { logical: position, length: end - position, source: Source::Hole });
         }
     }
+}
 
-    fn check_disjoint(&self) -> bool {
-        let mut previous_end = 0;
-        for (&start, extent) in &self.extents {
-            if start < previous_end || extent.length == 0 {
-                return false;
-            }
-            previous_end = start + extent.length;
-        }
-        true
+/// Finds runs in the first `prefix[i]` records of each log (all of them
+/// when `prefix` is None) and builds the frozen layer from them.
+fn build_frozen(
+    logs: &[(LogRef, &[Record])],
+    prefix: Option<&[usize]>,
+    compress_contiguous: bool,
+) -> Option<Frozen> {
+    let mut runs = Vec::new();
+    for (position, &(log, records)) in logs.iter().enumerate() {
+        let taken = prefix.map_or(records.len(), |prefix| prefix[position]);
+        detect_runs(log, &records[..taken], &mut runs);
     }
+    Frozen::build(runs, compress_contiguous)
+}
+
+/// The longest prefix of `order` (oldest first, no truncates) whose records
+/// fit a frozen layer, found by doubling then bisecting. A prefix counts
+/// only if it holds, for each log, a leading run of that log's records.
+fn largest_frozen_prefix(
+    logs: &[(LogRef, &[Record])],
+    order: &[(u64, u64, u64, u32, u32)],
+    compress_contiguous: bool,
+) -> (usize, Option<Frozen>) {
+    let attempt = |taken: usize| -> Option<Frozen> {
+        let mut prefix = vec![0usize; logs.len()];
+        for &(_, _, _, log, i) in &order[..taken] {
+            let slot = &mut prefix[log as usize];
+            if *slot != i as usize {
+                return None;
+            }
+            *slot += 1;
+        }
+        build_frozen(logs, Some(&prefix), compress_contiguous)
+    };
+    let mut good = (0, None);
+    let mut probe = PREFIX_PROBE_START.min(order.len());
+    let mut bad = order.len() + 1;
+    while probe > good.0 {
+        match attempt(probe) {
+            Some(frozen) => {
+                good = (probe, Some(frozen));
+                if probe == order.len() {
+                    return good;
+                }
+                probe = (probe * 2).min(order.len());
+            }
+            None => {
+                bad = probe;
+                break;
+            }
+        }
+    }
+    let (mut low, mut high) = (good.0, bad);
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        match attempt(middle) {
+            Some(frozen) => {
+                good = (middle, Some(frozen));
+                low = middle;
+            }
+            None => high = middle,
+        }
+    }
+    good
 }
 
 fn follows(previous_start: u64, previous: &Extent, start: u64, extent: &Extent) -> bool {

@@ -38,6 +38,30 @@ fn expand(index: &MergedIndex) -> Vec<Option<(LogRef, u64)>> {
     out
 }
 
+/// Every lookup answer of an index, normalised: adjacent holes merged and
+/// adjacent data pieces merged when contiguous in one log, so indexes that
+/// store the same mapping differently compare equal.
+fn answers(index: &MergedIndex) -> (u64, Vec<Piece>) {
+    let mut merged: Vec<Piece> = Vec::new();
+    for piece in index.lookup(0, u64::MAX) {
+        if let Some(last) = merged.last_mut() {
+            let joins = match (last.source, piece.source) {
+                (Source::Hole, Source::Hole) => true,
+                (Source::Data { log: a, physical: p }, Source::Data { log: b, physical: q }) => {
+                    a == b && p + last.length == q
+                }
+                _ => false,
+            };
+            if joins {
+                last.length += piece.length;
+                continue;
+            }
+        }
+        merged.push(piece);
+    }
+    (index.eof(), merged)
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Write { logical: u64, length: u64, log: u32 },
@@ -71,7 +95,6 @@ proptest! {
                     model.truncate(size);
                 }
             }
-            prop_assert!(index.check_disjoint());
         }
         prop_assert_eq!(index.eof(), model.bytes.len() as u64);
         prop_assert_eq!(expand(&index), model.bytes.clone());
@@ -162,7 +185,8 @@ proptest! {
         for (log, write) in ordered {
             applied.apply_write(write.logical, write.length, LogRef(log), write.physical);
         }
-        prop_assert_eq!(built, applied);
+        prop_assert!(built.overlay.is_empty(), "non-overlapping writes stay in the frozen layer");
+        prop_assert_eq!(answers(&built), answers(&applied));
     }
 }
 
@@ -230,4 +254,254 @@ fn offsets_near_the_limit_do_not_overflow() {
     assert_eq!(index.eof(), FILE_SIZE_MAX);
     assert_eq!(index.lookup(FILE_SIZE_MAX - 5, 100).len(), 1);
     assert!(index.lookup(FILE_SIZE_MAX, 10).is_empty());
+}
+
+/// What a simulated process does next, for the pattern/plain equivalence.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Writer starts a strided pattern at `start`.
+    Pattern {
+        writer: usize,
+        start: u64,
+        length: u64,
+        gap: u64,
+    },
+    /// Writer writes the next block of its pattern.
+    Next {
+        writer: usize,
+        repeat: u8,
+    },
+    Irregular {
+        writer: usize,
+        logical: u64,
+        length: u64,
+    },
+    Truncate {
+        writer: usize,
+        size: u64,
+    },
+    /// Writer's index frame is flushed (sync, threshold).
+    Flush {
+        writer: usize,
+    },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        2 => (0usize..4, 0u64..300, 1u64..20, 0u64..40)
+            .prop_map(|(writer, start, length, gap)| Step::Pattern { writer, start, length, gap }),
+        8 => (0usize..4, 1u8..6).prop_map(|(writer, repeat)| Step::Next { writer, repeat }),
+        2 => (0usize..4, 0u64..400, 1u64..60)
+            .prop_map(|(writer, logical, length)| Step::Irregular { writer, logical, length }),
+        1 => (0usize..4, 0u64..400).prop_map(|(writer, size)| Step::Truncate { writer, size }),
+        1 => (0usize..4).prop_map(|writer| Step::Flush { writer }),
+    ]
+}
+
+/// One simulated process with four writers, recording every write both as
+/// plain records and the way `file.rs` records it (pattern builder + run
+/// tracker), so the two logs can be merged and compared.
+#[derive(Default)]
+struct Simulation {
+    plain: Vec<Vec<Record>>,
+    patterned: Vec<Vec<Record>>,
+    builders: Vec<pattern::PatternBuilder>,
+    tracker: pattern::RunTracker,
+    physical: Vec<u64>,
+    sequence: Vec<u64>,
+    cursor: Vec<(u64, u64, u64)>,
+    stamp: u64,
+    model: Model,
+}
+
+impl Simulation {
+    fn new(writers: usize) -> Simulation {
+        Simulation {
+            plain: vec![Vec::new(); writers],
+            patterned: vec![Vec::new(); writers],
+            builders: (0..writers).map(|_| pattern::PatternBuilder::new()).collect(),
+            physical: vec![64; writers],
+            sequence: vec![0; writers],
+            cursor: vec![(0, 1, 1); writers],
+            ..Simulation::default()
+        }
+    }
+
+    fn end_run(&mut self, writer: usize) {
+        if let Some(record) = self.builders[writer].take() {
+            self.patterned[writer].push(record);
+        }
+    }
+
+    fn write(&mut self, writer: usize, logical: u64, length: u64) {
+        self.stamp += 1;
+        let write = WriteRecord {
+            logical,
+            length,
+            physical: self.physical[writer],
+            stamp: self.stamp,
+            sequence: self.sequence[writer],
+            writer: writer as u64,
+            data_crc: 0,
+        };
+        self.physical[writer] += length;
+        self.sequence[writer] += 1;
+        self.model.write(logical, length, LogRef(writer as u32), write.physical);
+        self.plain[writer].push(Record::Write(write));
+        if self.tracker.before_write(writer as u64, logical, logical + length) {
+            self.end_run(writer);
+        }
+        if let Some(ended) = self.builders[writer].push(write) {
+            self.patterned[writer].push(ended);
+        }
+        self.tracker.after_write(writer as u64, self.builders[writer].pending_shape());
+    }
+
+    fn apply(&mut self, step: &Step) {
+        match *step {
+            Step::Pattern { writer, start, length, gap } => {
+                self.cursor[writer] = (start, length, length + gap);
+                self.write(writer, start, length);
+                self.cursor[writer].0 += length + gap;
+            }
+            Step::Next { writer, repeat } => {
+                for _ in 0..repeat {
+                    let (next, length, stride) = self.cursor[writer];
+                    self.write(writer, next, length);
+                    self.cursor[writer].0 += stride;
+                }
+            }
+            Step::Irregular { writer, logical, length } => self.write(writer, logical, length),
+            Step::Truncate { writer, size } => {
+                self.stamp += 1;
+                self.tracker.cut_all();
+                self.end_run(writer);
+                let record = Record::Truncate(TruncateRecord {
+                    size,
+                    stamp: self.stamp,
+                    sequence: self.sequence[writer],
+                    writer: writer as u64,
+                });
+                self.sequence[writer] += 1;
+                self.plain[writer].push(record);
+                self.patterned[writer].push(record);
+                self.model.truncate(size);
+            }
+            Step::Flush { writer } => self.end_run(writer),
+        }
+    }
+
+    fn finish(&mut self) {
+        for writer in 0..self.builders.len() {
+            self.end_run(writer);
+        }
+    }
+}
+
+fn merged(logs: &[Vec<Record>], compress: bool) -> MergedIndex {
+    MergedIndex::from_logs(logs.iter().enumerate().map(|(i, r)| (LogRef(i as u32), r.as_slice())), compress)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Pattern records (as writers store them) and plain write records give
+    /// the same answers, for interleaved strided runs, irregular writes,
+    /// overlaps and truncates; and both match a byte model.
+    #[test]
+    fn pattern_and_plain_indexes_answer_identically(
+        steps in proptest::collection::vec(step(), 1..50),
+        compress in any::<bool>(),
+    ) {
+        let mut simulation = Simulation::new(4);
+        for step in &steps {
+            simulation.apply(step);
+        }
+        simulation.finish();
+        let plain = merged(&simulation.plain, compress);
+        let patterned = merged(&simulation.patterned, compress);
+        prop_assert_eq!(answers(&patterned), answers(&plain));
+        prop_assert_eq!(expand(&patterned), simulation.model.bytes.clone());
+        // Random sub-ranges agree too (lookups that start inside a block).
+        for start in (0..plain.eof()).step_by(13) {
+            let normalise = |index: &MergedIndex| -> Vec<(u64, Option<(LogRef, u64)>)> {
+                index.lookup(start, 29).iter().flat_map(|piece| (0..piece.length).map(move |i| {
+                    (piece.logical + i, match piece.source {
+                        Source::Hole => None,
+                        Source::Data { log, physical } => Some((log, physical + i)),
+                    })
+                })).collect()
+            };
+            prop_assert_eq!(normalise(&patterned), normalise(&plain));
+        }
+        let patterned_records: usize = simulation.patterned.iter().map(Vec::len).sum();
+        let plain_records: usize = simulation.plain.iter().map(Vec::len).sum();
+        prop_assert!(patterned_records <= plain_records);
+    }
+}
+
+#[test]
+fn strided_writers_become_one_group() {
+    const WRITERS: u64 = 1024;
+    const RECORDS: u64 = 100;
+    const LENGTH: u64 = 47001;
+    let mut logs = Vec::new();
+    for writer in 0..WRITERS {
+        let mut builder = pattern::PatternBuilder::new();
+        let mut records = Vec::new();
+        for k in 0..RECORDS {
+            let write = WriteRecord {
+                logical: (k * WRITERS + writer) * LENGTH,
+                length: LENGTH,
+                physical: 64 + k * LENGTH,
+                stamp: k * WRITERS + writer,
+                sequence: k,
+                writer,
+                data_crc: 0,
+            };
+            records.extend(builder.push(write));
+        }
+        records.extend(builder.take());
+        assert_eq!(records.len(), 1, "one pattern record per writer");
+        logs.push(records);
+    }
+    let index = merged(&logs, true);
+    assert_eq!(index.entry_count(), WRITERS as usize);
+    assert_eq!(index.eof(), WRITERS * RECORDS * LENGTH);
+    assert!(index.memory_bytes() < 64 << 10, "{} bytes", index.memory_bytes());
+    // Block 37 of writer 511, 100 bytes in.
+    let logical = (37 * WRITERS + 511) * LENGTH + 100;
+    assert_eq!(
+        index.lookup(logical, 10),
+        vec![Piece {
+            logical,
+            length: 10,
+            source: Source::Data { log: LogRef(511), physical: 64 + 37 * LENGTH + 100 }
+        }]
+    );
+    // A read across a block boundary gets both writers.
+    let pieces = index.lookup((5 * WRITERS + 3) * LENGTH + LENGTH - 5, 10);
+    assert_eq!(pieces.len(), 2);
+    assert_eq!(pieces[1].source, Source::Data { log: LogRef(4), physical: 64 + 5 * LENGTH });
+}
+
+#[test]
+fn a_late_overwrite_keeps_the_patterns() {
+    // Strided runs from two writers, then writer 0 rewrites a header that
+    // crosses both: the runs stay one group, the rewrite lands on top.
+    let mut simulation = Simulation::new(2);
+    simulation.apply(&Step::Pattern { writer: 0, start: 0, length: 10, gap: 10 });
+    simulation.apply(&Step::Pattern { writer: 1, start: 10, length: 10, gap: 10 });
+    for _ in 0..20 {
+        simulation.apply(&Step::Next { writer: 0, repeat: 5 });
+        simulation.apply(&Step::Next { writer: 1, repeat: 5 });
+    }
+    simulation.apply(&Step::Flush { writer: 0 });
+    simulation.apply(&Step::Flush { writer: 1 });
+    simulation.apply(&Step::Irregular { writer: 0, logical: 5, length: 20 });
+    simulation.finish();
+    let index = merged(&simulation.patterned, true);
+    assert_eq!(answers(&index), answers(&merged(&simulation.plain, true)));
+    assert_eq!(index.overlay.extents.len(), 1);
+    assert_eq!(index.entry_count(), 3);
 }
