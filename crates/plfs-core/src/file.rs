@@ -599,6 +599,7 @@ impl OpenFile {
         let path = self.path();
         let mut first_error = None;
         let slots: Vec<_> = lock(&self.writers).drain().map(|(_, slot)| slot).collect();
+        let wrote = !slots.is_empty();
         for slot in slots {
             let mut slot = lock(&slot);
             if let Err(error) = self.flush_frame(&mut slot) {
@@ -620,7 +621,27 @@ impl OpenFile {
             }
         }
         *write_lock(&self.read_state) = None;
+        if wrote && first_error.is_none() && self.mount.tuning.flatten_on_close {
+            self.flatten_if_last(&path);
+        }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// The last writer to close (no open record left in `meta/`, wherever
+    /// the writers ran) writes the global index. Every closer removes its
+    /// open record before looking, so at least the last one sees none; two
+    /// that both see none write the same index. A failure costs readers
+    /// speed, not data, so it is reported and the close still succeeds.
+    fn flatten_if_last(&self, path: &StorePath) {
+        let result = container::read_meta(&self.mount, path).and_then(|meta| {
+            if meta.open.is_empty() && !meta.damaged { load::flatten(&self.mount, path).map(|_| ()) } else { Ok(()) }
+        });
+        match result {
+            Ok(()) => {}
+            // A writer opened after the check: its close flattens.
+            Err(error) if error.kind() == ErrorKind::InvalidInput => tracing::debug!("/{path}: {error}"),
+            Err(error) => tracing::warn!("/{path}: flatten on close failed (readers merge the index logs): {error}"),
+        }
     }
 }
 
@@ -639,7 +660,6 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
         .with_context(context)
 }
 
-/// Loads the merged index and turns it into a read state.
 /// Moves the writer's pending run, if any, into its frame. (Its entry in
 /// the run tracker may linger; a stale entry can only cut a run early.)
 fn end_run(logs: &mut WriterLogs) {
@@ -648,6 +668,7 @@ fn end_run(logs: &mut WriterLogs) {
     }
 }
 
+/// Loads the merged index and turns it into a read state.
 fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
     Ok(read_state_from(path, load::load_index(mount, path, load::Prefer::GlobalIndex)?))
 }

@@ -502,6 +502,52 @@ mod tests {
         Plfs::new(stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect(), options).unwrap()
     }
 
+    fn flattening_mount(stores: &[SharedStore], pid: u32) -> Plfs {
+        let options = Options {
+            hostname: "node0".into(),
+            pid,
+            uid: 0,
+            gid: 0,
+            stamper: Stamper::new(Arc::new(ManualClock::new(u64::from(pid) * 1000))),
+            tuning: Tuning { threadpool_size: 1, flatten_on_close: true, ..Tuning::default() },
+        };
+        Plfs::new(stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect(), options).unwrap()
+    }
+
+    #[test]
+    fn the_last_writer_to_close_flattens() {
+        let stores = stores(2);
+        let (first, second) = (flattening_mount(&stores, 1), flattening_mount(&stores, 2));
+        let a = first.open("/f", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        let b = second.open("/f", OpenFlags::WRONLY, 0, 1).unwrap();
+        for record in 0..6u64 {
+            let handle = if record % 2 == 0 { &a } else { &b };
+            handle.write(&[record as u8; 10], record * 10).unwrap();
+        }
+        let logical = StorePath::parse("f").unwrap();
+        let has_global = |plfs: &Plfs| {
+            load::load_index(plfs.state(), &logical, Prefer::GlobalIndex).unwrap().from_global_index
+        };
+        a.close().unwrap();
+        assert!(!has_global(&first), "a writer is still open: no global index yet");
+        b.close().unwrap();
+        assert!(has_global(&first), "the last close flattened");
+        // A later writer makes it stale; its own close rebuilds it.
+        let c = first.open("/f", OpenFlags::WRONLY, 0, 2).unwrap();
+        c.write(&[9; 10], 60).unwrap();
+        c.sync().unwrap();
+        assert!(!has_global(&second), "stale while the new writer is open");
+        c.close().unwrap();
+        assert!(has_global(&second));
+        let reader = mount(&stores, 3);
+        let handle = reader.open("/f", OpenFlags::RDONLY, 0, 9).unwrap();
+        let mut buf = [0u8; 70];
+        assert_eq!(handle.read(&mut buf, 0).unwrap(), 70);
+        for (i, byte) in buf.iter().enumerate() {
+            assert_eq!(*byte, if i < 60 { (i / 10) as u8 } else { 9 });
+        }
+    }
+
     fn stores(count: usize) -> Vec<SharedStore> {
         (0..count).map(|i| Arc::new(MemoryStore::new(format!("mem://b{i}"))) as SharedStore).collect()
     }
