@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod index;
 mod pattern;
 mod repeat;
 mod report;

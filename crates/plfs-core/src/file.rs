@@ -634,13 +634,19 @@ impl OpenFile {
     /// speed, not data, so it is reported and the close still succeeds.
     fn flatten_if_last(&self, path: &StorePath) {
         let result = container::read_meta(&self.mount, path).and_then(|meta| {
-            if meta.open.is_empty() && !meta.damaged { load::flatten(&self.mount, path).map(|_| ()) } else { Ok(()) }
+            if meta.open.is_empty() && !meta.damaged {
+                load::flatten(&self.mount, path).map(|_| ())
+            } else {
+                Ok(())
+            }
         });
         match result {
             Ok(()) => {}
             // A writer opened after the check: its close flattens.
             Err(error) if error.kind() == ErrorKind::InvalidInput => tracing::debug!("/{path}: {error}"),
-            Err(error) => tracing::warn!("/{path}: flatten on close failed (readers merge the index logs): {error}"),
+            Err(error) => {
+                tracing::warn!("/{path}: flatten on close failed (readers merge the index logs): {error}")
+            }
         }
     }
 }

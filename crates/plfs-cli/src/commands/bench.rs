@@ -18,12 +18,12 @@ pub const WORKER_SUBCOMMAND: &str = "bench-worker";
 pub struct Opts {
     /// The access pattern.
     workload: WorkloadArg,
-    /// Writer processes.
-    #[arg(long, default_value_t = 4)]
-    writers: usize,
-    /// Records per writer.
-    #[arg(long, default_value_t = 2000)]
-    records: u64,
+    /// Writer processes [default: 4; index: 1024].
+    #[arg(long)]
+    writers: Option<usize>,
+    /// Records per writer [default: 2000; index: 10000].
+    #[arg(long)]
+    records: Option<u64>,
     /// Bytes per record.
     #[arg(long, default_value_t = 47001)]
     size: usize,
@@ -49,6 +49,22 @@ pub struct Opts {
     /// fuse: MiB streamed through the library and through the mount.
     #[arg(long, default_value_t = 1024)]
     stream_mib: u64,
+    /// index: random lookups timed per case.
+    #[arg(long, default_value_t = 10_000_000)]
+    lookups: u64,
+    /// index: random small writes in the second case.
+    #[arg(long, default_value_t = 1_000_000)]
+    random_writes: u64,
+}
+
+impl Opts {
+    pub fn writers(&self) -> usize {
+        self.writers.unwrap_or(if matches!(self.workload, WorkloadArg::Index) { 1024 } else { 4 })
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records.unwrap_or(if matches!(self.workload, WorkloadArg::Index) { 10_000 } else { 2000 })
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -62,6 +78,9 @@ enum WorkloadArg {
     /// Through a FUSE mount vs the library: 1 MiB streaming by one
     /// process, then the N-1 strided workload (with --read, read back).
     Fuse,
+    /// The merged index alone: N writers × K strided records and random
+    /// small writes; memory, build time, random lookups per second.
+    Index,
 }
 
 impl From<WorkloadArg> for Workload {
@@ -70,7 +89,7 @@ impl From<WorkloadArg> for Workload {
             WorkloadArg::N1Strided => Workload::N1Strided,
             WorkloadArg::N1Segmented => Workload::N1Segmented,
             WorkloadArg::Nn => Workload::Nn,
-            WorkloadArg::Fuse => Workload::N1Strided,
+            WorkloadArg::Fuse | WorkloadArg::Index => Workload::N1Strided,
         }
     }
 }
@@ -78,6 +97,9 @@ impl From<WorkloadArg> for Workload {
 pub fn run(opts: &Opts) -> Result<ExitCode> {
     if matches!(opts.workload, WorkloadArg::Fuse) {
         return super::bench_fuse::run(opts.into());
+    }
+    if matches!(opts.workload, WorkloadArg::Index) {
+        return run_index(opts);
     }
     let spec = spec_of(opts);
     let worker = worker_command()?;
@@ -110,8 +132,8 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
 fn spec_of(opts: &Opts) -> BenchSpec {
     BenchSpec {
         workload: opts.workload.into(),
-        writers: opts.writers,
-        records: opts.records,
+        writers: opts.writers(),
+        records: opts.records(),
         record_bytes: opts.size,
         read: opts.read,
         dir: opts.dir.clone(),
@@ -141,4 +163,22 @@ pub fn worker_command() -> Result<WorkerCommand> {
 pub fn worker(args: &[String]) -> Result<ExitCode> {
     plfs_bench::worker_main(args).map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_index(opts: &Opts) -> Result<ExitCode> {
+    let spec = plfs_bench::index::IndexSpec {
+        writers: opts.writers() as u64,
+        records: opts.records(),
+        record_bytes: opts.size as u64,
+        random_writes: opts.random_writes,
+        lookups: opts.lookups,
+        seed: 42,
+    };
+    let report = plfs_bench::index::run(&spec);
+    if opts.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(if report.verified() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

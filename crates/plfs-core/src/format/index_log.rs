@@ -64,7 +64,9 @@ pub struct PatternRecord {
     pub stamp_last: u64,
     pub sequence_first: u64,
     pub writer: u64,
-    /// CRC32C of the `count * length` data bytes from `physical`.
+    /// CRC32C over the writes' data CRC32Cs (each little-endian, in
+    /// order): checkable block by block, and one 4-byte step per write to
+    /// build rather than a CRC combine.
     pub data_crc: u32,
 }
 

@@ -324,8 +324,8 @@ impl Frozen {
         Some(Frozen { starts, spans, groups, end, data_bytes })
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+    pub(crate) fn has_groups(&self) -> bool {
+        !self.groups.is_empty()
     }
 
     /// One past the last byte of data.

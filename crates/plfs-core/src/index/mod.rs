@@ -152,14 +152,18 @@ impl MergedIndex {
         Layers { frozen_extents, groups, frozen_limit: self.frozen_limit, overlay }
     }
 
-    /// With nothing frozen, moves the overlay into the frozen layer, where
-    /// an extent costs 32 bytes instead of a B-tree slot.
+    /// Without groups to keep, folds the overlay into the frozen layer,
+    /// where an extent costs 32 bytes instead of a B-tree slot.
     fn compact(&mut self) {
-        if !self.frozen.is_empty() || self.overlay.is_empty() {
+        if self.overlay.is_empty() || self.frozen.has_groups() {
             return;
         }
-        let extents: Vec<(u64, Extent)> = std::mem::take(&mut self.overlay.extents).into_iter().collect();
-        self.frozen = Frozen::assemble(extents, Vec::new()).expect("overlay extents are disjoint");
+        let mut extents = Vec::with_capacity(self.frozen.entry_count() + self.overlay.extents.len());
+        self.each_data(0, self.eof, |start, length, log, physical| {
+            extents.push((start, Extent { length, log, physical }));
+        });
+        self.frozen = Frozen::assemble(extents, Vec::new()).expect("pieces of one index are disjoint");
+        self.overlay = Overlay::default();
         self.frozen_limit = u64::MAX;
     }
 

@@ -239,7 +239,7 @@ impl Pending {
         }
         self.count += 1;
         self.stamp_last = write.stamp;
-        self.data_crc = crc32c::crc32c_combine(self.data_crc, write.data_crc, write.length as usize);
+        self.data_crc = crc32c::crc32c_append(self.data_crc, &write.data_crc.to_le_bytes());
         true
     }
 

@@ -505,3 +505,30 @@ fn a_late_overwrite_keeps_the_patterns() {
     assert_eq!(index.overlay.extents.len(), 1);
     assert_eq!(index.entry_count(), 3);
 }
+
+#[test]
+fn overlapping_random_writes_end_as_compact_extents() {
+    let mut records = Vec::new();
+    let mut state = 7u64;
+    for k in 0..5000u64 {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let logical = (state >> 33) % 100_000;
+        records.push(Record::Write(WriteRecord {
+            logical,
+            length: 1 + (state >> 20) % 64,
+            physical: k * 64,
+            stamp: k + 1,
+            sequence: k,
+            writer: 0,
+            data_crc: 0,
+        }));
+    }
+    let index = merged(&[records.clone()], false);
+    assert!(index.overlay.is_empty(), "folded into the frozen layer");
+    let mut applied = MergedIndex::new(false);
+    for record in &records {
+        applied.apply(LogRef(0), record);
+    }
+    assert_eq!(answers(&index), answers(&applied));
+    assert!(index.memory_bytes() <= 40 * index.entry_count() + 1024);
+}
