@@ -241,8 +241,11 @@ fn map_shows_a_known_strided_pattern_exactly() {
     let totals = &map["totals"];
     assert_eq!(totals["writers"], 3, "{totals}");
     assert_eq!(totals["logs"], 3, "{totals}");
-    assert_eq!(totals["records"], 13, "{totals}");
+    // Each writer's strided records are one pattern record; writer 0's
+    // last, shorter write is a record of its own.
+    assert_eq!(totals["records"], 4, "{totals}");
     assert_eq!(totals["extents"], 13, "{totals}");
+    assert_eq!(totals["index_entries"], 4, "{totals}");
     assert_eq!(totals["data_bytes"], 12_100, "{totals}");
     assert_eq!(totals["holes"], 1, "{totals}");
     assert_eq!(totals["hole_bytes"], 8000, "{totals}");
@@ -536,4 +539,35 @@ fn bench_routes_workers_through_the_hidden_subcommand() {
     assert_eq!(report["total_bytes"], 16_000);
     assert!(report["read_plfs_mibs"].as_f64().unwrap() > 0.0, "{report}");
     assert_eq!(fs::read_dir(scratch.path()).unwrap().count(), 0, "bench left files behind");
+}
+
+#[test]
+fn bench_index_compresses_strided_writers_and_verifies_lookups() {
+    let setup = Setup::new();
+    let report = setup.json(&[
+        "bench",
+        "index",
+        "--writers",
+        "64",
+        "--records",
+        "500",
+        "--size",
+        "47001",
+        "--lookups",
+        "20000",
+        "--random-writes",
+        "5000",
+    ]);
+    let cases = report["cases"].as_array().unwrap();
+    let strided = &cases[0];
+    assert_eq!(strided["name"], "strided");
+    assert_eq!(strided["writes"], 64 * 500);
+    // One pattern record per writer, one group slot each.
+    assert_eq!(strided["records_stored"], 64);
+    assert_eq!(strided["entries"], 64);
+    assert_eq!(strided["verified"], true);
+    let random = &cases[1];
+    assert_eq!(random["records_stored"], 5000);
+    assert_eq!(random["verified"], true);
+    assert!(random["memory_bytes_per_write"].as_f64().unwrap() <= 40.0, "{random}");
 }

@@ -320,7 +320,14 @@ impl Frozen {
         let data_bytes =
             merged.iter().filter(|(_, span)| span.log != GROUP).map(|(_, span)| span.length).sum::<u64>()
                 + groups.iter().map(Group::data_bytes).sum::<u64>();
-        let (starts, spans) = merged.into_iter().unzip();
+        let (mut starts, mut spans): (Vec<u64>, Vec<Span>) = merged.into_iter().unzip();
+        // The layer lives as long as the open file: no slack.
+        starts.shrink_to_fit();
+        spans.shrink_to_fit();
+        let mut groups = groups;
+        for group in &mut groups {
+            group.slots.shrink_to_fit();
+        }
         Some(Frozen { starts, spans, groups, end, data_bytes })
     }
 
