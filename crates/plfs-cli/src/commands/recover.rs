@@ -18,6 +18,10 @@ pub struct Opts {
     /// tails, publish missing size records, clear debris.
     #[arg(long)]
     fix: bool,
+    /// Also read every data byte and check it against the CRC32C in its
+    /// index record (reads the whole file).
+    #[arg(long)]
+    verify: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -33,7 +37,8 @@ struct Report<'a> {
 pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
     let target = context.resolve_plfs(&opts.file)?;
     target.require_file()?;
-    let report = target.plfs.recover(&target.path, opts.fix).map_err(|e| target.error(e))?;
+    let report =
+        target.plfs.recover_with(&target.path, opts.fix, opts.verify).map_err(|e| target.error(e))?;
     let file = target.shown().display().to_string();
     let unfixed = report.unfixed();
     if opts.json {

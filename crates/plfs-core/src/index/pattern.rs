@@ -129,7 +129,7 @@ impl PatternBuilder {
             stride: 0,
             count: 1,
             stamp_last: write.stamp,
-            data_crc: write.data_crc,
+            data_crc: crc32c::crc32c(&write.data_crc.to_le_bytes()),
         });
         ended
     }
