@@ -97,6 +97,18 @@ pub struct ShimComm {
     size: usize,
 }
 
+/// A real address for an empty buffer. An empty Vec's pointer is 0x1,
+/// which is Open MPI's MPI_IN_PLACE: passed as a send buffer it would make
+/// MPI read the receive buffer instead (and reject the call).
+fn send_buffer(bytes: &[u8]) -> *const c_void {
+    static EMPTY: u8 = 0;
+    if bytes.is_empty() { std::ptr::addr_of!(EMPTY).cast() } else { bytes.as_ptr().cast() }
+}
+
+fn receive_buffer(bytes: &mut [u8], spare: &mut u8) -> *mut c_void {
+    if bytes.is_empty() { std::ptr::from_mut(spare).cast() } else { bytes.as_mut_ptr().cast() }
+}
+
 fn check(code: c_int, call: &str) -> Result<()> {
     if code == 0 {
         Ok(())
@@ -255,14 +267,15 @@ impl Comm for ShimComm {
         let lengths = self.all_lengths(mine.len())?;
         let (counts, displacements, total) = ShimComm::layout(&lengths, "gather")?;
         let mut buffer = if self.rank == root { vec![0u8; total] } else { Vec::new() };
+        let mut spare = 0u8;
         // SAFETY: counts and displacements describe buffer at the root;
         // elsewhere MPI ignores the receive arguments.
         let code = unsafe {
             (self.functions.gatherv)(
                 self.context,
-                mine.as_ptr().cast(),
+                send_buffer(mine),
                 mine.len() as c_int,
-                buffer.as_mut_ptr().cast(),
+                receive_buffer(&mut buffer, &mut spare),
                 counts.as_ptr(),
                 displacements.as_ptr(),
                 root as c_int,
@@ -276,13 +289,14 @@ impl Comm for ShimComm {
         let lengths = self.all_lengths(mine.len())?;
         let (counts, displacements, total) = ShimComm::layout(&lengths, "allgather")?;
         let mut buffer = vec![0u8; total];
+        let mut spare = 0u8;
         // SAFETY: counts and displacements describe buffer.
         let code = unsafe {
             (self.functions.allgatherv)(
                 self.context,
-                mine.as_ptr().cast(),
+                send_buffer(mine),
                 mine.len() as c_int,
-                buffer.as_mut_ptr().cast(),
+                receive_buffer(&mut buffer, &mut spare),
                 counts.as_ptr(),
                 displacements.as_ptr(),
             )

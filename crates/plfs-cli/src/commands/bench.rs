@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use plfs_bench::{BenchSpec, WorkerCommand, Workload};
 
 use crate::output::print_json;
@@ -11,13 +11,20 @@ use crate::output::print_json;
 pub const WORKER_SUBCOMMAND: &str = "bench-worker";
 
 #[derive(Debug, Args)]
-#[command(after_help = "Each writer is its own OS process. In one run, on the same file system, the \
+#[command(
+    after_help = "Each writer is its own OS process. In one run, on the same file system, the \
     same records are written through plfs, directly into one shared file (N-1; not for nn) and \
     into one file per process (N-N); every phase fsyncs before its clock stops. Exits 1 if \
-    read-back found a wrong byte.")]
+    read-back found a wrong byte.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Opts {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
     /// The access pattern.
-    workload: WorkloadArg,
+    #[arg(required = true)]
+    workload: Option<WorkloadArg>,
     /// Writer processes.
     #[arg(long, default_value_t = 4)]
     writers: usize,
@@ -51,6 +58,12 @@ pub struct Opts {
     stream_mib: u64,
 }
 
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Collective open of an N-writer file by M ranks, per strategy (run under mpirun).
+    Open(super::bench_open::Opts),
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum WorkloadArg {
     /// N processes, one file, record k*N+r.
@@ -76,7 +89,10 @@ impl From<WorkloadArg> for Workload {
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
-    if matches!(opts.workload, WorkloadArg::Fuse) {
+    if let Some(BenchCommand::Open(open)) = &opts.command {
+        return super::bench_open::run(open);
+    }
+    if matches!(opts.workload, Some(WorkloadArg::Fuse)) {
         return super::bench_fuse::run(opts.into());
     }
     let spec = spec_of(opts);
@@ -109,7 +125,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
 
 fn spec_of(opts: &Opts) -> BenchSpec {
     BenchSpec {
-        workload: opts.workload.into(),
+        workload: opts.workload.map_or(Workload::N1Strided, Workload::from),
         writers: opts.writers,
         records: opts.records,
         record_bytes: opts.size,
