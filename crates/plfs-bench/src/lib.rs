@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod metadata_server;
 mod open;
 mod pattern;
 mod repeat;

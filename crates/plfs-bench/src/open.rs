@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use plfs::collective::{CollectiveOptions, Comm, Strategy, open_collective_with};
 use plfs::config::{BackendRole, Tuning};
@@ -20,6 +20,7 @@ use plfs::store::counting::{CountingStore, OpCounts};
 use plfs::store::posix::PosixStore;
 use serde::{Deserialize, Serialize};
 
+use crate::metadata_server::{MetadataServer, MetadataServerStore};
 use crate::{fill_record, plfs_backend_dirs, verify_record};
 
 /// The logical file the benchmark writes and opens.
@@ -49,6 +50,10 @@ pub struct OpenSpec {
     pub repeat: u32,
     /// Drop the page cache (when root) before every open.
     pub drop_caches: bool,
+    /// Service time of an emulated metadata server that every reader's
+    /// backend metadata operation queues at (zero: none; see
+    /// [`crate::metadata_server`]).
+    pub metadata_service: Duration,
     pub keep: bool,
 }
 
@@ -106,6 +111,8 @@ pub struct OpenReport {
     pub backends: usize,
     pub repeat: u32,
     pub caches_dropped: bool,
+    /// Emulated metadata server service time, µs (0: none).
+    pub metadata_service_us: u64,
     pub verify: bool,
     /// Every open succeeded and, with verify, every byte checked out.
     pub ok: bool,
@@ -127,6 +134,12 @@ impl OpenReport {
             self.repeat,
             if self.caches_dropped { ", page cache dropped before each" } else { "" }
         );
+        if self.metadata_service_us > 0 {
+            text.push_str(&format!(
+                "emulated metadata server: every backend metadata operation queues for {} us\n",
+                self.metadata_service_us
+            ));
+        }
         text.push_str(&format!(
             "{:<10} {:>12} {:>8} {:>10} {:>8} {:>12} {:>12} {:>12}{}\n",
             "strategy",
@@ -199,7 +212,7 @@ fn run_in(
     for strategy in strategies {
         if strategy == Strategy::Flatten {
             let flattened = if world.rank() == 0 {
-                mount(work, spec.backends, None).and_then(|plfs| flatten(&plfs))
+                mount(work, spec.backends, None, None).and_then(|plfs| flatten(&plfs))
             } else {
                 Ok(())
             };
@@ -245,6 +258,7 @@ fn run_in(
         backends: spec.backends,
         repeat: spec.repeat,
         caches_dropped,
+        metadata_service_us: spec.metadata_service.as_micros() as u64,
         verify: spec.verify,
         ok,
         strategies: reports,
@@ -305,19 +319,24 @@ fn agree(world: &dyn Comm, result: Result<(), String>, what: &str) -> Result<(),
     }
 }
 
-/// A mount over the work directory's backends, counting into `counting`.
+/// A mount over the work directory's backends, counting into `counting`,
+/// behind `server` if there is one.
 fn mount(
     work: &Path,
     backends: usize,
+    server: Option<&Arc<MetadataServer>>,
     counting: Option<&mut Vec<Arc<CountingStore>>>,
 ) -> Result<Plfs, String> {
     let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
     let mut counters = Vec::new();
     for dir in plfs_backend_dirs(work, backends) {
         let url = format!("posix://{}", dir.display());
-        let store: SharedStore = Arc::new(
+        let mut store: SharedStore = Arc::new(
             PosixStore::new(dir.clone(), url).map_err(|e| format!("backend {}: {e}", dir.display()))?,
         );
+        if let Some(server) = server {
+            store = Arc::new(MetadataServerStore::new(store, server.clone()));
+        }
         let counted = Arc::new(CountingStore::new(store));
         counters.push(counted.clone());
         stores.push((counted, BackendRole::Any));
@@ -334,7 +353,7 @@ fn flatten(plfs: &Plfs) -> Result<(), String> {
 
 /// Writer w goes to rank w mod ranks; rank 0 creates the file first.
 fn write_phase(world: &dyn Comm, spec: &OpenSpec, work: &Path) -> Result<(), String> {
-    let plfs = mount(work, spec.backends, None)?;
+    let plfs = mount(work, spec.backends, None, None)?;
     let created = if world.rank() == 0 {
         plfs.open(OPEN_BENCH_PATH, OpenFlags::WRONLY.create(), 0o644, 0)
             .and_then(|file| file.close())
@@ -365,7 +384,18 @@ fn write_phase(world: &dyn Comm, spec: &OpenSpec, work: &Path) -> Result<(), Str
 fn measure_open(readers: &dyn Comm, spec: &OpenSpec, work: &Path, strategy: Strategy) -> RankSample {
     let mut sample = RankSample::default();
     let mut counting = Vec::new();
-    let plfs = match mount(work, spec.backends, Some(&mut counting)) {
+    let server = if spec.metadata_service.is_zero() {
+        None
+    } else {
+        match MetadataServer::new(&work.join("metadata-server.lock"), spec.metadata_service) {
+            Ok(server) => Some(server),
+            Err(error) => {
+                sample.error = Some(error.to_string());
+                None
+            }
+        }
+    };
+    let plfs = match mount(work, spec.backends, server.as_ref(), Some(&mut counting)) {
         Ok(plfs) => Some(plfs),
         Err(error) => {
             sample.error = Some(error);
@@ -522,6 +552,7 @@ mod tests {
             verify: true,
             repeat: 2,
             drop_caches: false,
+            metadata_service: Duration::ZERO,
             keep: false,
         }
     }
@@ -549,6 +580,21 @@ mod tests {
         }
         // The work directory is gone.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_emulated_metadata_server_changes_times_not_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = OpenSpec {
+            metadata_service: Duration::from_micros(50),
+            repeat: 1,
+            ..spec(dir.path(), vec![Strategy::Naive, Strategy::Broadcast])
+        };
+        let report = LocalComm::run(3, |world| run_open(world, &spec).unwrap()).remove(0).unwrap();
+        assert!(report.ok, "{}", report.to_text());
+        assert_eq!(report.metadata_service_us, 50);
+        let opens: Vec<u64> = report.strategies.iter().map(|s| s.index_log_opens).collect();
+        assert_eq!(opens, [15, 5]);
     }
 
     #[test]

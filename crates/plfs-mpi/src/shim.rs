@@ -315,3 +315,103 @@ impl Comm for ShimComm {
         Ok(Box::new(unsafe { ShimComm::from_ops(&child)? }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn rank_of(_: *mut c_void, out: *mut c_int) -> c_int {
+        // SAFETY: ShimComm passes its own out-pointer.
+        unsafe { *out = 0 };
+        0
+    }
+
+    unsafe extern "C" fn failing_barrier(_: *mut c_void) -> c_int {
+        17
+    }
+
+    unsafe extern "C" fn bcast(_: *mut c_void, _: *mut c_void, _: c_int, _: c_int) -> c_int {
+        0
+    }
+
+    /// A one-rank table: enough to check validation and error mapping.
+    unsafe extern "C" fn size_of_one(_: *mut c_void, out: *mut c_int) -> c_int {
+        // SAFETY: as rank_of.
+        unsafe { *out = 1 };
+        0
+    }
+
+    unsafe extern "C" fn gatherv(
+        _: *mut c_void,
+        _: *const c_void,
+        _: c_int,
+        _: *mut c_void,
+        _: *const c_int,
+        _: *const c_int,
+        _: c_int,
+    ) -> c_int {
+        0
+    }
+
+    unsafe extern "C" fn allgather(_: *mut c_void, _: *const c_void, _: c_int, _: *mut c_void) -> c_int {
+        0
+    }
+
+    unsafe extern "C" fn allgatherv(
+        _: *mut c_void,
+        _: *const c_void,
+        _: c_int,
+        _: *mut c_void,
+        _: *const c_int,
+        _: *const c_int,
+    ) -> c_int {
+        0
+    }
+
+    unsafe extern "C" fn split(_: *mut c_void, _: c_int, _: c_int, _: *mut PlfsCommOps) -> c_int {
+        0
+    }
+
+    /// A one-rank table: enough to check validation and error mapping.
+    fn table() -> PlfsCommOps {
+        PlfsCommOps {
+            version: COMM_OPS_VERSION,
+            struct_size: std::mem::size_of::<PlfsCommOps>() as u32,
+            rank: Some(rank_of),
+            size: Some(size_of_one),
+            barrier: Some(failing_barrier),
+            bcast: Some(bcast),
+            gatherv: Some(gatherv),
+            allgather: Some(allgather),
+            allgatherv: Some(allgatherv),
+            split: Some(split),
+            ..PlfsCommOps::empty()
+        }
+    }
+
+    #[test]
+    fn tables_of_another_version_or_with_null_functions_are_refused() {
+        // SAFETY: the table's functions touch only their out-pointers.
+        unsafe {
+            assert!(ShimComm::from_ops(&table()).is_ok());
+            let old = PlfsCommOps { version: COMM_OPS_VERSION + 1, ..table() };
+            assert_eq!(ShimComm::from_ops(&old).unwrap_err().kind(), ErrorKind::InvalidInput);
+            let short = PlfsCommOps { struct_size: 8, ..table() };
+            assert_eq!(ShimComm::from_ops(&short).unwrap_err().kind(), ErrorKind::InvalidInput);
+            let holes = PlfsCommOps { split: None, ..table() };
+            assert_eq!(ShimComm::from_ops(&holes).unwrap_err().kind(), ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn mpi_error_codes_become_errors_naming_the_call() {
+        // SAFETY: as above.
+        let comm = unsafe { ShimComm::from_ops(&table()) }.unwrap();
+        assert_eq!((comm.rank(), comm.size()), (0, 1));
+        let error = comm.barrier().unwrap_err();
+        assert!(error.to_string().contains("MPI_Barrier failed with MPI error 17"), "{error}");
+        let mut bytes = b"kept at the root".to_vec();
+        comm.broadcast(0, &mut bytes).unwrap();
+        assert_eq!(bytes, b"kept at the root");
+    }
+}

@@ -54,6 +54,12 @@ pub struct Opts {
     /// Keep the page cache (by default it is dropped before every open when running as root).
     #[arg(long)]
     no_drop_caches: bool,
+    /// Emulate a parallel file system's metadata server: every backend
+    /// open, listing and stat of the readers queues node-wide for this many
+    /// microseconds (0: off). On one node the page cache otherwise hides
+    /// the metadata load the strategies exist to remove.
+    #[arg(long, default_value_t = 0)]
+    mds_service_us: u64,
     /// Ranks as threads when not under mpirun.
     #[arg(long, default_value_t = 4)]
     threads: usize,
@@ -85,6 +91,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         verify: opts.verify,
         repeat: opts.repeat,
         drop_caches: !opts.no_drop_caches,
+        metadata_service: std::time::Duration::from_micros(opts.mds_service_us),
         keep: opts.keep,
     };
     let world = MpiWorld::init().map_err(|e| anyhow!(e))?;
