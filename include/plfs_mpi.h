@@ -61,7 +61,9 @@ struct plfs_comm_ops {
  * The Rust side. strategy is "naive", "broadcast", "parallel" or
  * "flatten"; NULL means $PLFS_OPEN_STRATEGY, else "parallel". Opens that
  * are not read-only need no exchange: each rank opens the file itself
- * (rank 0 first when O_CREAT, so the container is made once).
+ * (rank 0 first when O_CREAT, so the container is made once; a file it
+ * creates gets mode 0644). A non-NULL *fd is reopened (a reference added)
+ * without communication, so ranks must agree on it too.
  */
 plfs_error_t plfs_open_collective_ops(Plfs_fd **fd, const char *path, int flags, pid_t pid,
                                       const struct plfs_comm_ops *comm, const char *strategy);
