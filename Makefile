@@ -2,7 +2,7 @@
 CARGO ?= cargo
 PLFS := target/release/plfs
 
-.PHONY: all deps test-tools build demo test clippy fmt clean
+.PHONY: all deps test-tools build lib install demo test clippy fmt clean
 
 all: build
 
@@ -16,6 +16,18 @@ test-tools: deps
 build: deps
 	$(CARGO) build --release --workspace
 
+# libplfs.so and libplfs.a (crates/plfs-capi) and their headers (include/).
+lib: deps
+	$(CARGO) build --release -p plfs-capi
+
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(PLFS) $(DESTDIR)$(PREFIX)/bin/plfs
+	install -m 755 target/release/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
+	install -m 644 target/release/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
+	install -m 644 include/plfs.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
+
 # The main job on an embedded default: no configuration needed.
 demo: build
 	$(PLFS) demo
@@ -23,7 +35,10 @@ demo: build
 # The whole test suite (release: the property and multi-process tests do
 # real I/O and run several times faster optimised). The FUSE tests find fsx
 # and pjdfstest through PLFS_TEST_TOOLS and fail, naming this target, without it.
+# PLFS_REQUIRE_MPI=1: the MPI tests (both Open MPI and MPICH) fail instead
+# of skipping when an MPI is missing, and the MPI shims must build.
 test: export PLFS_TEST_TOOLS := $(CURDIR)/target/tools/bin
+test: export PLFS_REQUIRE_MPI := 1
 test: deps test-tools
 	$(CARGO) test --release --workspace
 

@@ -14,6 +14,13 @@ packages=(
   rsync             # rsync -a round trips
   mount             # umount -l, the cleanup of last resort
   util-linux        # runuser, for the non-root permission test
+  # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
+  # by side, so the tests prove one libplfs serves either. Each is used
+  # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).
+  openmpi-bin       # mpirun.openmpi
+  libopenmpi-dev    # mpicc.openmpi and mpi.h
+  mpich             # mpirun.mpich
+  libmpich-dev      # mpicc.mpich and mpi.h
   # (tar, cp, dd, truncate, cmp and diff are in Essential packages.)
 )
 

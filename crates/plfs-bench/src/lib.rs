@@ -21,6 +21,8 @@
 //! ```
 
 pub mod index;
+pub mod metadata_server;
+mod open;
 mod pattern;
 mod repeat;
 mod report;
@@ -34,6 +36,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use open::{OPEN_BENCH_PATH, OpenReport, OpenSpec, StrategyReport, run_open};
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, PhaseReport};

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use plfs_bench::{BenchSpec, WorkerCommand, Workload};
 
 use crate::output::print_json;
@@ -11,13 +11,20 @@ use crate::output::print_json;
 pub const WORKER_SUBCOMMAND: &str = "bench-worker";
 
 #[derive(Debug, Args)]
-#[command(after_help = "Each writer is its own OS process. In one run, on the same file system, the \
+#[command(
+    after_help = "Each writer is its own OS process. In one run, on the same file system, the \
     same records are written through plfs, directly into one shared file (N-1; not for nn) and \
     into one file per process (N-N); every phase fsyncs before its clock stops. Exits 1 if \
-    read-back found a wrong byte.")]
+    read-back found a wrong byte.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Opts {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
     /// The access pattern.
-    workload: WorkloadArg,
+    #[arg(required = true)]
+    workload: Option<WorkloadArg>,
     /// Writer processes [default: 4; index: 1024].
     #[arg(long)]
     writers: Option<usize>,
@@ -59,12 +66,18 @@ pub struct Opts {
 
 impl Opts {
     pub fn writers(&self) -> usize {
-        self.writers.unwrap_or(if matches!(self.workload, WorkloadArg::Index) { 1024 } else { 4 })
+        self.writers.unwrap_or(if matches!(self.workload, Some(WorkloadArg::Index)) { 1024 } else { 4 })
     }
 
     pub fn records(&self) -> u64 {
-        self.records.unwrap_or(if matches!(self.workload, WorkloadArg::Index) { 10_000 } else { 2000 })
+        self.records.unwrap_or(if matches!(self.workload, Some(WorkloadArg::Index)) { 10_000 } else { 2000 })
     }
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Collective open of an N-writer file by M ranks, per strategy (run under mpirun).
+    Open(super::bench_open::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -95,10 +108,13 @@ impl From<WorkloadArg> for Workload {
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
-    if matches!(opts.workload, WorkloadArg::Fuse) {
+    if let Some(BenchCommand::Open(open)) = &opts.command {
+        return super::bench_open::run(open);
+    }
+    if matches!(opts.workload, Some(WorkloadArg::Fuse)) {
         return super::bench_fuse::run(opts.into());
     }
-    if matches!(opts.workload, WorkloadArg::Index) {
+    if matches!(opts.workload, Some(WorkloadArg::Index)) {
         return run_index(opts);
     }
     let spec = spec_of(opts);
@@ -131,7 +147,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
 
 fn spec_of(opts: &Opts) -> BenchSpec {
     BenchSpec {
-        workload: opts.workload.into(),
+        workload: opts.workload.map_or(Workload::N1Strided, Workload::from),
         writers: opts.writers(),
         records: opts.records(),
         record_bytes: opts.size,

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use super::{AppendWriter, Capabilities, DirEntry, Metadata, ReadHandle, SpaceInfo, Store, StorePath};
 use crate::error::Result;
+use crate::layout::{self, ContainerEntry, LogKind};
 
 /// Declares [`OpCounts`] and its atomic twin with the same fields.
 macro_rules! op_counts {
@@ -40,6 +41,11 @@ macro_rules! op_counts {
 op_counts! {
     /// `open_read` calls.
     opens,
+    /// `open_read` calls on index logs (also counted in `opens`): what a
+    /// collective open exists to cut down.
+    index_log_opens,
+    /// `open_read` calls on a global index (also counted in `opens`).
+    global_index_opens,
     /// `create_append`, `create_new`, `create_dir` and `create_dir_all` calls.
     creates,
     /// `replace` calls.
@@ -166,6 +172,16 @@ impl Store for CountingStore {
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         self.count(|c| &c.opens);
+        // Classified through the layout module, which owns the names.
+        match path.file_name() {
+            Some(name) if matches!(layout::parse_log_name(name), Some((LogKind::Index, _))) => {
+                self.count(|c| &c.index_log_opens)
+            }
+            Some(name) if layout::classify_container_entry(name) == ContainerEntry::GlobalIndex => {
+                self.count(|c| &c.global_index_opens)
+            }
+            _ => {}
+        }
         let inner = self.inner.open_read(path)?;
         Ok(Box::new(CountingReader { inner, counters: Arc::clone(&self.counters) }))
     }
@@ -330,6 +346,7 @@ mod tests {
             read_ats: 3,
             bytes_read: 7,
             bytes_appended: 7,
+            ..OpCounts::default()
         };
         assert_eq!(store.counts(), expected);
 
@@ -337,6 +354,21 @@ mod tests {
         assert_eq!(store.counts(), OpCounts::default());
         assert_eq!(reader.read_at(&mut buf, 1).unwrap(), 5);
         assert_eq!(store.counts(), OpCounts { read_ats: 1, bytes_read: 5, ..OpCounts::default() });
+    }
+
+    #[test]
+    fn opens_of_index_logs_and_the_global_index_are_told_apart() {
+        use crate::layout::{LogId, log_name};
+        let store = over_memory();
+        let index = log_name(LogKind::Index, &LogId::new(1, 2, 3, "host"));
+        let data = log_name(LogKind::Data, &LogId::new(1, 2, 3, "host"));
+        let global = layout::GLOBAL_INDEX.to_owned();
+        for name in [&index, &data, &global] {
+            store.create_new(&p(name), b"x").unwrap();
+            store.open_read(&p(name)).unwrap();
+        }
+        let counts = store.counts();
+        assert_eq!((counts.opens, counts.index_log_opens, counts.global_index_opens), (3, 1, 1));
     }
 
     #[test]

@@ -1,0 +1,161 @@
+//! An emulated metadata server for benchmarks on one node.
+//!
+//! On a cluster, every open, listing and stat of a backend file is a
+//! request to a parallel file system's metadata server, which serves them
+//! one at a time: that queue is what the paper's N·M index-log opens
+//! overwhelm. On one node the page cache answers them instead, at memory
+//! speed. [`MetadataServerStore`] restores the queue: each metadata
+//! operation holds a node-wide lock (flock on one file) for a fixed
+//! service time before it runs. Data reads and writes are not delayed.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use plfs::store::{AppendWriter, Capabilities, DirEntry, Metadata, ReadHandle, SpaceInfo, Store, StorePath};
+use plfs::{Error, Result};
+
+/// Wraps a store; metadata operations queue at the emulated server.
+#[derive(Debug)]
+pub struct MetadataServerStore {
+    inner: Arc<dyn Store>,
+    server: Arc<MetadataServer>,
+}
+
+/// The queue: one lock file shared by every process of the run.
+#[derive(Debug)]
+pub struct MetadataServer {
+    /// The Mutex queues this process's threads (flock locks belong to an
+    /// open file, which they share); flock queues the processes.
+    lock: Mutex<File>,
+    service: Duration,
+}
+
+impl MetadataServer {
+    pub fn new(lock_path: &Path, service: Duration) -> Result<Arc<MetadataServer>> {
+        let lock = File::options()
+            .create(true)
+            .append(true)
+            .open(lock_path)
+            .map_err(|error| Error::io(error, lock_path.display().to_string()))?;
+        Ok(Arc::new(MetadataServer { lock: Mutex::new(lock), service }))
+    }
+
+    /// Holds the server for one service time.
+    fn serve(&self) {
+        let file = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: flock on a descriptor we own; failure only loses the
+        // cross-process queueing, never memory safety.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        std::thread::sleep(self.service);
+        // SAFETY: as above.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+impl MetadataServerStore {
+    pub fn new(inner: Arc<dyn Store>, server: Arc<MetadataServer>) -> MetadataServerStore {
+        MetadataServerStore { inner, server }
+    }
+}
+
+impl Store for MetadataServerStore {
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
+        self.server.serve();
+        self.inner.create_dir(path, mode)
+    }
+
+    fn create_dir_all(&self, path: &StorePath) -> Result<()> {
+        self.server.serve();
+        self.inner.create_dir_all(path)
+    }
+
+    fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>> {
+        self.server.serve();
+        self.inner.list(path)
+    }
+
+    fn metadata(&self, path: &StorePath) -> Result<Metadata> {
+        self.server.serve();
+        self.inner.metadata(path)
+    }
+
+    fn remove_file(&self, path: &StorePath) -> Result<()> {
+        self.server.serve();
+        self.inner.remove_file(path)
+    }
+
+    fn remove_dir(&self, path: &StorePath) -> Result<()> {
+        self.server.serve();
+        self.inner.remove_dir(path)
+    }
+
+    fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
+        self.server.serve();
+        self.inner.rename(from, to)
+    }
+
+    fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.server.serve();
+        self.inner.create_new(path, contents)
+    }
+
+    fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.server.serve();
+        self.inner.replace(path, contents)
+    }
+
+    fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
+        self.server.serve();
+        self.inner.create_append(path)
+    }
+
+    fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
+        self.server.serve();
+        self.inner.open_read(path)
+    }
+
+    fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
+        self.server.serve();
+        self.inner.set_mode(path, mode)
+    }
+
+    fn set_owner(&self, path: &StorePath, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.server.serve();
+        self.inner.set_owner(path, uid, gid)
+    }
+
+    fn set_times(
+        &self,
+        path: &StorePath,
+        atime: Option<SystemTime>,
+        mtime: Option<SystemTime>,
+    ) -> Result<()> {
+        self.server.serve();
+        self.inner.set_times(path, atime, mtime)
+    }
+
+    fn symlink(&self, target: &str, path: &StorePath) -> Result<()> {
+        self.server.serve();
+        self.inner.symlink(target, path)
+    }
+
+    fn read_link(&self, path: &StorePath) -> Result<String> {
+        self.server.serve();
+        self.inner.read_link(path)
+    }
+
+    fn space(&self) -> Result<SpaceInfo> {
+        self.inner.space()
+    }
+}

@@ -1,0 +1,382 @@
+//! The ways M reader ranks can open a file written by N writers, after
+//! "Boosting PLFS read performance" §3 (Fig 2):
+//!
+//! - [`Strategy::Naive`]: every rank lists and reads all N index logs
+//!   itself: N·M opens hit the backends at once.
+//! - [`Strategy::Broadcast`]: rank 0 reads the N index logs, merges, and
+//!   broadcasts the merged index: N opens, all on one rank.
+//! - [`Strategy::Parallel`]: rank 0 lists the logs and broadcasts the
+//!   list; every rank reads its share; groups gather to their leader,
+//!   leaders exchange among themselves, merge, and broadcast to their
+//!   group: N opens, spread over the ranks.
+//! - [`Strategy::Flatten`]: rank 0 reads the global index `plfs flatten`
+//!   wrote (1 open) and broadcasts it; when there is none or it is stale,
+//!   it says why and does what broadcast does.
+//!
+//! Errors never strand a rank in a collective: whatever a rank sends is an
+//! outcome (the payload, or the error it hit), so every rank knows as soon
+//! as any rank it depends on has failed, and returns an error naming the
+//! path instead of waiting for bytes that will not come.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::Comm;
+use super::exchange::{GlobalIndexState, IndexLogList, IndexPart, SharedIndex};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::file::{OpenFlags, WriterId};
+use crate::fs::{FileHandle, Plfs};
+
+/// Chooses the strategy when the caller does not (`naive`, `broadcast`,
+/// `parallel` or `flatten`). Must be the same on every rank.
+pub const STRATEGY_ENV: &str = "PLFS_OPEN_STRATEGY";
+
+/// Ranks per group of the parallel index read; the default is about
+/// √(ranks). Must be the same on every rank.
+pub const GROUP_RANKS_ENV: &str = "PLFS_OPEN_GROUP_RANKS";
+
+/// How a collective open builds the merged index every rank needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    Naive,
+    Broadcast,
+    Parallel,
+    Flatten,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 4] =
+        [Strategy::Naive, Strategy::Broadcast, Strategy::Parallel, Strategy::Flatten];
+
+    /// The paper's choice for PLFS through MPI-IO: nearly the read speed
+    /// of a flattened index without the cost at write close.
+    pub const DEFAULT: Strategy = Strategy::Parallel;
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Naive => "naive",
+            Strategy::Broadcast => "broadcast",
+            Strategy::Parallel => "parallel",
+            Strategy::Flatten => "flatten",
+        }
+    }
+
+    /// [`STRATEGY_ENV`] if set, else `default`; an unknown name is an error
+    /// rather than a silent fallback, since ranks that disagree would hang.
+    pub fn from_environment(default: Strategy) -> Result<Strategy> {
+        match std::env::var(STRATEGY_ENV) {
+            Ok(name) if !name.is_empty() => name.parse().context(format!("${STRATEGY_ENV}")),
+            _ => Ok(default),
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Strategy> {
+        Strategy::ALL.into_iter().find(|strategy| strategy.as_str() == text).ok_or_else(|| {
+            Error::invalid(format!(
+                "unknown open strategy {text:?} (expected naive, broadcast, parallel or flatten)"
+            ))
+        })
+    }
+}
+
+/// Everything a collective open can be told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollectiveOptions {
+    pub strategy: Strategy,
+    /// Ranks per group for [`Strategy::Parallel`]; None: ⌈√ranks⌉.
+    pub group_ranks: Option<usize>,
+}
+
+impl CollectiveOptions {
+    /// `strategy`, with the group size from [`GROUP_RANKS_ENV`] if set.
+    pub fn from_environment(strategy: Strategy) -> Result<CollectiveOptions> {
+        let group_ranks = match std::env::var(GROUP_RANKS_ENV) {
+            Ok(text) if !text.is_empty() => match text.parse::<usize>() {
+                Ok(ranks) if ranks > 0 => Some(ranks),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "${GROUP_RANKS_ENV}={text:?} is not a positive count"
+                    )));
+                }
+            },
+            _ => None,
+        };
+        Ok(CollectiveOptions { strategy, group_ranks })
+    }
+}
+
+/// Opens `path` read-only on every rank of `comm` with `strategy`; every
+/// rank must call it with the same path and strategy. The group size of
+/// the parallel read comes from [`GROUP_RANKS_ENV`].
+pub fn open_collective(
+    plfs: &Plfs,
+    path: &str,
+    comm: &dyn Comm,
+    strategy: Strategy,
+    writer: WriterId,
+) -> Result<FileHandle> {
+    let options = CollectiveOptions::from_environment(strategy)?;
+    open_collective_with(plfs, path, comm, &options, writer)
+}
+
+/// [`open_collective`] with every option explicit.
+pub fn open_collective_with(
+    plfs: &Plfs,
+    path: &str,
+    comm: &dyn Comm,
+    options: &CollectiveOptions,
+    writer: WriterId,
+) -> Result<FileHandle> {
+    assert!(comm.rank() < comm.size(), "rank {} of {} ranks", comm.rank(), comm.size());
+    let index = match options.strategy {
+        Strategy::Naive => return open_naive(plfs, path, writer),
+        Strategy::Broadcast => broadcast_from_root(plfs, path, comm, |plfs| read_whole_index(plfs, path))?,
+        Strategy::Flatten => broadcast_from_root(plfs, path, comm, |plfs| read_flattened(plfs, path))?,
+        Strategy::Parallel => parallel_read(plfs, path, comm, options.group_ranks)?,
+    };
+    plfs.open_with_index(path, writer, index)
+}
+
+/// The reference behaviour: an ordinary open whose index is built before
+/// it returns, so its cost is counted where the other strategies pay it.
+fn open_naive(plfs: &Plfs, path: &str, writer: WriterId) -> Result<FileHandle> {
+    let handle = plfs.open(path, OpenFlags::RDONLY, 0, writer)?;
+    // An empty read builds the index (and opens no data log).
+    handle.read(&mut [], 0)?;
+    Ok(handle)
+}
+
+/// Lists and reads every index log on this rank alone.
+fn read_whole_index(plfs: &Plfs, path: &str) -> Result<SharedIndex> {
+    let list = plfs.index_logs(path)?;
+    let part = plfs.read_index_part(path, &list.logs)?;
+    plfs.merge_index_parts(path, [part])
+}
+
+/// The global index when it is valid; otherwise says why not and reads
+/// the index logs.
+fn read_flattened(plfs: &Plfs, path: &str) -> Result<SharedIndex> {
+    match plfs.read_global_index(path)? {
+        GlobalIndexState::Valid(index) => Ok(index),
+        GlobalIndexState::Missing => {
+            tracing::warn!("{path}: no global index (never flattened); rank 0 reads the index logs instead");
+            read_whole_index(plfs, path)
+        }
+        GlobalIndexState::Ignored(reason) => {
+            tracing::warn!("{path}: global index not used: {reason}; rank 0 reads the index logs instead");
+            read_whole_index(plfs, path)
+        }
+    }
+}
+
+/// Rank 0 builds the index with `build` and sends it to every rank; rank 0
+/// keeps the one it built rather than decoding its own bytes.
+fn broadcast_from_root(
+    plfs: &Plfs,
+    path: &str,
+    comm: &dyn Comm,
+    build: impl FnOnce(&Plfs) -> Result<SharedIndex>,
+) -> Result<SharedIndex> {
+    const ROOT: usize = 0;
+    if comm.rank() == ROOT {
+        let built = build(plfs);
+        let mut bytes = outcome(built.as_ref().map(SharedIndex::encode), ROOT);
+        comm.broadcast(ROOT, &mut bytes).context(path.to_owned())?;
+        built
+    } else {
+        let mut bytes = Vec::new();
+        comm.broadcast(ROOT, &mut bytes).context(path.to_owned())?;
+        let payload = from_outcome(&bytes, path)?;
+        SharedIndex::decode(plfs, payload).context(path.to_owned())
+    }
+}
+
+/// The parallel index read (paper §3.4).
+fn parallel_read(
+    plfs: &Plfs,
+    path: &str,
+    comm: &dyn Comm,
+    group_ranks: Option<usize>,
+) -> Result<SharedIndex> {
+    const ROOT: usize = 0;
+    // 1. Rank 0 lists the logs once (listing is the metadata storm too).
+    let mut list_bytes = if comm.rank() == ROOT {
+        outcome(plfs.index_logs(path).as_ref().map(IndexLogList::encode), ROOT)
+    } else {
+        Vec::new()
+    };
+    comm.broadcast(ROOT, &mut list_bytes).context(path.to_owned())?;
+    let list = IndexLogList::decode(from_outcome(&list_bytes, path)?).context(path.to_owned())?;
+    drop(list_bytes);
+
+    // 2. Every rank reads its share: each log is opened exactly once.
+    let part = plfs.read_index_part(path, &list.share(comm.rank(), comm.size()));
+    let part_bytes = outcome(part.as_ref().map(IndexPart::encode), comm.rank());
+
+    // 3. Groups of consecutive ranks (on one node under a block mapping)
+    // gather to their leader, so only leaders talk across groups.
+    let group_ranks = group_ranks.unwrap_or_else(|| default_group_ranks(comm.size())).max(1);
+    let color = u32::try_from(comm.rank() / group_ranks).expect("group numbers fit u32");
+    let group = comm.split(color, comm.rank()).context(path.to_owned())?;
+    let is_leader = group.rank() == 0;
+    let leaders = comm.split(u32::from(!is_leader), comm.rank()).context(path.to_owned())?;
+    let gathered = group.gather(0, &part_bytes).context(path.to_owned())?;
+    drop(part_bytes);
+
+    // 4. Leaders swap their groups' parts, and each merges them all.
+    let mut index_bytes = Vec::new();
+    let mut merged = None;
+    if let Some(members) = gathered {
+        let mine = group_outcome(&members, path);
+        let every_group = leaders.allgather(&mine).context(path.to_owned())?;
+        let built = merge_groups(plfs, path, &every_group);
+        index_bytes = outcome(built.as_ref().map(SharedIndex::encode), comm.rank());
+        merged = Some(built);
+    }
+
+    // 5. Each leader hands the merged index (or the error) to its group.
+    group.broadcast(0, &mut index_bytes).context(path.to_owned())?;
+    match merged {
+        Some(built) => built,
+        None => SharedIndex::decode(plfs, from_outcome(&index_bytes, path)?).context(path.to_owned()),
+    }
+}
+
+/// About √ranks per group, so a leader gathers from √M ranks and √M
+/// leaders exchange: both steps grow with √M instead of M. The paper
+/// grouped by node; ranks here do not know their node, and under the
+/// default block mapping consecutive ranks share one anyway.
+pub fn default_group_ranks(ranks: usize) -> usize {
+    let mut root = (ranks as f64).sqrt().floor() as usize;
+    while root * root < ranks {
+        root += 1;
+    }
+    root.max(1)
+}
+
+/// A leader's message: its members' parts, or the first error among them
+/// (the lowest rank's, so every leader reports the same one).
+fn group_outcome(members: &[Vec<u8>], path: &str) -> Vec<u8> {
+    let mut payloads = Vec::with_capacity(members.len());
+    for bytes in members {
+        match from_outcome(bytes, path) {
+            Ok(payload) => payloads.push(payload),
+            Err(_) => return bytes.clone(),
+        }
+    }
+    let mut framed = frame(&payloads);
+    framed.insert(0, OUTCOME_OK);
+    framed
+}
+
+/// Decodes every group's parts and merges them; the first error wins.
+fn merge_groups(plfs: &Plfs, path: &str, groups: &[Vec<u8>]) -> Result<SharedIndex> {
+    let mut parts = Vec::new();
+    for bytes in groups {
+        for part in unframe(from_outcome(bytes, path)?).context(path.to_owned())? {
+            parts.push(IndexPart::decode(part).context(path.to_owned())?);
+        }
+    }
+    plfs.merge_index_parts(path, parts)
+}
+
+/// Byte strings concatenated, each after its u64 length.
+fn frame(pieces: &[&[u8]]) -> Vec<u8> {
+    let total = pieces.iter().map(|piece| 8 + piece.len()).sum();
+    let mut out = Vec::with_capacity(total);
+    for piece in pieces {
+        out.extend_from_slice(&(piece.len() as u64).to_le_bytes());
+        out.extend_from_slice(piece);
+    }
+    out
+}
+
+fn unframe(mut bytes: &[u8]) -> Result<Vec<&[u8]>> {
+    let mut pieces = Vec::new();
+    while !bytes.is_empty() {
+        let (length, rest) =
+            bytes.split_at_checked(8).ok_or_else(|| Error::corrupt("framed parts: short length"))?;
+        let length = usize::try_from(u64::from_le_bytes(length.try_into().expect("8 bytes")))
+            .map_err(|_| Error::corrupt("framed parts: length"))?;
+        let (piece, rest) =
+            rest.split_at_checked(length).ok_or_else(|| Error::corrupt("framed parts: short piece"))?;
+        pieces.push(piece);
+        bytes = rest;
+    }
+    Ok(pieces)
+}
+
+const OUTCOME_OK: u8 = 0;
+const OUTCOME_ERROR: u8 = 1;
+
+/// What one rank sends another: a status byte, then the payload, or the
+/// error's kind and text (naming the rank it happened on, since it may be
+/// relayed by a leader).
+fn outcome(result: Result<Vec<u8>, &Error>, rank: usize) -> Vec<u8> {
+    match result {
+        Ok(payload) => {
+            let mut bytes = Vec::with_capacity(1 + payload.len());
+            bytes.push(OUTCOME_OK);
+            bytes.extend_from_slice(&payload);
+            bytes
+        }
+        Err(error) => {
+            let mut bytes = vec![OUTCOME_ERROR, kind_code(error.kind())];
+            bytes.extend_from_slice(format!("rank {rank}: {error}").as_bytes());
+            bytes
+        }
+    }
+}
+
+/// The payload of an outcome, or the error it carries rebuilt here.
+fn from_outcome<'a>(bytes: &'a [u8], path: &str) -> Result<&'a [u8]> {
+    match bytes.split_first() {
+        Some((&OUTCOME_OK, payload)) => Ok(payload),
+        Some((&OUTCOME_ERROR, rest)) if !rest.is_empty() => {
+            let kind = kind_from_code(rest[0]);
+            let text = String::from_utf8_lossy(&rest[1..]);
+            Err(Error::new(kind, format!("{path}: collective open failed on {text}")))
+        }
+        _ => Err(Error::corrupt(format!("{path}: malformed message in a collective open"))),
+    }
+}
+
+/// Kinds as they travel between ranks (any build, same codes).
+const KINDS: [ErrorKind; 15] = [
+    ErrorKind::Internal,
+    ErrorKind::NotFound,
+    ErrorKind::AlreadyExists,
+    ErrorKind::NotADirectory,
+    ErrorKind::IsADirectory,
+    ErrorKind::DirectoryNotEmpty,
+    ErrorKind::PermissionDenied,
+    ErrorKind::InvalidInput,
+    ErrorKind::NoSpace,
+    ErrorKind::Io,
+    ErrorKind::Corrupt,
+    ErrorKind::Unsupported,
+    ErrorKind::Unavailable,
+    ErrorKind::BadHandle,
+    ErrorKind::NoAttribute,
+];
+
+fn kind_code(kind: ErrorKind) -> u8 {
+    KINDS.iter().position(|&known| known == kind).unwrap_or(0) as u8
+}
+
+fn kind_from_code(code: u8) -> ErrorKind {
+    KINDS.get(usize::from(code)).copied().unwrap_or(ErrorKind::Internal)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,252 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::clock::{ManualClock, Stamper};
+use crate::collective::LocalComm;
+use crate::config::{BackendRole, Tuning};
+use crate::fs::Options;
+use crate::store::SharedStore;
+use crate::store::counting::{CountingStore, OpCounts};
+use crate::store::memory::MemoryStore;
+
+const PATH: &str = "/checkpoint";
+const RECORD_BYTES: usize = 37;
+const RECORDS_PER_WRITER: u64 = 5;
+
+fn options(pid: u32) -> Options {
+    Options {
+        hostname: format!("node{pid}"),
+        pid,
+        uid: 1000,
+        gid: 100,
+        stamper: Stamper::new(Arc::new(ManualClock::new(1_000_000))),
+        tuning: Tuning { threadpool_size: 2, ..Tuning::default() },
+    }
+}
+
+/// The backends every "process" shares (two, so logs spread).
+fn backends() -> Vec<SharedStore> {
+    (0..2).map(|i| Arc::new(MemoryStore::new(format!("mem://b{i}"))) as SharedStore).collect()
+}
+
+/// One rank's own mount over the shared backends, counting what it costs,
+/// as a separate process would have.
+fn rank_mount(backends: &[SharedStore], rank: usize) -> (Plfs, Vec<Arc<CountingStore>>) {
+    let counting: Vec<Arc<CountingStore>> =
+        backends.iter().map(|store| Arc::new(CountingStore::new(store.clone()))).collect();
+    let stores = counting.iter().map(|store| (store.clone() as SharedStore, BackendRole::Any)).collect();
+    (Plfs::new(stores, options(100 + rank as u32)).unwrap(), counting)
+}
+
+fn byte_of(writer: u64, record: u64, position: usize) -> u8 {
+    (writer * 31 + record * 7 + position as u64) as u8
+}
+
+/// N writers, N-1 strided: record k of writer w at (k·N + w)·size.
+fn write_strided(plfs: &Plfs, writers: u64) {
+    let file = plfs.open(PATH, OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+    for record in 0..RECORDS_PER_WRITER {
+        for writer in 0..writers {
+            let buf: Vec<u8> = (0..RECORD_BYTES).map(|i| byte_of(writer, record, i)).collect();
+            let offset = (record * writers + writer) * RECORD_BYTES as u64;
+            file.write_as(&buf, offset, writer).unwrap();
+        }
+    }
+    file.close().unwrap();
+}
+
+fn read_whole(handle: &FileHandle) -> Vec<u8> {
+    let size = handle.size().unwrap() as usize;
+    let mut buf = vec![0u8; size];
+    assert_eq!(handle.read(&mut buf, 0).unwrap(), size);
+    buf
+}
+
+fn sum(counts: &[Arc<CountingStore>]) -> OpCounts {
+    counts.iter().map(|store| store.counts()).fold(OpCounts::default(), |total, c| OpCounts {
+        opens: total.opens + c.opens,
+        index_log_opens: total.index_log_opens + c.index_log_opens,
+        global_index_opens: total.global_index_opens + c.global_index_opens,
+        ..total
+    })
+}
+
+/// Opens on `readers` thread ranks; returns each rank's bytes and what its
+/// open (not its reads) cost.
+fn open_on_ranks(
+    backends: &[SharedStore],
+    readers: usize,
+    options: CollectiveOptions,
+) -> Vec<Result<(Vec<u8>, OpCounts)>> {
+    LocalComm::run(readers, |comm| {
+        let (plfs, counting) = rank_mount(backends, comm.rank());
+        let handle = open_collective_with(&plfs, PATH, comm, &options, 1000 + comm.rank() as u64)?;
+        let cost = sum(&counting);
+        let bytes = read_whole(&handle);
+        handle.close()?;
+        Ok((bytes, cost))
+    })
+}
+
+fn options_for(strategy: Strategy) -> CollectiveOptions {
+    CollectiveOptions { strategy, group_ranks: None }
+}
+
+#[test]
+fn every_strategy_reads_what_a_plain_open_reads_with_the_papers_open_counts() {
+    for (writers, readers) in [(1u64, 1usize), (3, 4), (8, 5), (5, 9)] {
+        let backends = backends();
+        let (plfs, _) = rank_mount(&backends, 99);
+        write_strided(&plfs, writers);
+        let plain = plfs.open(PATH, OpenFlags::RDONLY, 0, 500).unwrap();
+        let expected = read_whole(&plain);
+        plain.close().unwrap();
+        assert_eq!(expected.len(), writers as usize * RECORDS_PER_WRITER as usize * RECORD_BYTES);
+        plfs.flatten(PATH).unwrap();
+
+        for strategy in Strategy::ALL {
+            let results = open_on_ranks(&backends, readers, options_for(strategy));
+            let mut index_log_opens = 0;
+            let mut global_index_opens = 0;
+            for (rank, result) in results.into_iter().enumerate() {
+                let (bytes, cost) = result.unwrap_or_else(|e| panic!("{strategy} rank {rank}: {e}"));
+                assert!(bytes == expected, "{strategy}: rank {rank} of {readers} read other bytes");
+                index_log_opens += cost.index_log_opens;
+                global_index_opens += cost.global_index_opens;
+            }
+            let (logs, readers) = (writers, readers as u64);
+            let expected_opens = match strategy {
+                // Each naive rank prefers the (valid) global index.
+                Strategy::Naive => (0, readers),
+                Strategy::Broadcast | Strategy::Parallel => (logs, 0),
+                Strategy::Flatten => (0, 1),
+            };
+            assert_eq!(
+                (index_log_opens, global_index_opens),
+                expected_opens,
+                "{strategy}: {logs} writers, {readers} readers (index log opens, global index opens)"
+            );
+        }
+    }
+}
+
+#[test]
+fn naive_opens_every_index_log_on_every_rank_without_a_global_index() {
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, 6);
+    let results = open_on_ranks(&backends, 4, options_for(Strategy::Naive));
+    let opens: u64 = results.into_iter().map(|result| result.unwrap().1.index_log_opens).sum();
+    assert_eq!(opens, 6 * 4);
+}
+
+#[test]
+fn parallel_read_works_with_any_group_size() {
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, 7);
+    let expected = read_whole(&plfs.open(PATH, OpenFlags::RDONLY, 0, 500).unwrap());
+    for group_ranks in [1, 2, 3, 6, 50] {
+        let options = CollectiveOptions { strategy: Strategy::Parallel, group_ranks: Some(group_ranks) };
+        for (rank, result) in open_on_ranks(&backends, 6, options).into_iter().enumerate() {
+            let (bytes, cost) = result.unwrap();
+            assert!(bytes == expected, "group size {group_ranks}: rank {rank} read other bytes");
+            // 7 logs over 6 ranks: rank 0 reads two.
+            assert_eq!(cost.index_log_opens, if rank == 0 { 2 } else { 1 });
+        }
+    }
+}
+
+#[test]
+fn a_stale_global_index_is_ignored_and_the_logs_are_read() {
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, 3);
+    plfs.flatten(PATH).unwrap();
+    // A fourth writer appends after the flatten: the global index misses it.
+    let file = plfs.open(PATH, OpenFlags::WRONLY, 0, 3).unwrap();
+    let tail = vec![0xEE; 100];
+    let end = 3 * RECORDS_PER_WRITER * RECORD_BYTES as u64;
+    file.write_as(&tail, end, 3).unwrap();
+    file.close().unwrap();
+    assert!(
+        matches!(plfs.read_global_index(PATH).unwrap(), GlobalIndexState::Ignored(reason) if reason.contains("stale"))
+    );
+
+    let expected = read_whole(&plfs.open(PATH, OpenFlags::RDONLY, 0, 500).unwrap());
+    assert_eq!(&expected[expected.len() - 100..], &tail[..]);
+    let results = open_on_ranks(&backends, 3, options_for(Strategy::Flatten));
+    let mut index_log_opens = 0;
+    for result in results {
+        let (bytes, cost) = result.unwrap();
+        assert!(bytes == expected, "a stale global index was used");
+        index_log_opens += cost.index_log_opens;
+    }
+    // Rank 0 fell back to reading the four logs once, for everyone.
+    assert_eq!(index_log_opens, 4);
+}
+
+#[test]
+fn an_error_on_rank_0_reaches_every_rank() {
+    let backends = backends();
+    for strategy in Strategy::ALL {
+        for readers in [1, 2, 5] {
+            let results = LocalComm::run(readers, |comm| {
+                let (plfs, _) = rank_mount(&backends, comm.rank());
+                open_collective_with(&plfs, "/missing", comm, &options_for(strategy), 7).map(drop)
+            });
+            for (rank, result) in results.into_iter().enumerate() {
+                let error = result.expect_err("opening a missing file succeeded");
+                assert_eq!(error.kind(), ErrorKind::NotFound, "{strategy} rank {rank}: {error}");
+                assert!(error.to_string().contains("/missing"), "{strategy} rank {rank}: {error}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failed_share_on_any_rank_fails_every_rank_of_a_parallel_read() {
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, 4);
+    // Rank 2's mount has no backends in common with the others: its share
+    // of the logs cannot be found.
+    let results = LocalComm::run(4, |comm| {
+        let stores = if comm.rank() == 2 { self::backends() } else { backends.clone() };
+        let (plfs, _) = rank_mount(&stores, comm.rank());
+        let options = CollectiveOptions { strategy: Strategy::Parallel, group_ranks: Some(2) };
+        open_collective_with(&plfs, PATH, comm, &options, 7).map(drop)
+    });
+    for (rank, result) in results.into_iter().enumerate() {
+        let error = result.expect_err("a rank's failed read went unnoticed");
+        assert!(error.to_string().contains("rank 2"), "rank {rank}: {error}");
+    }
+}
+
+#[test]
+fn strategies_parse_and_print_their_names() {
+    for strategy in Strategy::ALL {
+        assert_eq!(strategy.to_string().parse::<Strategy>().unwrap(), strategy);
+    }
+    assert_eq!("bogus".parse::<Strategy>().unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(default_group_ranks(1), 1);
+    assert_eq!(default_group_ranks(4), 2);
+    assert_eq!(default_group_ranks(5), 3);
+    assert_eq!(default_group_ranks(64), 8);
+}
+
+#[test]
+fn outcomes_and_frames_round_trip() {
+    let error = Error::new(ErrorKind::PermissionDenied, "/f");
+    let rebuilt = from_outcome(&outcome(Err(&error), 3), "/f").unwrap_err();
+    assert_eq!(rebuilt.kind(), ErrorKind::PermissionDenied);
+    assert!(rebuilt.to_string().contains("rank 3"));
+    assert_eq!(from_outcome(&outcome(Ok(vec![1, 2]), 0), "/f").unwrap(), &[1, 2]);
+    assert_eq!(from_outcome(&[], "/f").unwrap_err().kind(), ErrorKind::Corrupt);
+    let pieces: [&[u8]; 3] = [b"a", b"", b"xyz"];
+    assert_eq!(unframe(&frame(&pieces)).unwrap(), pieces.to_vec());
+    assert!(unframe(&[1, 0, 0]).is_err());
+    for kind in KINDS {
+        assert_eq!(kind_from_code(kind_code(kind)), kind);
+    }
+}

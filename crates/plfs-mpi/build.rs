@@ -1,0 +1,53 @@
+//! Builds the MPI shim (c/plfs_mpi_shim.c) once for each MPI found, with
+//! that MPI's own compiler wrapper, into OUT_DIR. The paths are baked into
+//! the crate (PLFS_MPI_SHIM_OPENMPI, PLFS_MPI_SHIM_MPICH) for the loader;
+//! nothing here links MPI into Rust.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (flavor, compiler wrapper): Debian installs both MPIs side by side
+/// under suffixed names.
+const FLAVORS: [(&str, &str); 2] = [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")];
+
+fn main() {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let include = manifest.join("../../include");
+    let source = manifest.join("c/plfs_mpi_shim.c");
+    println!("cargo:rerun-if-changed={}", source.display());
+    println!("cargo:rerun-if-changed={}", include.join("plfs_mpi.h").display());
+    println!("cargo:rerun-if-changed={}", include.join("plfs.h").display());
+    println!("cargo:rerun-if-env-changed=PLFS_REQUIRE_MPI");
+    // An MPI installed later changes /usr/bin; rebuild the shims then.
+    println!("cargo:rerun-if-changed=/usr/bin");
+    let required = env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1");
+
+    for (flavor, compiler) in FLAVORS {
+        let target = out.join(format!("libplfs_mpi_shim_{flavor}.so"));
+        match compile(compiler, &include, &source, &target) {
+            Ok(()) => {
+                println!("cargo:rustc-env=PLFS_MPI_SHIM_{}={}", flavor.to_uppercase(), target.display());
+            }
+            Err(why) if required => panic!("PLFS_REQUIRE_MPI=1 but the {flavor} shim was not built: {why}"),
+            Err(why) => println!("cargo:warning=no {flavor} MPI shim ({why}); run scripts/install-deps.sh"),
+        }
+    }
+}
+
+fn compile(compiler: &str, include: &Path, source: &Path, target: &Path) -> Result<(), String> {
+    let output = Command::new(compiler)
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(include)
+        .arg(source)
+        .arg("-o")
+        .arg(target)
+        .output()
+        .map_err(|error| format!("{compiler}: {error}"))?;
+    if !output.status.success() {
+        return Err(format!("{compiler} failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+    }
+    Ok(())
+}
