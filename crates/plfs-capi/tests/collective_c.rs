@@ -26,7 +26,10 @@ fn library_dir() -> PathBuf {
             return dir.to_path_buf();
         }
     }
-    panic!("libplfs.so is not next to {} (cargo builds it with this test)", exe.display());
+    panic!(
+        "libplfs.so is not next to {}: run `cargo build --release -p plfs-capi` first (`make test` does)",
+        exe.display()
+    );
 }
 
 fn available(program: &str) -> bool {
