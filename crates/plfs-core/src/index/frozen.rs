@@ -103,40 +103,25 @@ impl Group {
         let same_class = |s: &Slot| s.offset == offset && s.length == run.length;
         let blocks_meet =
             |s: &Slot| first_block < s.first_block + s.count && s.first_block < first_block + run.count;
-        // Left: the class of this offset (if any), then one foreign slot.
-        let mut scanned = 0;
-        for s in self.slots[..at].iter().rev() {
-            if same_class(s) {
-                if blocks_meet(s) {
+        // Outward from `at` on each side: the slots of this offset class
+        // (blocks must not meet), then the first foreign slot (must not
+        // overlap); classes are short, and a long one is not worth scanning.
+        let clear = |neighbours: &mut dyn Iterator<Item = &Slot>,
+                     foreign_overlaps: &dyn Fn(&Slot) -> bool| {
+            for (scanned, s) in neighbours.enumerate() {
+                if !same_class(s) {
+                    return !foreign_overlaps(s);
+                }
+                if blocks_meet(s) || scanned >= CLASS_SCAN_MAX {
                     return false;
                 }
-                scanned += 1;
-                if scanned > CLASS_SCAN_MAX {
-                    return false;
-                }
-                continue;
             }
-            if s.offset + s.length > offset {
-                return false;
-            }
-            break;
-        }
-        scanned = 0;
-        for s in &self.slots[at..] {
-            if same_class(s) {
-                if blocks_meet(s) {
-                    return false;
-                }
-                scanned += 1;
-                if scanned > CLASS_SCAN_MAX {
-                    return false;
-                }
-                continue;
-            }
-            if offset + run.length > s.offset {
-                return false;
-            }
-            break;
+            true
+        };
+        if !clear(&mut self.slots[..at].iter().rev(), &|s| s.offset + s.length > offset)
+            || !clear(&mut self.slots[at..].iter(), &|s| offset + run.length > s.offset)
+        {
+            return false;
         }
         self.slots.insert(at, slot);
         self.end = self.end.max(run.end());
