@@ -284,14 +284,15 @@ impl OpenFile {
         logs.sequence += 1;
         container::absorb(&mut logs.summary, &Record::Write(write));
         if patterns {
-            let end = write.logical + write.length;
-            if lock(&self.runs).before_write(write.writer, write.logical, end) {
+            // A leaf lock, held for a few comparisons and one record copy.
+            let mut runs = lock(&self.runs);
+            if runs.before_write(write.writer, write.logical, write.logical + write.length) {
                 end_run(logs);
             }
             if let Some(ended) = logs.patterns.push(write) {
                 logs.frame.push(&ended);
             }
-            lock(&self.runs).after_write(write.writer, logs.patterns.pending_shape());
+            runs.after_write(write.writer, logs.patterns.pending_shape());
         } else {
             logs.frame.push(&Record::Write(write));
         }

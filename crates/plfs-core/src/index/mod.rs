@@ -231,12 +231,21 @@ impl MergedIndex {
 
     /// Bytes covered by data (the rest below EOF are holes).
     pub fn data_bytes(&self) -> u64 {
-        if self.overlay.is_empty() && self.frozen_limit >= self.frozen.end() {
-            return self.frozen.data_bytes();
+        // Without walking the groups: frozen total, plus the overlay, less
+        // the frozen bytes the overlay shadows.
+        let mut frozen = self.frozen.data_bytes();
+        if self.frozen_limit < self.frozen.end() {
+            frozen = 0;
+            self.frozen.each(0, self.frozen_limit, |_, length, _, _| frozen += length);
         }
-        let mut total = 0;
-        self.each_data(0, self.eof, |_, length, _, _| total += length);
-        total
+        let mut overlay = 0;
+        let mut shadowed = 0;
+        for (&start, extent) in &self.overlay.extents {
+            overlay += extent.length;
+            let end = (start + extent.length).min(self.frozen_limit);
+            self.frozen.each(start, end, |_, length, _, _| shadowed += length);
+        }
+        frozen + overlay - shadowed
     }
 
     /// Heap bytes the index holds (frozen layer exact from capacities;

@@ -422,6 +422,9 @@ proptest! {
         let patterned = merged(&simulation.patterned, compress);
         prop_assert_eq!(answers(&patterned), answers(&plain));
         prop_assert_eq!(expand(&patterned), simulation.model.bytes.clone());
+        let data = simulation.model.bytes.iter().filter(|byte| byte.is_some()).count() as u64;
+        prop_assert_eq!(patterned.data_bytes(), data);
+        prop_assert_eq!(plain.data_bytes(), data);
         // Random sub-ranges agree too (lookups that start inside a block).
         for start in (0..plain.eof()).step_by(13) {
             let normalise = |index: &MergedIndex| -> Vec<(u64, Option<(LogRef, u64)>)> {
