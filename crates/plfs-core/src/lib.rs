@@ -57,6 +57,7 @@ pub mod fs;
 pub mod index;
 pub mod layout;
 pub mod load;
+pub mod mounts;
 pub mod placement;
 pub mod reader;
 pub mod store;

@@ -1,0 +1,94 @@
+//! The mounts of one process, for the interfaces that take absolute paths
+//! (the C library, the LD_PRELOAD interposer, the MPI-IO wrapper): the
+//! plfsrc is found once, each mount is built on first use and then shared
+//! by every caller in the process, so one file has one open-file state (and
+//! one merged index) however it was reached.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::config::plfsrc::{self, PlfsConfig};
+use crate::error::{Error, Result};
+use crate::fs::{Options, Plfs};
+
+/// A plfsrc and the mounts built from it so far.
+#[derive(Debug)]
+pub struct MountTable {
+    config: PlfsConfig,
+    /// Mount points, longest first, for a quick "is this ours" test.
+    points: Vec<PathBuf>,
+    built: Mutex<HashMap<PathBuf, Plfs>>,
+}
+
+impl MountTable {
+    pub fn new(config: PlfsConfig) -> MountTable {
+        let mut points: Vec<PathBuf> = config.mounts.iter().map(|mount| mount.mount_point.clone()).collect();
+        points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
+        MountTable { config, points, built: Mutex::new(HashMap::new()) }
+    }
+
+    /// The table of this process: the plfsrc from `$PLFSRC`, `~/.plfsrc`
+    /// or `/etc/plfsrc`, read once. An error (no plfsrc, a bad one) is kept
+    /// and returned to every caller.
+    pub fn process() -> std::result::Result<&'static MountTable, &'static Error> {
+        static TABLE: OnceLock<Result<MountTable>> = OnceLock::new();
+        TABLE.get_or_init(|| plfsrc::discover().map(MountTable::new)).as_ref()
+    }
+
+    pub fn config(&self) -> &PlfsConfig {
+        &self.config
+    }
+
+    /// Mount points, deepest first.
+    pub fn mount_points(&self) -> &[PathBuf] {
+        &self.points
+    }
+
+    /// Whether an absolute, normalised path is at or under a mount point
+    /// (no I/O; what an interposer asks on every call).
+    pub fn covers(&self, path: &Path) -> bool {
+        self.points.iter().any(|point| path.starts_with(point))
+    }
+
+    /// The mount holding an absolute `path` and the path inside it (`/…`),
+    /// or None when no mount point covers it. The mount is built on first use.
+    pub fn resolve(&self, path: &Path) -> Result<Option<(Plfs, String)>> {
+        let Some((mount, inner)) = self.config.resolve(path) else { return Ok(None) };
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(plfs) = built.get(&mount.mount_point) {
+            return Ok(Some((plfs.clone(), inner)));
+        }
+        let plfs = Plfs::from_config(mount, Options::from_environment(self.config.tuning.clone()))?;
+        built.insert(mount.mount_point.clone(), plfs.clone());
+        Ok(Some((plfs, inner)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_the_deepest_mount_and_shares_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (outer, inner) = (dir.path().join("b0"), dir.path().join("b1"));
+        std::fs::create_dir(&outer).unwrap();
+        std::fs::create_dir(&inner).unwrap();
+        let text = format!(
+            "- mount_point: /mnt/p\n  backends:\n    - location: {}\n- mount_point: /mnt/p/deep\n  backends:\n    - location: {}\n",
+            outer.display(),
+            inner.display()
+        );
+        let table = MountTable::new(plfsrc::parse_str(&text, Path::new("test.plfsrc")).unwrap());
+        assert!(table.covers(Path::new("/mnt/p/x")));
+        assert!(!table.covers(Path::new("/mnt/px")));
+        assert!(table.resolve(Path::new("/elsewhere/f")).unwrap().is_none());
+        let (deep, path) = table.resolve(Path::new("/mnt/p/deep/a/f")).unwrap().unwrap();
+        assert_eq!(path, "/a/f");
+        let (again, _) = table.resolve(Path::new("/mnt/p/deep/g")).unwrap().unwrap();
+        assert!(std::ptr::eq(deep.stores()[0].as_ref(), again.stores()[0].as_ref()), "one mount, built once");
+        let (_, outer_path) = table.resolve(Path::new("/mnt/p/deepx")).unwrap().unwrap();
+        assert_eq!(outer_path, "/deepx");
+    }
+}
