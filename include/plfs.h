@@ -101,6 +101,10 @@ typedef struct Plfs_close_opt {
 
 /* Opens (with O_CREAT, creates) a logical file. flags are open(2) flags;
  * mode applies when the file is created. opt may be NULL. */
+/* 1 if a mount point of the plfsrc covers path (relative: from the current
+ * directory), else 0. */
+int is_plfs_path(const char *path);
+
 plfs_error_t plfs_open(Plfs_fd **fd, const char *path, int flags, pid_t pid, mode_t mode,
                        Plfs_open_opt *opt);
 

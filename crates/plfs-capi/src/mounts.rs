@@ -29,3 +29,18 @@ pub fn resolve(path: &str) -> Result<(Plfs, String), PlfsError> {
         report(Error::new(ErrorKind::NotFound, format!("{path}: not under a mount point of the plfsrc")))
     })
 }
+
+/// `int is_plfs_path(const char *path)`: 1 when a mount point of the
+/// plfsrc covers `path` (relative paths are taken from the current
+/// directory), 0 otherwise, including for NULL and when there is no plfsrc.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn is_plfs_path(path: *const c_char) -> std::ffi::c_int {
+    // SAFETY: forwarded from the caller.
+    let Ok(path) = (unsafe { path_argument(path) }) else { return 0 };
+    let Ok(table) = MountTable::process() else { return 0 };
+    let Ok(absolute) = std::path::absolute(path) else { return 0 };
+    std::ffi::c_int::from(table.config().resolve(&absolute).is_some())
+}

@@ -6,6 +6,7 @@
 //! read state holds it exclusively, so no record can be half-applied.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::container::{self, SizeSummary};
@@ -143,6 +144,9 @@ pub(crate) struct OpenFile {
     read_state: RwLock<Option<ReadState>>,
     /// Writers' pending runs, so one writer's write ends another's run.
     runs: Mutex<RunTracker>,
+    /// A collective open just installed the read state: the next local
+    /// open of the file is part of that open and keeps it.
+    prepared: AtomicBool,
     /// The file size as this process knows it: disk state when first
     /// needed, then moved by local writes and truncates (lazy stat).
     known: Mutex<Option<SizeSummary>>,
@@ -169,6 +173,7 @@ impl OpenFile {
             writers: Mutex::new(HashMap::new()),
             read_state: RwLock::new(None),
             runs: Mutex::new(RunTracker::default()),
+            prepared: AtomicBool::new(false),
             known: Mutex::new(None),
         }
     }
@@ -577,6 +582,16 @@ impl OpenFile {
         *known = Some(SizeSummary { eof: state.index.eof(), bytes: state.index.data_bytes(), last_stamp: 0 });
         drop(known);
         *write_lock(&self.read_state) = Some(state);
+        self.prepared.store(true, Ordering::Release);
+    }
+
+    /// Close-to-open for a repeated open: drop the read state, unless a
+    /// collective open built it for this very open (an MPI library opening
+    /// the file right after the collective index exchange).
+    pub(crate) fn reopened(&self) {
+        if !self.prepared.swap(false, Ordering::AcqRel) {
+            self.invalidate_read_state();
+        }
     }
 
     pub(crate) fn invalidate_read_state(&self) {

@@ -271,7 +271,8 @@ impl Plfs {
     /// Counts one more open of `logical` in this process. Close-to-open:
     /// the open sees what other hosts synced before it, even when the file
     /// was already open here, so a cached index is replaced (by `index` when
-    /// a collective open built one) or dropped.
+    /// a collective open built one) or dropped — except by the first open
+    /// after a collective one, which belongs to it.
     fn register_open(&self, logical: &StorePath, index: Option<LoadedIndex>) -> Arc<OpenFile> {
         let mut registry = self.state.registry();
         let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
@@ -280,7 +281,7 @@ impl Plfs {
         });
         match index {
             Some(index) => entry.file.seed_read_state(index),
-            None if entry.opens > 0 => entry.file.invalidate_read_state(),
+            None if entry.opens > 0 => entry.file.reopened(),
             None => {}
         }
         entry.opens += 1;

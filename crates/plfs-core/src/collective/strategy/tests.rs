@@ -250,3 +250,28 @@ fn outcomes_and_frames_round_trip() {
         assert_eq!(kind_from_code(kind_code(kind)), kind);
     }
 }
+
+#[test]
+fn the_open_right_after_a_collective_one_keeps_its_index_and_the_next_does_not() {
+    let shared = backends();
+    let (writer, _) = rank_mount(&shared, 99);
+    write_strided(&writer, 3);
+    let expected = read_whole(&writer.open(PATH, OpenFlags::RDONLY, 0, 9).unwrap());
+    let (reader, counting) = rank_mount(&shared, 0);
+    let comm = LocalComm::group(1).pop().unwrap();
+    let collective =
+        open_collective_with(&reader, PATH, &comm, &options_for(Strategy::Broadcast), 0).unwrap();
+    let after_collective = sum(&counting).index_log_opens;
+    assert_eq!(after_collective, 3);
+    // An MPI library opening the file right after the exchange: no index log read.
+    let library = reader.open(PATH, OpenFlags::RDONLY, 0, 0).unwrap();
+    assert_eq!(read_whole(&library), expected);
+    assert_eq!(sum(&counting).index_log_opens, after_collective);
+    // Any later open is close-to-open again: the index is read anew.
+    let later = reader.open(PATH, OpenFlags::RDONLY, 0, 0).unwrap();
+    assert_eq!(read_whole(&later), expected);
+    assert_eq!(sum(&counting).index_log_opens, after_collective + 3);
+    for handle in [collective, library, later] {
+        handle.close().unwrap();
+    }
+}
