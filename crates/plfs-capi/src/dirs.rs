@@ -5,7 +5,7 @@ use std::ffi::{CString, c_char, c_void};
 use std::sync::{Mutex, PoisonError};
 
 use crate::errors::{PLFS_EBADF, PLFS_EINVAL, PLFS_ENOTSUP, PlfsError, guard};
-use crate::mounts::{not_found, resolve_argument};
+use crate::mounts::{check_parent, not_found, resolve_argument};
 use crate::plfs::fs::DirEntryInfo;
 
 /// `Plfs_dirp`: a directory's names, read whole at open (the core merges
@@ -25,6 +25,7 @@ pub unsafe extern "C" fn plfs_mkdir(path: *const c_char, mode: libc::mode_t) -> 
     guard(|| {
         // SAFETY: the caller's contract.
         let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        check_parent(&plfs, &inner)?;
         plfs.mkdir(&inner, mode).map_err(|error| not_found(&plfs, &inner, error))
     })
 }

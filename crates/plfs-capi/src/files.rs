@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::errors::{PLFS_EBADF, PLFS_EINVAL, PLFS_ENOTSUP, PlfsError, guard, report};
-use crate::mounts::{not_found, path_argument, resolve};
+use crate::mounts::{check_parent, not_found, path_argument, resolve};
 use crate::plfs::file::{OpenFlags, WriterId};
 use crate::plfs::fs::{FileHandle, Plfs};
 
@@ -113,6 +113,9 @@ pub fn open_one(path: &str, flags: c_int, pid: libc::pid_t, mode: libc::mode_t) 
     let writer = writer_of(pid)?;
     let flags = OpenFlags::from_posix(flags).map_err(report)?;
     let (plfs, inner) = resolve(path)?;
+    if flags.create {
+        check_parent(&plfs, &inner)?;
+    }
     let handle = plfs.open(&inner, flags, mode, writer).map_err(|error| not_found(&plfs, &inner, error))?;
     Ok(PlfsFd::new(plfs, inner, handle, flags))
 }

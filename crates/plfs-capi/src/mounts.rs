@@ -76,6 +76,23 @@ pub fn not_found(plfs: &Plfs, inner: &str, error: Error) -> PlfsError {
     code
 }
 
+/// Before creating `inner`: its parent must be a directory. The core does
+/// not check (a file's container is a directory on its backend, so a
+/// create below a file would succeed inside the container); POSIX says
+/// ENOTDIR, or ENOENT for a missing parent.
+pub fn check_parent(plfs: &Plfs, inner: &str) -> Result<(), PlfsError> {
+    let Some((parent, _)) = inner.trim_end_matches('/').rsplit_once('/') else { return Ok(()) };
+    if parent.is_empty() {
+        return Ok(()); // the mount root
+    }
+    match plfs.stat(parent) {
+        Ok(attr) if attr.kind == FileKind::Directory => Ok(()),
+        // The core follows no symlinks: a symlink is not a directory here.
+        Ok(_) => Err(libc::ENOTDIR),
+        Err(error) => Err(not_found(plfs, parent, error)),
+    }
+}
+
 /// `int is_plfs_path(const char *path)`: 1 when a mount point of the
 /// plfsrc covers `path` (relative paths are taken from the current
 /// directory), 0 otherwise, including for NULL and when there is no plfsrc.

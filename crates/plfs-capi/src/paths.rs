@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int};
 
 use crate::errors::{PLFS_EINVAL, PlfsError, guard};
-use crate::mounts::{mount_config, not_found, path_argument, resolve, resolve_argument};
+use crate::mounts::{check_parent, mount_config, not_found, path_argument, resolve, resolve_argument};
 
 /// # Safety
 /// `path` is NULL or a C string.
@@ -33,6 +33,7 @@ pub unsafe extern "C" fn plfs_rename(from: *const c_char, to: *const c_char) -> 
             return Err(libc::EXDEV);
         }
         let (plfs, from_inner) = resolve(from)?;
+        check_parent(&plfs, &to_inner)?;
         plfs.rename(&from_inner, &to_inner).map_err(|error| not_found(&plfs, &from_inner, error))
     })
 }
@@ -63,6 +64,7 @@ pub unsafe extern "C" fn plfs_symlink(path: *const c_char, to: *const c_char) ->
         let target = unsafe { path_argument(path) }?;
         // SAFETY: the caller's contract.
         let (plfs, inner) = unsafe { resolve_argument(to) }?;
+        check_parent(&plfs, &inner)?;
         plfs.symlink(target, &inner).map_err(|error| not_found(&plfs, &inner, error))
     })
 }
