@@ -260,6 +260,16 @@ static void read_side(const char *dir, const char *file)
     CHECK(got == 5 && memcmp(buffer, RECORD, 5) == 0);
     EXPECT(plfs_trunc(fd, file, -1, 1), PLFS_EINVAL);
     EXPECT(plfs_close(fd, pid, getuid(), O_RDWR, NULL, NULL), PLFS_SUCCESS);
+    /* An fd open only for reading truncates its file by path, as 2.5 did
+     * with no fd. */
+    fd = NULL;
+    EXPECT(plfs_open(&fd, file, O_RDONLY, pid, 0, NULL), PLFS_SUCCESS);
+    EXPECT(plfs_trunc(fd, NULL, 3, 0), PLFS_SUCCESS);
+    EXPECT(plfs_getattr(fd, NULL, &st, 1), PLFS_SUCCESS);
+    CHECK(st.st_size == 3);
+    EXPECT(plfs_read(fd, buffer, sizeof buffer, 0, &got), PLFS_SUCCESS);
+    CHECK(got == 3 && memcmp(buffer, RECORD, 3) == 0);
+    EXPECT(plfs_close(fd, pid, getuid(), O_RDONLY, NULL, NULL), PLFS_SUCCESS);
     EXPECT(plfs_trunc(NULL, dir, 0, 0), PLFS_EISDIR);
     EXPECT(plfs_trunc(NULL, NULL, 0, 0), PLFS_EINVAL);
     char *missing = join(dir, "missing");
