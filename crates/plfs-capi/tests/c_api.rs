@@ -86,14 +86,15 @@ impl Fixture {
     }
 
     /// Compiles against the source tree's include/ and the built library.
-    fn compile_in_tree(&self, name: &str) -> PathBuf {
+    fn compile_in_tree(&self, name: &str, extra: &[&str]) -> PathBuf {
         let libdir = library_dir();
-        let flags = vec![
+        let mut flags: Vec<String> = extra.iter().map(|flag| (*flag).to_owned()).collect();
+        flags.extend([
             format!("-I{}", workspace().join("include").display()),
             format!("-L{}", libdir.display()),
             "-lplfs".to_owned(),
             format!("-Wl,-rpath,{}", libdir.display()),
-        ];
+        ]);
         self.compile(&program_source(name), &flags)
     }
 
@@ -125,7 +126,7 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn every_function_from_c() {
     let fixture = Fixture::new();
-    let program = fixture.compile_in_tree("api_all.c");
+    let program = fixture.compile_in_tree("api_all.c", &[]);
     let args = ["mnt", "other", "small", "outside"].map(|name| fixture.path(name));
     fixture.run(&program, &args, "api_all: OK");
 }
@@ -133,15 +134,22 @@ fn every_function_from_c() {
 #[test]
 fn readdir_fills_a_std_set_from_cpp() {
     let fixture = Fixture::new();
-    let program = fixture.compile_in_tree("readdir.cpp");
+    let program = fixture.compile_in_tree("readdir.cpp", &[]);
     fixture.run(&program, &[fixture.path("mnt")], "readdir: OK: 3 names");
 }
 
 #[test]
 fn a_plfs_25_program_builds_unchanged() {
     let fixture = Fixture::new();
-    let program = fixture.compile_in_tree("plfs25_program.c");
+    let program = fixture.compile_in_tree("plfs25_program.c", &[]);
     fixture.run(&program, &[fixture.path("mnt/checkpoint")], "plfs25_program: OK: 30 bytes");
+}
+
+#[test]
+fn threads_share_one_fd() {
+    let fixture = Fixture::new();
+    let program = fixture.compile_in_tree("threads.c", &["-pthread"]);
+    fixture.run(&program, &[fixture.path("mnt/shared")], "threads: OK: 256000 bytes");
 }
 
 /// `make install-lib PREFIX=...` (what `make install` runs for the
