@@ -43,6 +43,29 @@ pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, Con
 
 /// Finds what is at `path`. A directory holding an access file is a file.
 pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
+    reject_container_insides(mount, path)?;
+    lookup_entry(mount, path)
+}
+
+/// A path through a file reaches the inside of its container (`f/meta`,
+/// `f/hostdir.3/…`): that is not a logical entry, and POSIX says ENOTDIR.
+/// Only components with a container entry's name cost a lookup of their
+/// parent, so ordinary paths cost nothing.
+fn reject_container_insides(mount: &MountState, path: &StorePath) -> Result<()> {
+    let mut prefix = StorePath::root();
+    for component in path.components() {
+        if !prefix.is_root()
+            && layout::classify_container_entry(component) != ContainerEntry::Unknown
+            && matches!(lookup_entry(mount, &prefix), Ok(Lookup::File(_)))
+        {
+            return Err(Error::new(ErrorKind::NotADirectory, format!("/{path}: /{prefix} is a file")));
+        }
+        prefix = prefix.join(component)?;
+    }
+    Ok(())
+}
+
+fn lookup_entry(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
     // The store's own error already names its url and the path.

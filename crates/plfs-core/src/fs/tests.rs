@@ -791,3 +791,17 @@ fn lazy_stat_of_a_file_being_written_reads_no_index_log() {
         assert_eq!(plfs.stat("/w").unwrap().size, 120);
     }
 }
+
+#[test]
+fn the_inside_of_a_container_is_not_a_path() {
+    let plfs = memory_mount(1);
+    plfs.open("/f", OpenFlags::WRONLY.create(), 0o644, 0).unwrap().close().unwrap();
+    for inside in ["/f/meta", "/f/access", "/f/version", "/f/xattrs", "/f/hostdir.0", "/f/meta/anything"] {
+        assert_eq!(plfs.stat(inside).unwrap_err().kind(), ErrorKind::NotADirectory, "{inside}");
+        assert!(plfs.open(inside, OpenFlags::RDONLY, 0, 0).is_err(), "{inside}");
+    }
+    // A user's own directory may still be called meta.
+    plfs.mkdir("/d", 0o755).unwrap();
+    plfs.mkdir("/d/meta", 0o755).unwrap();
+    assert_eq!(plfs.stat("/d/meta").unwrap().kind, FileKind::Directory);
+}
