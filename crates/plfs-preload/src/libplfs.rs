@@ -97,7 +97,7 @@ fn load() -> Option<Library> {
         return None;
     }
     macro_rules! symbol {
-        ($name:literal) => {{
+        ($name:literal, $type:ty) => {{
             // SAFETY: handle is a live dlopen handle and the name a C string.
             let address = unsafe { libc::dlsym(handle, concat!($name, "\0").as_ptr().cast()) };
             if address.is_null() {
@@ -105,29 +105,29 @@ fn load() -> Option<Library> {
             } else {
                 // SAFETY: libplfs exports $name with the PLFS 2.5 signature
                 // (include/plfs.h), which the field's type spells out.
-                Some(unsafe { std::mem::transmute::<*mut c_void, _>(address) })
+                Some(unsafe { std::mem::transmute::<*mut c_void, $type>(address) })
             }
         }};
     }
     Some(Library {
-        is_plfs_path: symbol!("is_plfs_path"),
-        open: symbol!("plfs_open"),
-        read: symbol!("plfs_read"),
-        write: symbol!("plfs_write"),
-        close: symbol!("plfs_close"),
-        getattr: symbol!("plfs_getattr"),
-        trunc: symbol!("plfs_trunc"),
-        unlink: symbol!("plfs_unlink"),
-        rename: symbol!("plfs_rename"),
-        mkdir: symbol!("plfs_mkdir"),
-        rmdir: symbol!("plfs_rmdir"),
-        opendir: symbol!("plfs_opendir_c"),
-        readdir: symbol!("plfs_readdir_c"),
-        closedir: symbol!("plfs_closedir_c"),
-        access: symbol!("plfs_access"),
-        statvfs: symbol!("plfs_statvfs"),
-        sync: symbol!("plfs_sync"),
-        error_to_errno: symbol!("plfs_error_to_errno"),
+        is_plfs_path: symbol!("is_plfs_path", IsPlfsPath),
+        open: symbol!("plfs_open", Open),
+        read: symbol!("plfs_read", Read),
+        write: symbol!("plfs_write", Write),
+        close: symbol!("plfs_close", Close),
+        getattr: symbol!("plfs_getattr", Getattr),
+        trunc: symbol!("plfs_trunc", Trunc),
+        unlink: symbol!("plfs_unlink", PathOnly),
+        rename: symbol!("plfs_rename", TwoPaths),
+        mkdir: symbol!("plfs_mkdir", PathMode),
+        rmdir: symbol!("plfs_rmdir", PathOnly),
+        opendir: symbol!("plfs_opendir_c", Opendir),
+        readdir: symbol!("plfs_readdir_c", Readdir),
+        closedir: symbol!("plfs_closedir_c", Closedir),
+        access: symbol!("plfs_access", PathInt),
+        statvfs: symbol!("plfs_statvfs", Statvfs),
+        sync: symbol!("plfs_sync", Sync),
+        error_to_errno: symbol!("plfs_error_to_errno", ErrorToErrno),
     })
 }
 
@@ -181,6 +181,10 @@ pub fn missing(name: &'static str) -> Errno {
 
 /// Calls a libplfs function with the recursion guard set, turning its
 /// `plfs_error_t` into Ok or an errno. `$field` names the function.
+///
+/// The arguments are expanded inside the unsafe call on purpose: they are
+/// the pointers and values of that one C call, and every call site states
+/// why they meet the C contract.
 #[macro_export]
 macro_rules! plfs_call {
     ($field:ident, $name:literal ( $($arg:expr),* $(,)? )) => {{
