@@ -16,9 +16,10 @@ test-tools: deps
 build: deps
 	$(CARGO) build --release --workspace
 
-# libplfs.so and libplfs.a (crates/plfs-capi) and their headers (include/).
+# libplfs.so and libplfs.a (crates/plfs-capi) and their headers (include/),
+# and the LD_PRELOAD interposer libplfs_preload.so (crates/plfs-preload).
 lib: deps
-	$(CARGO) build --release -p plfs-capi
+	$(CARGO) build --release -p plfs-capi -p plfs-preload
 
 PREFIX ?= /usr/local
 install: build install-lib
@@ -33,6 +34,9 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 install-lib:
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(LIBPLFS_DIR)/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
+	# The interposer loads libplfs.so from its own directory.
+	if [ -f $(LIBPLFS_DIR)/libplfs_preload.so ]; then \
+		install -m 755 $(LIBPLFS_DIR)/libplfs_preload.so $(DESTDIR)$(PREFIX)/lib/libplfs_preload.so; fi
 	install -m 644 $(LIBPLFS_DIR)/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
 	install -m 644 include/plfs.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' crates/plfs-capi/plfs.pc.in \
