@@ -27,6 +27,15 @@ install: build
 	install -m 755 target/release/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
 	install -m 644 target/release/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
 	install -m 644 include/plfs.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
+	@# MPI-IO PMPI wrappers, one per MPI (crates/plfs-mpi/build.rs puts them
+	@# in target/release/mpi/<flavor>/); two levels below libplfs.so, where
+	@# libplfs_mpiio.so looks for it.
+	for flavor in openmpi mpich; do \
+	  if [ -f target/release/mpi/$$flavor/libplfs_mpiio.so ]; then \
+	    install -d $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor && \
+	    install -m 755 target/release/mpi/$$flavor/libplfs_mpiio.so $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor/ || exit 1; \
+	  fi; \
+	done
 
 # The main job on an embedded default: no configuration needed.
 demo: build
