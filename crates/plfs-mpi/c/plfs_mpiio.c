@@ -20,7 +20,8 @@
  *   - creating opens: rank 0 creates the container, barrier, then the MPI
  *     library opens (no mkdir storm).
  *   - plfs_flatten_close=1 on a write open: after every rank has closed,
- *     rank 0 writes the global index (plfs_flatten_index).
+ *     rank 0 writes the global index (plfs_flatten_index); a failure is
+ *     a warning (readers then read the index logs).
  *   - ROMIO's data-sieving writes are turned off (romio_ds_write=disable)
  *     unless the program set that hint.
  *   - MPI_File_delete of a plfs path: plfs_unlink when libplfs has it,
@@ -437,7 +438,6 @@ int MPI_File_close(MPI_File *fh) {
         int rank = 0;
         MPI_Comm_rank(file->comm, &rank);
         MPI_Barrier(file->comm);
-        int flattened = MPI_SUCCESS;
         if (rank == 0 && code == MPI_SUCCESS) {
             Plfs_fd *fd = NULL;
             plfs_error_t rc = plfs.open(&fd, file->path, O_RDONLY, getpid(), 0, NULL);
@@ -448,19 +448,16 @@ int MPI_File_close(MPI_File *fh) {
                     rc = closed;
                 }
             }
+            /* The file is written and closed either way: a global index
+             * that is not there only means readers read the index logs,
+             * so a failed flatten is a warning, not an MPI error. */
             if (verbose() || rc != PLFS_SUCCESS) {
-                fprintf(stderr, "plfs_mpiio: flattening the index of %s: %s\n", file->path, plfs.strerror(rc));
-            }
-            if (rc != PLFS_SUCCESS) {
-                flattened = mpi_error_of(rc);
+                fprintf(stderr, "plfs_mpiio: flattening the index of %s: %s%s\n", file->path, plfs.strerror(rc),
+                        rc == PLFS_SUCCESS ? "" : " (readers will read the index logs)");
             }
         }
-        /* The file is closed either way; a failed flatten is reported on
-         * every rank (readers then read the index logs). */
-        MPI_Bcast(&flattened, 1, MPI_INT, 0, file->comm);
-        if (code == MPI_SUCCESS) {
-            code = flattened;
-        }
+        /* Nobody reopens the file before rank 0 has flattened. */
+        MPI_Barrier(file->comm);
     }
     if (verbose()) {
         int rank = 0;
