@@ -2,7 +2,7 @@
 CARGO ?= cargo
 PLFS := target/release/plfs
 
-.PHONY: all deps test-tools build lib install demo test clippy fmt clean
+.PHONY: all deps test-tools build lib install install-lib demo test clippy fmt clean
 
 all: build
 
@@ -21,12 +21,9 @@ lib: deps
 	$(CARGO) build --release -p plfs-capi
 
 PREFIX ?= /usr/local
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+install: build install-lib
+	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(PLFS) $(DESTDIR)$(PREFIX)/bin/plfs
-	install -m 755 target/release/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
-	install -m 644 target/release/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
-	install -m 644 include/plfs.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
 	@# MPI-IO PMPI wrappers, one per MPI (crates/plfs-mpi/build.rs puts them
 	@# in target/release/mpi/<flavor>/); two levels below libplfs.so, where
 	@# libplfs_mpiio.so looks for it.
@@ -36,6 +33,19 @@ install: build
 	    install -m 755 target/release/mpi/$$flavor/libplfs_mpiio.so $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor/ || exit 1; \
 	  fi; \
 	done
+
+# The library alone, already built: libplfs.so, libplfs.a, the headers and
+# pkg-config's plfs.pc. LIBPLFS_DIR: where the build put the libraries (the
+# capi tests install from their own target directory).
+LIBPLFS_DIR ?= target/release
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+install-lib:
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(LIBPLFS_DIR)/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
+	install -m 644 $(LIBPLFS_DIR)/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
+	install -m 644 include/plfs.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' crates/plfs-capi/plfs.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/plfs.pc
 
 # The main job on an embedded default: no configuration needed.
 demo: build

@@ -13,6 +13,7 @@ pub const PLFS_SUCCESS: PlfsError = 0;
 pub const PLFS_EBADF: PlfsError = libc::EBADF;
 pub const PLFS_EINVAL: PlfsError = libc::EINVAL;
 pub const PLFS_ENOTSUP: PlfsError = libc::ENOTSUP;
+pub const PLFS_ENOMEM: PlfsError = libc::ENOMEM;
 pub const PLFS_EEOF: PlfsError = 297;
 pub const PLFS_SIGSEGV: PlfsError = 298;
 pub const PLFS_SIGBUS: PlfsError = 299;

@@ -1,27 +1,42 @@
-//! Open files: `plfs_open`, `plfs_read`, `plfs_write`, `plfs_close` and
+//! Open files: `plfs_open`, `plfs_create`, `plfs_read`, `plfs_write`,
+//! `plfs_sync`, `plfs_trunc`, `plfs_query`, `plfs_close` and
 //! `plfs_flatten_index`, with the PLFS 2.5 signatures.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::errors::{PLFS_EBADF, PLFS_EINVAL, PLFS_ENOTSUP, PlfsError, guard, report};
-use crate::mounts::{path_argument, resolve};
+use crate::mounts::{check_parent, not_found, path_argument, resolve};
 use crate::plfs::file::{OpenFlags, WriterId};
 use crate::plfs::fs::{FileHandle, Plfs};
 
-/// `Plfs_fd`: an open file and the references plfs_open handed out.
+/// `Plfs_fd`: an open file and the references plfs_open handed out. Every
+/// call but the last plfs_close only borrows it, so threads may share one
+/// (the core's handle is thread-safe); plfs_open and plfs_close on the
+/// same fd must not race, as in PLFS 2.5.
 #[derive(Debug)]
 pub struct PlfsFd {
-    plfs: Plfs,
+    pub(crate) plfs: Plfs,
     /// The path inside the mount.
-    path: String,
-    handle: FileHandle,
+    pub(crate) path: String,
+    pub(crate) handle: FileHandle,
+    /// How the first open opened it (plfs_query reports readers/writers).
+    flags: OpenFlags,
     references: AtomicUsize,
+    /// Bytes plfs_write accepted through this fd (plfs_query).
+    bytes_written: AtomicU64,
 }
 
 impl PlfsFd {
-    pub fn new(plfs: Plfs, path: String, handle: FileHandle) -> PlfsFd {
-        PlfsFd { plfs, path, handle, references: AtomicUsize::new(1) }
+    pub fn new(plfs: Plfs, path: String, handle: FileHandle, flags: OpenFlags) -> PlfsFd {
+        PlfsFd {
+            plfs,
+            path,
+            handle,
+            flags,
+            references: AtomicUsize::new(1),
+            bytes_written: AtomicU64::new(0),
+        }
     }
 }
 
@@ -98,8 +113,11 @@ pub fn open_one(path: &str, flags: c_int, pid: libc::pid_t, mode: libc::mode_t) 
     let writer = writer_of(pid)?;
     let flags = OpenFlags::from_posix(flags).map_err(report)?;
     let (plfs, inner) = resolve(path)?;
-    let handle = plfs.open(&inner, flags, mode, writer).map_err(report)?;
-    Ok(PlfsFd::new(plfs, inner, handle))
+    if flags.create {
+        check_parent(&plfs, &inner)?;
+    }
+    let handle = plfs.open(&inner, flags, mode, writer).map_err(|error| not_found(&plfs, &inner, error))?;
+    Ok(PlfsFd::new(plfs, inner, handle, flags))
 }
 
 /// # Safety
@@ -161,6 +179,7 @@ pub unsafe extern "C" fn plfs_write(
             let buffer = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), size) };
             fd.handle.write_as(buffer, offset, writer).map_err(report)?
         };
+        fd.bytes_written.fetch_add(count as u64, Ordering::Relaxed);
         // SAFETY: checked non-NULL.
         unsafe { *bytes_written = count as libc::ssize_t };
         Ok(())
@@ -212,4 +231,112 @@ pub unsafe extern "C" fn plfs_flatten_index(fd: *mut PlfsFd, path: *const c_char
         unsafe { path_argument(path) }?;
         fd.plfs.flatten(&fd.path).map(drop).map_err(report)
     })
+}
+
+/// Creates `path` (truncating an existing file, as creat(2) and PLFS 2.5
+/// do) and closes it. Of `flags` only O_EXCL counts: 2.5 forced
+/// O_WRONLY|O_CREAT|O_TRUNC and kept the caller's O_EXCL.
+///
+/// # Safety
+/// `path` is NULL or a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_create(
+    path: *const c_char,
+    mode: libc::mode_t,
+    flags: c_int,
+    pid: libc::pid_t,
+) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let path = unsafe { path_argument(path) }?;
+        let forced = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | (flags & libc::O_EXCL);
+        let opened = open_one(path, forced, pid, mode)?;
+        opened.handle.close().map_err(report)
+    })
+}
+
+/// Makes what was written through fd durable (data and index).
+///
+/// # Safety
+/// `fd` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_sync(fd: *mut PlfsFd) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or live.
+        let fd = unsafe { fd.as_ref() }.ok_or(PLFS_EBADF)?;
+        fd.handle.sync().map_err(report)
+    })
+}
+
+/// Sets a file's size. With an fd open for writing the fd truncates (its
+/// writers see the new size at once); otherwise `path` is truncated, as
+/// 2.5 did when the fd was NULL. `open_file` is 2.5's hint that the file
+/// is open elsewhere; the core's truncate is a log record and needs none.
+///
+/// # Safety
+/// `fd` is NULL or live; `path` is NULL or a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_trunc(
+    fd: *mut PlfsFd,
+    path: *const c_char,
+    offset: libc::off_t,
+    _open_file: c_int,
+) -> PlfsError {
+    guard(|| {
+        let size = offset_of(offset)?;
+        // SAFETY: NULL or live.
+        if let Some(fd) = unsafe { fd.as_ref() } {
+            if fd.flags.write {
+                return fd.handle.truncate(size).map_err(report);
+            }
+            return fd.plfs.truncate(&fd.path, size).map_err(|error| not_found(&fd.plfs, &fd.path, error));
+        }
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { crate::mounts::resolve_argument(path) }?;
+        plfs.truncate(&inner, size).map_err(|error| not_found(&plfs, &inner, error))
+    })
+}
+
+/// How fd is used: its references counted as writers and/or readers by
+/// its open mode (2.5 counted each reopen by its own flags; here every
+/// reference has the first open's), the bytes written through it, and
+/// whether stat answers lazily for files being written. NULL outputs are
+/// skipped.
+///
+/// # Safety
+/// `fd` is NULL or live; each output is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_query(
+    fd: *mut PlfsFd,
+    writers: *mut usize,
+    readers: *mut usize,
+    bytes_written: *mut usize,
+    lazy_stat: *mut c_int,
+) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or live.
+        let fd = unsafe { fd.as_ref() }.ok_or(PLFS_EBADF)?;
+        let references = fd.references.load(Ordering::Acquire);
+        let written = usize::try_from(fd.bytes_written.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+        let lazy = crate::mounts::table()?.config().tuning.lazy_stat;
+        // SAFETY: each output is NULL or writable (the caller's contract).
+        unsafe {
+            store(writers, if fd.flags.write { references } else { 0 });
+            store(readers, if fd.flags.read { references } else { 0 });
+            store(bytes_written, written);
+            store(lazy_stat, c_int::from(lazy));
+        }
+        Ok(())
+    })
+}
+
+/// Writes `value` through an optional output pointer.
+///
+/// # Safety
+/// `output` is NULL or writable.
+pub unsafe fn store<T>(output: *mut T, value: T) {
+    // SAFETY: NULL or writable, the caller's contract.
+    if let Some(output) = unsafe { output.as_mut() } {
+        *output = value;
+    }
 }

@@ -5,12 +5,25 @@
 //!
 //! - `errors`: `plfs_error_t` and its converters.
 //! - `mounts`: which mount a logical path is on (the plfsrc).
-//! - `files`: `plfs_open`, `plfs_read`, `plfs_write`, `plfs_close`, ...
+//! - `files`: open files: `plfs_open`, `plfs_read`, `plfs_write`,
+//!   `plfs_close`, `plfs_create`, `plfs_sync`, `plfs_trunc`, `plfs_query`.
+//! - `attrs`: `plfs_getattr`, `plfs_mode`, `plfs_access`, `plfs_chmod`,
+//!   `plfs_chown`, `plfs_utime`, `plfs_statvfs`.
+//! - `paths`: `plfs_unlink`, `plfs_rename`, `plfs_link`, `plfs_symlink`,
+//!   `plfs_readlink`.
+//! - `dirs`: `plfs_mkdir`, `plfs_rmdir`, `plfs_readdir`, `plfs_*dir_c`.
+//! - `xattrs`: `plfs_getxattr`, `plfs_setxattr`.
+//! - `info`: file types, `plfs_expand_path`, host name, version.
 //! - `collective`: `plfs_open_collective_ops`.
 
 use plfs_core_crate as plfs;
 
+mod attrs;
 mod collective;
+mod dirs;
 mod errors;
 mod files;
+mod info;
 mod mounts;
+mod paths;
+mod xattrs;

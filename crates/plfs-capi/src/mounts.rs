@@ -5,8 +5,9 @@
 use std::ffi::{CStr, c_char};
 use std::path::Path;
 
-use crate::errors::{PLFS_EINVAL, PlfsError, report};
-use crate::plfs::fs::Plfs;
+use crate::errors::{PLFS_EINVAL, PlfsError, code_of, report};
+use crate::plfs::config::MountConfig;
+use crate::plfs::fs::{FileKind, Plfs};
 use crate::plfs::mounts::MountTable;
 use crate::plfs::{Error, ErrorKind};
 
@@ -24,10 +25,72 @@ pub unsafe fn path_argument<'a>(path: *const c_char) -> Result<&'a str, PlfsErro
 
 /// The mount holding `path` and the path inside it.
 pub fn resolve(path: &str) -> Result<(Plfs, String), PlfsError> {
-    let table = MountTable::process().map_err(|error| report(Error::new(error.kind(), error.to_string())))?;
-    table.resolve(Path::new(path)).map_err(report)?.ok_or_else(|| {
+    table()?.resolve(Path::new(path)).map_err(report)?.ok_or_else(|| {
         report(Error::new(ErrorKind::NotFound, format!("{path}: not under a mount point of the plfsrc")))
     })
+}
+
+/// The process's mount table; no plfsrc (or a bad one) is its error's code.
+pub fn table() -> Result<&'static MountTable, PlfsError> {
+    MountTable::process().map_err(|error| report(Error::new(error.kind(), error.to_string())))
+}
+
+/// The configured mount holding `path` (built or not) and the path inside
+/// it: what the calls that describe a mount, not a file, need.
+pub fn mount_config(path: &str) -> Result<(&'static MountConfig, String), PlfsError> {
+    table()?.config().resolve(Path::new(path)).ok_or_else(|| {
+        report(Error::new(ErrorKind::NotFound, format!("{path}: not under a mount point of the plfsrc")))
+    })
+}
+
+/// A C path argument and the mount it is on.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub unsafe fn resolve_argument(path: *const c_char) -> Result<(Plfs, String), PlfsError> {
+    // SAFETY: forwarded from the caller.
+    resolve(unsafe { path_argument(path) }?)
+}
+
+/// A core error on `inner`, as POSIX would report it: a missing entry
+/// below something that is a file is ENOTDIR, not ENOENT (the core looks
+/// only at the entry itself; its containers are directories on the
+/// backends, so it cannot tell). Costs stats only on the error path.
+pub fn not_found(plfs: &Plfs, inner: &str, error: Error) -> PlfsError {
+    let code = report(error);
+    if code != libc::ENOENT {
+        return code;
+    }
+    let mut ancestor = String::new();
+    let components: Vec<&str> = inner.split('/').filter(|part| !part.is_empty()).collect();
+    for part in components.iter().take(components.len().saturating_sub(1)) {
+        ancestor.push('/');
+        ancestor.push_str(part);
+        match plfs.stat(&ancestor) {
+            Ok(attr) if attr.kind == FileKind::File => return libc::ENOTDIR,
+            // The core follows no symlinks, so one on the way is not found.
+            Ok(_) => continue,
+            Err(error) => return code_of(&error),
+        }
+    }
+    code
+}
+
+/// Before creating `inner`: its parent must be a directory. The core does
+/// not check (a file's container is a directory on its backend, so a
+/// create below a file would succeed inside the container); POSIX says
+/// ENOTDIR, or ENOENT for a missing parent.
+pub fn check_parent(plfs: &Plfs, inner: &str) -> Result<(), PlfsError> {
+    let Some((parent, _)) = inner.trim_end_matches('/').rsplit_once('/') else { return Ok(()) };
+    if parent.is_empty() {
+        return Ok(()); // the mount root
+    }
+    match plfs.stat(parent) {
+        Ok(attr) if attr.kind == FileKind::Directory => Ok(()),
+        // The core follows no symlinks: a symlink is not a directory here.
+        Ok(_) => Err(libc::ENOTDIR),
+        Err(error) => Err(not_found(plfs, parent, error)),
+    }
 }
 
 /// `int is_plfs_path(const char *path)`: 1 when a mount point of the

@@ -1,0 +1,206 @@
+//! Attributes: `plfs_getattr`, `plfs_mode`, `plfs_access`, `plfs_chmod`,
+//! `plfs_chown`, `plfs_utime` and `plfs_statvfs`. The core's attributes
+//! become `struct stat` / `struct statvfs` here, at the edge.
+
+use std::ffi::{c_char, c_int};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::mem::MaybeUninit;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::errors::{PLFS_EINVAL, PlfsError, guard, report};
+use crate::files::PlfsFd;
+use crate::mounts::{not_found, resolve_argument};
+use crate::plfs::fs::{Credentials, FileAttr, FileKind, Plfs};
+
+/// Attributes of fd's file (synced first, as 2.5 did, so the size counts
+/// every write made through it) or, with a NULL fd, of `path`. Every field
+/// is filled whatever `size_only` says: the core's stat costs the same.
+///
+/// # Safety
+/// `fd` is NULL or live; `path` is NULL or a C string; `st` is NULL or a
+/// writable `struct stat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_getattr(
+    fd: *mut PlfsFd,
+    path: *const c_char,
+    st: *mut libc::stat,
+    _size_only: c_int,
+) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or writable.
+        let st = unsafe { st.as_mut() }.ok_or(PLFS_EINVAL)?;
+        // SAFETY: NULL or live.
+        let (attr, inner) = match unsafe { fd.as_ref() } {
+            Some(fd) => {
+                fd.handle.sync().map_err(report)?;
+                (fd.plfs.stat(&fd.path).map_err(report)?, fd.path.clone())
+            }
+            None => {
+                // SAFETY: the caller's contract.
+                let (plfs, inner) = unsafe { resolve_argument(path) }?;
+                (stat(&plfs, &inner)?, inner)
+            }
+        };
+        *st = to_stat(&attr, &inner);
+        Ok(())
+    })
+}
+
+/// The mode of `path`: type and permission bits, as `st_mode`.
+///
+/// # Safety
+/// `path` is NULL or a C string; `mode` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_mode(path: *const c_char, mode: *mut libc::mode_t) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or writable.
+        let mode = unsafe { mode.as_mut() }.ok_or(PLFS_EINVAL)?;
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        *mode = mode_of(&stat(&plfs, &inner)?);
+        Ok(())
+    })
+}
+
+/// access(2) for this process's real user and groups.
+///
+/// # Safety
+/// `path` is NULL or a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_access(path: *const c_char, mask: c_int) -> PlfsError {
+    guard(|| {
+        let mask = u32::try_from(mask).ok().filter(|mask| mask & !0o7 == 0).ok_or(PLFS_EINVAL)?;
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        plfs.access(&inner, mask, &credentials()).map_err(|error| not_found(&plfs, &inner, error))
+    })
+}
+
+/// # Safety
+/// `path` is NULL or a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_chmod(path: *const c_char, mode: libc::mode_t) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        plfs.chmod(&inner, mode).map_err(|error| not_found(&plfs, &inner, error))
+    })
+}
+
+/// An id of -1 leaves that one unchanged, as chown(2).
+///
+/// # Safety
+/// `path` is NULL or a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_chown(path: *const c_char, uid: libc::uid_t, gid: libc::gid_t) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        let uid = (uid != libc::uid_t::MAX).then_some(uid);
+        let gid = (gid != libc::gid_t::MAX).then_some(gid);
+        plfs.chown(&inner, uid, gid).map_err(|error| not_found(&plfs, &inner, error))
+    })
+}
+
+/// A NULL `ut` sets both times to now, as utime(2).
+///
+/// # Safety
+/// `path` is NULL or a C string; `ut` is NULL or a `struct utimbuf`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_utime(path: *const c_char, ut: *const libc::utimbuf) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        // SAFETY: NULL or a utimbuf.
+        let (atime, mtime) = match unsafe { ut.as_ref() } {
+            Some(ut) => (time_of(ut.actime)?, time_of(ut.modtime)?),
+            None => (SystemTime::now(), SystemTime::now()),
+        };
+        plfs.utime(&inner, Some(atime), Some(mtime)).map_err(|error| not_found(&plfs, &inner, error))
+    })
+}
+
+/// The capacity of the mount holding `path`.
+///
+/// # Safety
+/// `path` is NULL or a C string; `stbuf` is NULL or a writable
+/// `struct statvfs`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_statvfs(path: *const c_char, stbuf: *mut libc::statvfs) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or writable.
+        let stbuf = unsafe { stbuf.as_mut() }.ok_or(PLFS_EINVAL)?;
+        // SAFETY: the caller's contract.
+        let (plfs, _) = unsafe { resolve_argument(path) }?;
+        let space = plfs.statfs().map_err(report)?;
+        // SAFETY: statvfs is plain integers; all-zero is a valid value.
+        let mut out: libc::statvfs = unsafe { MaybeUninit::zeroed().assume_init() };
+        out.f_bsize = space.block_size as _;
+        out.f_frsize = space.block_size as _;
+        out.f_blocks = space.blocks as _;
+        out.f_bfree = space.blocks_free as _;
+        out.f_bavail = space.blocks_available as _;
+        out.f_files = space.files as _;
+        out.f_ffree = space.files_free as _;
+        out.f_favail = space.files_free as _;
+        out.f_namemax = space.name_max as _;
+        *stbuf = out;
+        Ok(())
+    })
+}
+
+fn stat(plfs: &Plfs, inner: &str) -> Result<FileAttr, PlfsError> {
+    plfs.stat(inner).map_err(|error| not_found(plfs, inner, error))
+}
+
+pub fn mode_of(attr: &FileAttr) -> libc::mode_t {
+    let kind = match attr.kind {
+        FileKind::File => libc::S_IFREG,
+        FileKind::Directory => libc::S_IFDIR,
+        FileKind::Symlink => libc::S_IFLNK,
+    };
+    kind | (attr.mode & 0o7777)
+}
+
+fn to_stat(attr: &FileAttr, inner: &str) -> libc::stat {
+    // SAFETY: stat is plain integers; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { MaybeUninit::zeroed().assume_init() };
+    // plfs has no inode numbers; a hash of the logical path is stable for
+    // the file's life and distinct enough for tools that compare them.
+    let mut hasher = DefaultHasher::new();
+    inner.hash(&mut hasher);
+    st.st_ino = hasher.finish().max(1) as _;
+    st.st_mode = mode_of(attr);
+    st.st_nlink = attr.nlink as _;
+    st.st_uid = attr.uid;
+    st.st_gid = attr.gid;
+    st.st_size = i64::try_from(attr.size).unwrap_or(i64::MAX) as _;
+    st.st_blocks = i64::try_from(attr.blocks).unwrap_or(i64::MAX) as _;
+    st.st_blksize = 4096;
+    (st.st_atime, st.st_atime_nsec) = timespec_of(attr.atime);
+    (st.st_mtime, st.st_mtime_nsec) = timespec_of(attr.mtime);
+    (st.st_ctime, st.st_ctime_nsec) = timespec_of(attr.ctime);
+    st
+}
+
+/// Seconds and nanoseconds since the epoch (earlier times as the epoch).
+fn timespec_of(time: SystemTime) -> (libc::time_t, i64) {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    (libc::time_t::try_from(since.as_secs()).unwrap_or(libc::time_t::MAX), i64::from(since.subsec_nanos()))
+}
+
+fn time_of(seconds: libc::time_t) -> Result<SystemTime, PlfsError> {
+    let seconds = u64::try_from(seconds).map_err(|_| PLFS_EINVAL)?;
+    Ok(UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
+/// Who this process is, as access(2) checks: the real ids.
+fn credentials() -> Credentials {
+    // SAFETY: getuid and getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut groups = vec![0 as libc::gid_t; 256];
+    // SAFETY: the buffer holds groups.len() ids; getgroups writes at most that.
+    let count = unsafe { libc::getgroups(groups.len() as c_int, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(count).unwrap_or(0));
+    Credentials { uid, gid, groups }
+}

@@ -1,0 +1,196 @@
+//! The C library as C and C++ programs use it: each program under tests/c
+//! is compiled with -Wall -Wextra -Werror against include/ and libplfs.so,
+//! and run against a plfsrc of posix backends in a temporary directory.
+//! Each program checks its own results and exits non-zero on a mismatch.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// A hung call fails the test instead of hanging `make test`.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn program_source(name: &str) -> PathBuf {
+    workspace().join("crates/plfs-capi/tests/c").join(name)
+}
+
+/// The directory cargo put libplfs.so in: next to this test's deps.
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    for dir in [deps, deps.parent().unwrap()] {
+        if dir.join("libplfs.so").exists() && dir.join("libplfs.a").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    panic!(
+        "libplfs.so is not next to {}: run `cargo build --release -p plfs-capi` first (`make test` does)",
+        exe.display()
+    );
+}
+
+/// A temporary tree: `mnt` and `other` (shared_file mounts), `small` (a
+/// small_file mount, which this build refuses), `outside` (no mount), and
+/// the plfsrc naming them.
+struct Fixture {
+    dir: tempfile::TempDir,
+    plfsrc: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::Builder::new().prefix("plfs-capi-c.").tempdir().unwrap();
+        let mut config = String::new();
+        let mounts: [(&str, &str, &[&str]); 3] = [
+            ("mnt", "shared_file", &["b0", "b1"]),
+            ("other", "shared_file", &["b2"]),
+            ("small", "small_file", &["b3"]),
+        ];
+        for (mount, workload, backends) in mounts {
+            let point = dir.path().join(mount);
+            config.push_str(&format!(
+                "- mount_point: {}\n  workload: {workload}\n  backends:\n",
+                point.display()
+            ));
+            for backend in backends {
+                let path = dir.path().join(backend);
+                std::fs::create_dir(&path).unwrap();
+                config.push_str(&format!("    - location: posix://{}\n", path.display()));
+            }
+        }
+        std::fs::create_dir(dir.path().join("outside")).unwrap();
+        let plfsrc = dir.path().join("plfsrc");
+        std::fs::write(&plfsrc, config).unwrap();
+        Fixture { dir, plfsrc }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Compiles `source` (C, or C++ if it ends in .cpp) into the fixture.
+    fn compile(&self, source: &Path, extra: &[String]) -> PathBuf {
+        let cpp = source.extension().is_some_and(|extension| extension == "cpp");
+        let compiler = if cpp { "g++" } else { "cc" };
+        let program = self.path(source.file_stem().unwrap().to_str().unwrap());
+        let mut command = Command::new(compiler);
+        command.args(["-O2", "-Wall", "-Wextra", "-Werror"]);
+        command.arg(source).args(extra).arg("-o").arg(&program);
+        let output = command.output().unwrap_or_else(|error| panic!("{compiler}: {error}"));
+        assert!(output.status.success(), "{compiler} {}:\n{}", source.display(), text(&output.stderr));
+        program
+    }
+
+    /// Compiles against the source tree's include/ and the built library.
+    fn compile_in_tree(&self, name: &str) -> PathBuf {
+        let libdir = library_dir();
+        let flags = vec![
+            format!("-I{}", workspace().join("include").display()),
+            format!("-L{}", libdir.display()),
+            "-lplfs".to_owned(),
+            format!("-Wl,-rpath,{}", libdir.display()),
+        ];
+        self.compile(&program_source(name), &flags)
+    }
+
+    /// Runs `program` under timeout(1) with this fixture's plfsrc; fails
+    /// the test unless it exits 0 and prints `expected`.
+    fn run(&self, program: &Path, args: &[PathBuf], expected: &str) {
+        let output = Command::new("timeout")
+            .arg("--kill-after=10")
+            .arg(TIMEOUT.as_secs().to_string())
+            .arg(program)
+            .args(args)
+            .env("PLFSRC", &self.plfsrc)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert!(
+            output.status.success() && stdout.contains(expected),
+            "{}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            program.display(),
+            output.status
+        );
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn every_function_from_c() {
+    let fixture = Fixture::new();
+    let program = fixture.compile_in_tree("api_all.c");
+    let args = ["mnt", "other", "small", "outside"].map(|name| fixture.path(name));
+    fixture.run(&program, &args, "api_all: OK");
+}
+
+#[test]
+fn readdir_fills_a_std_set_from_cpp() {
+    let fixture = Fixture::new();
+    let program = fixture.compile_in_tree("readdir.cpp");
+    fixture.run(&program, &[fixture.path("mnt")], "readdir: OK: 3 names");
+}
+
+#[test]
+fn a_plfs_25_program_builds_unchanged() {
+    let fixture = Fixture::new();
+    let program = fixture.compile_in_tree("plfs25_program.c");
+    fixture.run(&program, &[fixture.path("mnt/checkpoint")], "plfs25_program: OK: 30 bytes");
+}
+
+/// `make install-lib PREFIX=...` (what `make install` runs for the
+/// library), then a program built only from `pkg-config --cflags --libs
+/// plfs`, shared and static.
+#[test]
+fn pkg_config_finds_an_installed_library() {
+    let fixture = Fixture::new();
+    let prefix = fixture.path("prefix");
+    let installed = Command::new("make")
+        .arg("--no-print-directory")
+        .arg("-C")
+        .arg(workspace())
+        .arg("install-lib")
+        .arg(format!("PREFIX={}", prefix.display()))
+        .arg(format!("LIBPLFS_DIR={}", library_dir().display()))
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "make install-lib:\n{}", text(&installed.stderr));
+    for file in ["lib/libplfs.so", "lib/libplfs.a", "include/plfs.h", "include/plfs_mpi.h"] {
+        assert!(prefix.join(file).exists(), "make install-lib did not install {file}");
+    }
+
+    let pkg_config = |args: &[&str]| -> Vec<String> {
+        let output = Command::new("pkg-config")
+            .args(args)
+            .arg("plfs")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "pkg-config {args:?} plfs:\n{}", text(&output.stderr));
+        text(&output.stdout).split_whitespace().map(str::to_owned).collect()
+    };
+    let libdir = pkg_config(&["--variable=libdir"]).concat();
+    assert_eq!(Path::new(&libdir), prefix.join("lib"));
+    let source = program_source("plfs25_program.c");
+
+    let mut shared = pkg_config(&["--cflags", "--libs"]);
+    shared.push(format!("-Wl,-rpath,{libdir}"));
+    let program = fixture.compile(&source, &shared);
+    fixture.run(&program, &[fixture.path("mnt/shared")], "plfs25_program: OK");
+
+    // Static: libplfs.a by its path (the .so would win a -lplfs), then
+    // what pkg-config --static says it needs.
+    let mut linked = pkg_config(&["--cflags"]);
+    linked.push(format!("{libdir}/libplfs.a"));
+    linked.extend(pkg_config(&["--static", "--libs-only-l"]).into_iter().filter(|flag| flag != "-lplfs"));
+    let static_program = fixture.path("plfs25_static");
+    let built = fixture.compile(&source, &linked);
+    std::fs::rename(&built, &static_program).unwrap();
+    fixture.run(&static_program, &[fixture.path("mnt/static")], "plfs25_program: OK");
+}
