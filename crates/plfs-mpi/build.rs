@@ -46,10 +46,13 @@ fn main() {
             }
         }
         let mpiio = out.join(format!("libplfs_mpiio_{flavor}.so"));
-        let built = compile(compiler, &include, &mpiio_source, &mpiio).and_then(|()| publish(&out, flavor, &mpiio));
+        let built =
+            compile(compiler, &include, &mpiio_source, &mpiio).and_then(|()| publish(&out, flavor, &mpiio));
         match built {
             Ok(()) => {}
-            Err(why) if required => panic!("PLFS_REQUIRE_MPI=1 but the {flavor} libplfs_mpiio.so was not built: {why}"),
+            Err(why) if required => {
+                panic!("PLFS_REQUIRE_MPI=1 but the {flavor} libplfs_mpiio.so was not built: {why}")
+            }
             Err(why) => println!("cargo:warning=no {flavor} libplfs_mpiio.so ({why})"),
         }
     }
@@ -59,12 +62,14 @@ fn main() {
 /// (OUT_DIR is `<target>/<profile>/build/<crate>-<hash>/out`), through a
 /// temporary name so a running program never sees half a library.
 fn publish(out: &Path, flavor: &str, library: &Path) -> Result<(), String> {
-    let profile_dir = out.ancestors().nth(3).ok_or_else(|| format!("OUT_DIR {} is too short", out.display()))?;
+    let profile_dir =
+        out.ancestors().nth(3).ok_or_else(|| format!("OUT_DIR {} is too short", out.display()))?;
     let dir = profile_dir.join("mpi").join(flavor);
     std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let staged = dir.join(".libplfs_mpiio.so.tmp");
     std::fs::copy(library, &staged).map_err(|error| format!("{}: {error}", staged.display()))?;
-    std::fs::rename(&staged, dir.join("libplfs_mpiio.so")).map_err(|error| format!("{}: {error}", dir.display()))
+    std::fs::rename(&staged, dir.join("libplfs_mpiio.so"))
+        .map_err(|error| format!("{}: {error}", dir.display()))
 }
 
 fn compile(compiler: &str, include: &Path, source: &Path, target: &Path) -> Result<(), String> {

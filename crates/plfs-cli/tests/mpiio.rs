@@ -41,7 +41,7 @@ fn libraries(flavor: &str) -> (PathBuf, PathBuf) {
     for library in [&mpiio, &preload, &dir.join("libplfs.so")] {
         assert!(
             library.exists(),
-            "{} is missing: run `cargo build --release --workspace` first (`make test` does)",
+            "{} is missing: run `cargo build --release --workspace` first (`make test` does; libplfs_preload.so comes from crates/plfs-preload)",
             library.display()
         );
     }
@@ -91,13 +91,20 @@ impl Run<'_> {
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         let name = format!("{} {:?} {args:?}", self.flavor, self.io);
         assert!(output.status.success(), "{name}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
-        assert!(stdout.contains(success), "{name}: expected {success:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        assert!(
+            stdout.contains(success),
+            "{name}: expected {success:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
         (stdout, stderr)
     }
 
     fn map(&self, file: &Path) -> serde_json::Value {
-        let output =
-            Command::new(PLFS).args(["map", "--json"]).arg(file).env("PLFSRC", &self.plfsrc).output().unwrap();
+        let output = Command::new(PLFS)
+            .args(["map", "--json"])
+            .arg(file)
+            .env("PLFSRC", &self.plfsrc)
+            .output()
+            .unwrap();
         assert!(
             output.status.success(),
             "plfs map {}: {}",
@@ -109,13 +116,15 @@ impl Run<'_> {
 }
 
 /// "rank R pid P" lines: pid by rank.
-fn pids(stdout: &str) -> BTreeMap<u64, u64> {
+fn pids_of(stdout: &str) -> BTreeMap<u64, u64> {
     stdout
         .lines()
         .filter_map(|line| {
             let mut words = line.split_whitespace();
             match (words.next(), words.next(), words.next(), words.next()) {
-                (Some("rank"), Some(rank), Some("pid"), Some(pid)) => Some((rank.parse().ok()?, pid.parse().ok()?)),
+                (Some("rank"), Some(rank), Some("pid"), Some(pid)) => {
+                    Some((rank.parse().ok()?, pid.parse().ok()?))
+                }
                 _ => None,
             }
         })
@@ -140,7 +149,10 @@ fn slots_and_logs(map: &serde_json::Value) -> BTreeMap<u64, (BTreeSet<u64>, BTre
 fn mpiio(flavor: &str, io: Option<&str>) {
     let (mpicc, mpirun) = (format!("mpicc.{flavor}"), format!("mpirun.{flavor}"));
     if !available(&mpicc) || !available(&mpirun) {
-        assert!(!required(), "PLFS_REQUIRE_MPI=1 but {mpicc} or {mpirun} is missing (scripts/install-deps.sh)");
+        assert!(
+            !required(),
+            "PLFS_REQUIRE_MPI=1 but {mpicc} or {mpirun} is missing (scripts/install-deps.sh)"
+        );
         eprintln!("skipping {flavor}: {mpicc} or {mpirun} is missing");
         return;
     }
@@ -184,7 +196,8 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     let wrote = |how: &str| format!("mpiio_strided: OK: {WRITERS} writers wrote {total} bytes ({how})");
     let read_ok = format!("mpiio_strided: OK: {READERS} readers verified {total} bytes");
     let read_args = |file: &str, hint: Option<&'static str>| -> Vec<String> {
-        let mut args = vec!["read".to_owned(), file.to_owned(), records.clone(), size.clone(), WRITERS.to_string()];
+        let mut args =
+            vec!["read".to_owned(), file.to_owned(), records.clone(), size.clone(), WRITERS.to_string()];
         args.extend(hint.map(str::to_owned));
         args
     };
@@ -195,7 +208,7 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     let file_arg = format!("plfs:{}", file.display());
     let (stdout, stderr) = run.expect(WRITERS, &["write-at", &file_arg, &records, &size], &wrote("write_at"));
     assert!(stderr.contains("rank 0 created"), "the wrapper did not intercept the open:\n{stderr}");
-    let pids = pids(&stdout);
+    let pids = pids_of(&stdout);
     assert_eq!(pids.len() as u64, WRITERS, "{stdout}");
     let writers = slots_and_logs(&run.map(&file));
     assert_eq!(
@@ -234,7 +247,7 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     );
     let flattened = format!("flattening the index of {}: Success", file.display());
     assert!(stderr.contains(&flattened), "no flatten at close:\n{stderr}");
-    let pids: BTreeSet<u64> = pids(&stdout).into_values().collect();
+    let pids: BTreeSet<u64> = pids_of(&stdout).into_values().collect();
     let writers = slots_and_logs(&run.map(&file));
     assert!(!writers.is_empty());
     let mut covered = BTreeSet::new();
