@@ -233,6 +233,13 @@ static void read_side(const char *dir, const char *file)
     ssize_t written = -1;
     EXPECT(plfs_write(fd, RECORD, 1, 0, pid, &written), PLFS_EBADF);
 
+    struct stat st;
+    EXPECT(plfs_getattr(fd, NULL, &st, 0), PLFS_SUCCESS); /* syncs a reader: nothing to do */
+    CHECK(st.st_size == 3 * RECORD_BYTES);
+    size_t writers = 9, readers = 0;
+    EXPECT(plfs_query(fd, &writers, &readers, NULL, NULL), PLFS_SUCCESS);
+    CHECK(writers == 0 && readers == 1);
+
     EXPECT(plfs_flatten_index(fd, file), PLFS_SUCCESS);
     EXPECT(plfs_flatten_index(fd, NULL), PLFS_EINVAL);
     EXPECT(plfs_flatten_index(NULL, file), PLFS_EBADF);
@@ -241,7 +248,6 @@ static void read_side(const char *dir, const char *file)
     CHECK(refs == 0);
 
     /* Truncate by path, then through an fd open for writing. */
-    struct stat st;
     EXPECT(plfs_trunc(NULL, file, 2 * RECORD_BYTES, 0), PLFS_SUCCESS);
     EXPECT(plfs_getattr(NULL, file, &st, 1), PLFS_SUCCESS);
     CHECK(st.st_size == 2 * RECORD_BYTES);

@@ -1,0 +1,434 @@
+//! The descriptor table: which kernel descriptors are plfs files, and the
+//! open-file state behind them.
+//!
+//! A plfs descriptor is a real kernel descriptor reserved for the purpose
+//! (an `O_PATH | O_CLOEXEC` descriptor of /dev/null), so its number is the
+//! one the kernel would have given, can never be handed to another open,
+//! and fails with EBADF if some call reaches the kernel with it anyway.
+//! `dup` reserves another such descriptor and shares the `OpenFile` (offset
+//! and status flags), as the kernel's open file description is shared.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, c_int, c_void};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once, RwLock};
+
+use libc::{off_t, ssize_t};
+
+use crate::guard::inside;
+use crate::libplfs::{Errno, PlfsFd};
+use crate::plfs_call;
+use crate::real;
+
+/// The status flags F_SETFL may change (the rest are fixed at open).
+const SETTABLE_STATUS_FLAGS: c_int = libc::O_APPEND | libc::O_NONBLOCK;
+
+/// What a plfs descriptor refers to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    /// A directory opened with open(2) (for fdopendir, fstat, *at calls).
+    Directory,
+}
+
+/// The open file description of a plfs descriptor.
+#[derive(Debug)]
+pub struct OpenFile {
+    /// The absolute logical path.
+    pub path: CString,
+    pub kind: Kind,
+    /// Access mode and status flags, as F_GETFL reports them.
+    status_flags: AtomicI32,
+    /// The file offset; read, write and lseek hold it for their whole call,
+    /// as the kernel holds f_pos.
+    offset: Mutex<i64>,
+    /// NULL for directories and after close.
+    handle: AtomicPtr<c_void>,
+}
+
+impl OpenFile {
+    fn handle(&self) -> PlfsFd {
+        self.handle.load(Ordering::Acquire)
+    }
+
+    pub fn status_flags(&self) -> c_int {
+        self.status_flags.load(Ordering::Acquire)
+    }
+
+    pub fn set_status_flags(&self, flags: c_int) {
+        let kept = self.status_flags() & !SETTABLE_STATUS_FLAGS;
+        self.status_flags.store(kept | (flags & SETTABLE_STATUS_FLAGS), Ordering::Release);
+    }
+
+    fn offset(&self) -> std::sync::MutexGuard<'_, i64> {
+        self.offset.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Closes the plfs file now (once); later calls do nothing.
+    fn close_now(&self) -> Result<(), Errno> {
+        let handle = self.handle.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if handle.is_null() {
+            return Ok(());
+        }
+        let mut references: c_int = 0;
+        // SAFETY: getpid and getuid cannot fail.
+        let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+        plfs_call!(
+            close,
+            "plfs_close"(handle, pid, uid, self.status_flags(), std::ptr::null_mut(), &mut references)
+        )
+    }
+}
+
+impl Drop for OpenFile {
+    /// The last descriptor of a description was closed while a call on
+    /// another thread still used it: that call's end closes the file.
+    fn drop(&mut self) {
+        let _ = self.close_now();
+    }
+}
+
+#[derive(Debug)]
+struct Descriptor {
+    file: Arc<OpenFile>,
+    /// FD_CLOEXEC as the program set it (the reserved descriptor is always
+    /// close-on-exec: plfs state cannot cross exec).
+    close_on_exec: bool,
+}
+
+static TABLE: RwLock<BTreeMap<c_int, Descriptor>> = RwLock::new(BTreeMap::new());
+/// Entries in TABLE: while 0, descriptor calls skip the lock entirely.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn table_read() -> std::sync::RwLockReadGuard<'static, BTreeMap<c_int, Descriptor>> {
+    TABLE.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn table_write() -> std::sync::RwLockWriteGuard<'static, BTreeMap<c_int, Descriptor>> {
+    TABLE.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The plfs open file behind `fd`, or None for every other descriptor.
+pub fn lookup(fd: c_int) -> Option<Arc<OpenFile>> {
+    if COUNT.load(Ordering::Acquire) == 0 || inside() {
+        return None;
+    }
+    table_read().get(&fd).map(|descriptor| Arc::clone(&descriptor.file))
+}
+
+/// The logical path of a plfs directory descriptor (for *at calls).
+pub fn directory_path(fd: c_int) -> Option<String> {
+    let file = lookup(fd)?;
+    (file.kind == Kind::Directory).then(|| file.path.to_string_lossy().into_owned())
+}
+
+/// Reserves a kernel descriptor number, at least `minimum` when given.
+fn reserve(minimum: Option<c_int>) -> Result<c_int, Errno> {
+    static DEV_NULL: &std::ffi::CStr = c"/dev/null";
+    // SAFETY: a C string and valid flags; O_PATH opens need no mode.
+    let fd = unsafe { real::open()(DEV_NULL.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    let Some(minimum) = minimum else { return Ok(fd) };
+    // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes an int.
+    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, minimum) };
+    let error = errno();
+    // SAFETY: fd is ours and no longer needed.
+    unsafe { real::close()(fd) };
+    if moved < 0 { Err(error) } else { Ok(moved) }
+}
+
+fn install(fd: c_int, file: Arc<OpenFile>, close_on_exec: bool) {
+    register_process_hooks();
+    let previous = table_write().insert(fd, Descriptor { file, close_on_exec });
+    // The kernel gave us fd: no plfs descriptor can have had that number.
+    assert!(previous.is_none(), "plfs descriptor {fd} reserved twice");
+    COUNT.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Removes `fd` from the table; the caller closes the kernel descriptor.
+fn remove(fd: c_int) -> Option<Arc<OpenFile>> {
+    let removed = table_write().remove(&fd)?;
+    COUNT.fetch_sub(1, Ordering::AcqRel);
+    Some(removed.file)
+}
+
+/// Opens `path` (absolute, under a mount point) and returns its new
+/// descriptor.
+pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Errno> {
+    let kind = kind_for_open(&path, flags)?;
+    let mut handle: PlfsFd = std::ptr::null_mut();
+    if kind == Kind::File {
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        // O_CLOEXEC and the like mean nothing to libplfs.
+        let plfs_flags =
+            flags & (libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND);
+        plfs_call!(
+            open,
+            "plfs_open"(&mut handle, path.as_ptr(), plfs_flags, pid, mode, std::ptr::null_mut())
+        )?;
+    }
+    let file = Arc::new(OpenFile {
+        path,
+        kind,
+        status_flags: AtomicI32::new(flags & (libc::O_ACCMODE | SETTABLE_STATUS_FLAGS)),
+        offset: Mutex::new(0),
+        handle: AtomicPtr::new(handle),
+    });
+    let fd = reserve(None)?;
+    install(fd, file, flags & libc::O_CLOEXEC != 0);
+    Ok(fd)
+}
+
+/// Directories open as directory descriptors (read-only), files as files.
+fn kind_for_open(path: &CString, flags: c_int) -> Result<Kind, Errno> {
+    let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+    match stat_path(path) {
+        Ok(stat) if stat.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+            if writing || flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
+                Err(if writing { libc::EISDIR } else { libc::EEXIST })
+            } else {
+                Ok(Kind::Directory)
+            }
+        }
+        Ok(_) if flags & libc::O_DIRECTORY != 0 => Err(libc::ENOTDIR),
+        Err(libc::ENOENT) if flags & libc::O_DIRECTORY != 0 => Err(libc::ENOENT),
+        // Anything else (including a libplfs without plfs_getattr) is for
+        // plfs_open to decide.
+        _ => Ok(Kind::File),
+    }
+}
+
+/// Closes a plfs descriptor; None when `fd` is not one.
+pub fn close(fd: c_int) -> Option<Result<(), Errno>> {
+    let file = lookup(fd).and_then(|_| remove(fd))?;
+    // SAFETY: fd is the reserved descriptor, ours to close.
+    unsafe { real::close()(fd) };
+    // The last descriptor of the description closes the plfs file, with
+    // its error reported; otherwise another descriptor still uses it.
+    Some(match Arc::try_unwrap(file) {
+        Ok(file) => file.close_now(),
+        Err(_) => Ok(()),
+    })
+}
+
+/// dup and F_DUPFD: a new descriptor (at least `minimum`) sharing `file`.
+pub fn duplicate(file: Arc<OpenFile>, minimum: Option<c_int>, close_on_exec: bool) -> Result<c_int, Errno> {
+    let fd = reserve(minimum)?;
+    install(fd, file, close_on_exec);
+    Ok(fd)
+}
+
+/// dup2/dup3 onto `target`, which is closed first if open (plfs or not).
+pub fn duplicate_onto(file: Arc<OpenFile>, target: c_int, close_on_exec: bool) -> Result<c_int, Errno> {
+    // A plfs descriptor at target is closed as close(2) would.
+    if let Some(result) = close(target) {
+        result?;
+    }
+    let fd = reserve(None)?;
+    // SAFETY: both are descriptors; dup3 closes a real target atomically.
+    let placed = unsafe { real::dup3()(fd, target, libc::O_CLOEXEC) };
+    let error = errno();
+    // SAFETY: fd was only a source for dup3.
+    unsafe { real::close()(fd) };
+    if placed < 0 {
+        return Err(error);
+    }
+    install(target, file, close_on_exec);
+    Ok(target)
+}
+
+/// Drops the plfs state of `target` when a real descriptor is duplicated
+/// onto it (dup2 of a non-plfs fd over a plfs one).
+pub fn forget(target: c_int) -> Option<Arc<OpenFile>> {
+    lookup(target).and_then(|_| remove(target))
+}
+
+pub fn close_on_exec(fd: c_int) -> bool {
+    table_read().get(&fd).is_some_and(|descriptor| descriptor.close_on_exec)
+}
+
+pub fn set_close_on_exec(fd: c_int, value: bool) {
+    if let Some(descriptor) = table_write().get_mut(&fd) {
+        descriptor.close_on_exec = value;
+    }
+}
+
+fn require_file(file: &OpenFile) -> Result<PlfsFd, Errno> {
+    match file.kind {
+        Kind::Directory => Err(libc::EISDIR),
+        Kind::File => {
+            let handle = file.handle();
+            if handle.is_null() { Err(libc::EBADF) } else { Ok(handle) }
+        }
+    }
+}
+
+fn check_access(file: &OpenFile, writing: bool) -> Result<(), Errno> {
+    let mode = file.status_flags() & libc::O_ACCMODE;
+    let allowed = if writing { mode != libc::O_RDONLY } else { mode != libc::O_WRONLY };
+    if allowed { Ok(()) } else { Err(libc::EBADF) }
+}
+
+pub fn pread(file: &OpenFile, buffer: &mut [u8], offset: i64) -> Result<usize, Errno> {
+    let handle = require_file(file)?;
+    check_access(file, false)?;
+    let offset = off_t::try_from(offset).map_err(|_| libc::EINVAL)?;
+    let mut count: ssize_t = 0;
+    plfs_call!(read, "plfs_read"(handle, buffer.as_mut_ptr().cast(), buffer.len(), offset, &mut count))?;
+    usize::try_from(count).map_err(|_| libc::EIO)
+}
+
+pub fn pwrite(file: &OpenFile, buffer: &[u8], offset: i64) -> Result<usize, Errno> {
+    let handle = require_file(file)?;
+    check_access(file, true)?;
+    let offset = off_t::try_from(offset).map_err(|_| libc::EINVAL)?;
+    let mut count: ssize_t = 0;
+    // The writer is the calling process as it is now: after fork the child
+    // writes its own data log instead of appending to its parent's.
+    // SAFETY: getpid cannot fail.
+    let pid = unsafe { libc::getpid() };
+    plfs_call!(write, "plfs_write"(handle, buffer.as_ptr().cast(), buffer.len(), offset, pid, &mut count))?;
+    usize::try_from(count).map_err(|_| libc::EIO)
+}
+
+/// read(2): at the shared offset, which it advances.
+pub fn read(file: &OpenFile, buffer: &mut [u8]) -> Result<usize, Errno> {
+    let mut offset = file.offset();
+    let count = pread(file, buffer, *offset)?;
+    *offset += count as i64;
+    Ok(count)
+}
+
+/// write(2): at the shared offset (at the end with O_APPEND).
+pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
+    let mut offset = file.offset();
+    if file.status_flags() & libc::O_APPEND != 0 {
+        *offset = size(file)?;
+    }
+    let count = pwrite(file, buffer, *offset)?;
+    *offset += count as i64;
+    Ok(count)
+}
+
+pub fn size(file: &OpenFile) -> Result<i64, Errno> {
+    Ok(getattr(file, true)?.st_size)
+}
+
+pub fn lseek(file: &OpenFile, offset: i64, whence: c_int) -> Result<i64, Errno> {
+    let mut current = file.offset();
+    let base = match whence {
+        libc::SEEK_SET => 0,
+        libc::SEEK_CUR => *current,
+        libc::SEEK_END => size(file)?,
+        // plfs keeps no hole map: all of the file is data, the end is the
+        // only hole (what filesystems without SEEK_HOLE support report).
+        libc::SEEK_DATA | libc::SEEK_HOLE => {
+            let end = size(file)?;
+            if offset < 0 || offset >= end {
+                return Err(libc::ENXIO);
+            }
+            let position = if whence == libc::SEEK_DATA { offset } else { end };
+            *current = position;
+            return Ok(position);
+        }
+        _ => return Err(libc::EINVAL),
+    };
+    let position = base.checked_add(offset).filter(|&position| position >= 0).ok_or(libc::EINVAL)?;
+    *current = position;
+    Ok(position)
+}
+
+/// fstat of an open file (plfs_getattr with the fd, so its own unflushed
+/// writes count) or directory.
+pub fn getattr(file: &OpenFile, size_only: bool) -> Result<libc::stat, Errno> {
+    // SAFETY: stat is plain data; all-zero is valid.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    let handle = file.handle();
+    plfs_call!(getattr, "plfs_getattr"(handle, file.path.as_ptr(), &mut stat, c_int::from(size_only)))?;
+    Ok(stat)
+}
+
+pub fn stat_path(path: &CString) -> Result<libc::stat, Errno> {
+    // SAFETY: stat is plain data; all-zero is valid.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    plfs_call!(getattr, "plfs_getattr"(std::ptr::null_mut(), path.as_ptr(), &mut stat, 0))?;
+    Ok(stat)
+}
+
+pub fn truncate(file: &OpenFile, length: i64) -> Result<(), Errno> {
+    let handle = require_file(file)?;
+    check_access(file, true).map_err(|_| libc::EINVAL)?;
+    let length = off_t::try_from(length).map_err(|_| libc::EINVAL)?;
+    plfs_call!(trunc, "plfs_trunc"(handle, file.path.as_ptr(), length, 1))
+}
+
+pub fn sync(file: &OpenFile) -> Result<(), Errno> {
+    match file.kind {
+        Kind::Directory => Ok(()),
+        Kind::File => plfs_call!(sync, "plfs_sync"(require_file(file)?)),
+    }
+}
+
+/// Every open plfs file (one per description), for fork and exit.
+fn open_files() -> Vec<Arc<OpenFile>> {
+    let mut files: Vec<Arc<OpenFile>> = Vec::new();
+    for descriptor in table_read().values() {
+        if !files.iter().any(|seen| Arc::ptr_eq(seen, &descriptor.file)) {
+            files.push(Arc::clone(&descriptor.file));
+        }
+    }
+    files
+}
+
+/// Before fork: every plfs file is synced, so buffered data and index
+/// records are written once, by the parent, and not again by a child that
+/// inherits a copy of the buffers.
+extern "C" fn before_fork() {
+    if COUNT.load(Ordering::Acquire) == 0 || inside() {
+        return;
+    }
+    for file in open_files() {
+        let _ = sync(&file);
+    }
+}
+
+/// At exit: stdio streams are flushed (a plfs FILE's buffer goes through
+/// the descriptor) and then every plfs file still open is closed, so a
+/// program that exits without closing keeps what it wrote. (atexit runs
+/// before libc's own stdio flush, hence the explicit fflush.)
+extern "C" fn at_exit() {
+    if COUNT.load(Ordering::Acquire) == 0 || inside() {
+        return;
+    }
+    // SAFETY: fflush(NULL) flushes every stream.
+    unsafe { real::fflush()(std::ptr::null_mut()) };
+    let descriptors: Vec<c_int> = table_read().keys().copied().collect();
+    for fd in descriptors {
+        let _ = close(fd);
+    }
+}
+
+fn register_process_hooks() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: both are extern "C" functions without arguments that
+        // live as long as the process (this library is never unloaded).
+        unsafe {
+            libc::pthread_atfork(Some(before_fork), None, None);
+            libc::atexit(at_exit);
+        }
+    });
+}
+
+pub fn errno() -> Errno {
+    // SAFETY: errno is thread-local and always readable.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(value: Errno) {
+    // SAFETY: errno is thread-local and always writable.
+    unsafe { *libc::__errno_location() = value };
+}

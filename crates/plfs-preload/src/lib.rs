@@ -1,0 +1,28 @@
+//! libplfs_preload.so: run unmodified programs on plfs with
+//! `LD_PRELOAD=…/libplfs_preload.so PLFSRC=… program`.
+//!
+//! Calls on paths under a mount point of the plfsrc, and on the
+//! descriptors, directory streams and FILE streams opened from them, go to
+//! libplfs.so through its PLFS 2.5 C API; every other call goes to the
+//! real libc function unchanged.
+//!
+//! - `guard`: the "inside plfs" flag that sends libplfs's own I/O to libc.
+//! - `real`: the real libc functions (`dlsym(RTLD_NEXT, …)`).
+//! - `libplfs`: loading libplfs.so and calling it.
+//! - `paths`: which paths are plfs paths.
+//! - `files`: the descriptor table and open-file state; fork and exit.
+//! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
+//! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
+//! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
+//! - `stdio`: fopen, fdopen (fopencookie streams).
+
+mod diagnostics;
+mod dirs;
+mod files;
+mod guard;
+mod libplfs;
+mod meta;
+mod paths;
+mod posix;
+mod real;
+mod stdio;

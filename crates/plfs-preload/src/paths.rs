@@ -1,0 +1,96 @@
+//! Which calls are plfs calls: a path (relative ones resolved against the
+//! current directory or the directory descriptor of an *at call) that a
+//! mount point of the plfsrc covers, as libplfs's `is_plfs_path` says.
+
+use std::ffi::{CStr, CString, c_char, c_int};
+
+use crate::files;
+use crate::guard::{Inside, inside};
+use crate::libplfs::library;
+
+/// PATH_MAX: longer paths are never plfs paths (libc will refuse them).
+const PATH_BYTES_MAX: usize = 4096;
+
+/// The absolute logical path when `path` (relative to `dirfd`) is a plfs
+/// path; None for every other path, and whenever the call must go to libc
+/// (inside libplfs, libplfs missing, NULL path).
+pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
+    if inside() || path.is_null() {
+        return None;
+    }
+    // SAFETY: libc callers pass a C string; NULL was excluded.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if bytes.is_empty() || bytes.len() > PATH_BYTES_MAX {
+        return None;
+    }
+    let is_plfs_path = library()?.is_plfs_path?;
+    let absolute = absolute(dirfd, bytes)?;
+    let absolute = CString::new(absolute).ok()?;
+    let _inside = Inside::enter();
+    // SAFETY: absolute is a C string.
+    (unsafe { is_plfs_path(absolute.as_ptr()) } == 1).then_some(absolute)
+}
+
+/// `path` made absolute and lexically normalised ("." and ".." removed), so
+/// the prefix test in libplfs sees the same spelling as the plfsrc.
+fn absolute(dirfd: c_int, path: &[u8]) -> Option<Vec<u8>> {
+    let mut joined = if path.starts_with(b"/") {
+        Vec::new()
+    } else if dirfd == libc::AT_FDCWD {
+        current_directory()?
+    } else if let Some(directory) = files::directory_path(dirfd) {
+        directory.into_bytes()
+    } else {
+        descriptor_path(dirfd)?
+    };
+    joined.push(b'/');
+    joined.extend_from_slice(path);
+    Some(normalise(&joined))
+}
+
+fn current_directory() -> Option<Vec<u8>> {
+    let mut buffer = vec![0u8; PATH_BYTES_MAX + 1];
+    // SAFETY: buffer is writable for its length.
+    let result = unsafe { libc::getcwd(buffer.as_mut_ptr().cast(), buffer.len()) };
+    if result.is_null() {
+        return None;
+    }
+    let length = buffer.iter().position(|&byte| byte == 0)?;
+    buffer.truncate(length);
+    Some(buffer)
+}
+
+/// The path a real directory descriptor was opened with, from /proc.
+fn descriptor_path(dirfd: c_int) -> Option<Vec<u8>> {
+    let link = CString::new(format!("/proc/self/fd/{dirfd}")).ok()?;
+    let mut buffer = vec![0u8; PATH_BYTES_MAX + 1];
+    // SAFETY: link is a C string and buffer writable for its length.
+    let length = unsafe { libc::readlink(link.as_ptr(), buffer.as_mut_ptr().cast(), buffer.len()) };
+    let length = usize::try_from(length).ok().filter(|&length| length > 0 && length <= PATH_BYTES_MAX)?;
+    buffer.truncate(length);
+    buffer.starts_with(b"/").then_some(buffer)
+}
+
+/// "/a/./b//../c" → "/a/c". Lexical: a ".." after a symbolic link is taken
+/// lexically too (plfs namespaces hold no symbolic links).
+pub fn normalise(path: &[u8]) -> Vec<u8> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for part in path.split(|&byte| byte == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    if parts.is_empty() {
+        return b"/".to_vec();
+    }
+    let mut normal = Vec::with_capacity(path.len());
+    for part in parts {
+        normal.push(b'/');
+        normal.extend_from_slice(part);
+    }
+    normal
+}

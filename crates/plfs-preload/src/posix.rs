@@ -1,0 +1,808 @@
+//! The interposed POSIX calls on descriptors and paths. Each one asks
+//! first whether the call is a plfs call (a plfs descriptor, or a path
+//! under a mount point) and otherwise calls the real libc function with
+//! the same arguments, so other files behave exactly as without the
+//! interposer.
+//!
+//! Stable Rust cannot define variadic functions: open, openat and fcntl
+//! take their optional argument as a fixed one (the C calling convention
+//! passes it in the same register) and read it only when the flags or the
+//! command say it was passed.
+
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
+
+use libc::{iovec, mode_t, off_t, off64_t, size_t, ssize_t};
+
+use crate::files::{self, OpenFile, errno, set_errno};
+use crate::libplfs::Errno;
+use crate::paths::plfs_path;
+use crate::plfs_call;
+use crate::real;
+
+const _: () = assert!(size_of::<libc::stat>() == size_of::<libc::stat64>());
+const _: () = assert!(size_of::<off_t>() == size_of::<off64_t>());
+
+/// -1 with errno set, or the value.
+pub fn int_result(result: Result<c_int, Errno>) -> c_int {
+    result.unwrap_or_else(|error| {
+        set_errno(error);
+        -1
+    })
+}
+
+pub fn unit_result(result: Result<(), Errno>) -> c_int {
+    int_result(result.map(|()| 0))
+}
+
+pub fn size_result(result: Result<usize, Errno>) -> ssize_t {
+    match result {
+        Ok(count) => count as ssize_t,
+        Err(error) => {
+            set_errno(error);
+            -1
+        }
+    }
+}
+
+/// The mode argument when open's flags say one was passed.
+fn mode_argument(flags: c_int, mode: mode_t) -> mode_t {
+    if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE { mode } else { 0 }
+}
+
+fn open_plfs(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> Option<c_int> {
+    let logical = plfs_path(dirfd, path)?;
+    Some(int_result(files::open(logical, flags, mode_argument(flags, mode))))
+}
+
+/// # Safety
+/// The open(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::open()(path, flags, mode_argument(flags, mode) as c_uint) }
+}
+
+/// # Safety
+/// The open(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::open64()(path, flags, mode_argument(flags, mode) as c_uint) }
+}
+
+/// # Safety
+/// The openat(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if let Some(result) = open_plfs(dirfd, path, flags, mode) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::openat()(dirfd, path, flags, mode_argument(flags, mode) as c_uint) }
+}
+
+/// # Safety
+/// The openat(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if let Some(result) = open_plfs(dirfd, path, flags, mode) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::openat64()(dirfd, path, flags, mode_argument(flags, mode) as c_uint) }
+}
+
+/// # Safety
+/// The creat(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::creat()(path, mode) }
+}
+
+/// # Safety
+/// The creat(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::creat64()(path, mode) }
+}
+
+// The _FORTIFY_SOURCE entry points: open without O_CREAT (no mode).
+
+/// # Safety
+/// The open(2) contract, without a mode.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, 0) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::__open_2()(path, flags) }
+}
+
+/// # Safety
+/// The open(2) contract, without a mode.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, 0) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::__open64_2()(path, flags) }
+}
+
+/// # Safety
+/// The openat(2) contract, without a mode.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if let Some(result) = open_plfs(dirfd, path, flags, 0) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::__openat_2()(dirfd, path, flags) }
+}
+
+/// # Safety
+/// The openat(2) contract, without a mode.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if let Some(result) = open_plfs(dirfd, path, flags, 0) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::__openat64_2()(dirfd, path, flags) }
+}
+
+/// # Safety
+/// The close(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if let Some(result) = files::close(fd) {
+        return unit_result(result);
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::close()(fd) }
+}
+
+/// `buffer` as a slice, or EFAULT for NULL with a non-zero length.
+///
+/// # Safety
+/// A non-NULL buffer is valid for `count` bytes.
+unsafe fn buffer_mut<'a>(buffer: *mut c_void, count: size_t) -> Result<&'a mut [u8], Errno> {
+    if count == 0 {
+        return Ok(&mut []);
+    }
+    if buffer.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buffer.cast(), count) })
+}
+
+/// # Safety
+/// A non-NULL buffer is valid for `count` bytes.
+unsafe fn buffer<'a>(buffer: *const c_void, count: size_t) -> Result<&'a [u8], Errno> {
+    if count == 0 {
+        return Ok(&[]);
+    }
+    if buffer.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(buffer.cast(), count) })
+}
+
+/// # Safety
+/// The read(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's buffer.
+        return size_result(unsafe { buffer_mut(buf, count) }.and_then(|slice| files::read(&file, slice)));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::read()(fd, buf, count) }
+}
+
+/// # Safety
+/// The write(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's buffer.
+        return size_result(unsafe { buffer(buf, count) }.and_then(|slice| files::write(&file, slice)));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::write()(fd, buf, count) }
+}
+
+/// # Safety
+/// The pread(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: size_t, offset: off_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's buffer.
+        return size_result(
+            unsafe { buffer_mut(buf, count) }.and_then(|slice| files::pread(&file, slice, offset)),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pread()(fd, buf, count, offset) }
+}
+
+/// # Safety
+/// The pread(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, count: size_t, offset: off64_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's buffer.
+        return size_result(
+            unsafe { buffer_mut(buf, count) }.and_then(|slice| files::pread(&file, slice, offset)),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pread64()(fd, buf, count, offset) }
+}
+
+/// # Safety
+/// The pwrite(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, offset: off_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's buffer.
+        return size_result(
+            unsafe { buffer(buf, count) }.and_then(|slice| files::pwrite(&file, slice, offset)),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pwrite()(fd, buf, count, offset) }
+}
+
+/// # Safety
+/// The pwrite(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: size_t, offset: off64_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's buffer.
+        return size_result(
+            unsafe { buffer(buf, count) }.and_then(|slice| files::pwrite(&file, slice, offset)),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pwrite64()(fd, buf, count, offset) }
+}
+
+/// The iovecs of a vector call.
+///
+/// # Safety
+/// `iov` points to `count` iovecs (when count > 0).
+unsafe fn vectors<'a>(iov: *const iovec, count: c_int) -> Result<&'a [iovec], Errno> {
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&count| count <= libc::UIO_MAXIOV as usize)
+        .ok_or(libc::EINVAL)?;
+    if count == 0 {
+        return Ok(&[]);
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(iov, count) })
+}
+
+/// Reads into one buffer and scatters it, so the read is one plfs read.
+/// `offset` None: at the file offset.
+///
+/// # Safety
+/// Each iovec describes writable memory.
+unsafe fn read_vectors(file: &OpenFile, iov: &[iovec], offset: Option<i64>) -> Result<usize, Errno> {
+    let total: usize = iov.iter().map(|vector| vector.iov_len).sum();
+    let mut gathered = vec![0u8; total];
+    let count = match offset {
+        None => files::read(file, &mut gathered)?,
+        Some(offset) => files::pread(file, &mut gathered, offset)?,
+    };
+    let mut done = 0;
+    for vector in iov {
+        if done == count {
+            break;
+        }
+        let take = vector.iov_len.min(count - done);
+        // SAFETY: the caller's iovec is writable for iov_len >= take bytes.
+        unsafe { std::ptr::copy_nonoverlapping(gathered[done..].as_ptr(), vector.iov_base.cast(), take) };
+        done += take;
+    }
+    Ok(count)
+}
+
+/// Gathers into one buffer, so the write is one plfs write (one record).
+///
+/// # Safety
+/// Each iovec describes readable memory.
+unsafe fn write_vectors(file: &OpenFile, iov: &[iovec], offset: Option<i64>) -> Result<usize, Errno> {
+    let mut gathered = Vec::with_capacity(iov.iter().map(|vector| vector.iov_len).sum());
+    for vector in iov {
+        // SAFETY: the caller's iovec.
+        gathered.extend_from_slice(unsafe { buffer(vector.iov_base, vector.iov_len) }?);
+    }
+    match offset {
+        None => files::write(file, &gathered),
+        Some(offset) => files::pwrite(file, &gathered, offset),
+    }
+}
+
+/// # Safety
+/// The readv(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, count: c_int) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's iovecs.
+        return size_result(
+            unsafe { vectors(iov, count) }.and_then(|iov| unsafe { read_vectors(&file, iov, None) }),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::readv()(fd, iov, count) }
+}
+
+/// # Safety
+/// The writev(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, count: c_int) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's iovecs.
+        return size_result(
+            unsafe { vectors(iov, count) }.and_then(|iov| unsafe { write_vectors(&file, iov, None) }),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::writev()(fd, iov, count) }
+}
+
+/// # Safety
+/// The preadv(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, count: c_int, offset: off_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's iovecs.
+        return size_result(
+            unsafe { vectors(iov, count) }.and_then(|iov| unsafe { read_vectors(&file, iov, Some(offset)) }),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::preadv()(fd, iov, count, offset) }
+}
+
+/// # Safety
+/// The preadv(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, count: c_int, offset: off64_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's iovecs.
+        return size_result(
+            unsafe { vectors(iov, count) }.and_then(|iov| unsafe { read_vectors(&file, iov, Some(offset)) }),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::preadv64()(fd, iov, count, offset) }
+}
+
+/// # Safety
+/// The pwritev(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, count: c_int, offset: off_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's iovecs.
+        return size_result(
+            unsafe { vectors(iov, count) }.and_then(|iov| unsafe { write_vectors(&file, iov, Some(offset)) }),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pwritev()(fd, iov, count, offset) }
+}
+
+/// # Safety
+/// The pwritev(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, count: c_int, offset: off64_t) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: the caller's iovecs.
+        return size_result(
+            unsafe { vectors(iov, count) }.and_then(|iov| unsafe { write_vectors(&file, iov, Some(offset)) }),
+        );
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pwritev64()(fd, iov, count, offset) }
+}
+
+fn offset_result(result: Result<i64, Errno>) -> off_t {
+    result.unwrap_or_else(|error| {
+        set_errno(error);
+        -1
+    })
+}
+
+/// # Safety
+/// The lseek(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t {
+    if let Some(file) = files::lookup(fd) {
+        return offset_result(files::lseek(&file, offset, whence));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::lseek()(fd, offset, whence) }
+}
+
+/// # Safety
+/// The lseek(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lseek64(fd: c_int, offset: off64_t, whence: c_int) -> off64_t {
+    if let Some(file) = files::lookup(fd) {
+        return offset_result(files::lseek(&file, offset, whence));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::lseek64()(fd, offset, whence) }
+}
+
+/// # Safety
+/// The ftruncate(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftruncate(fd: c_int, length: off_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::truncate(&file, length));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::ftruncate()(fd, length) }
+}
+
+/// # Safety
+/// The ftruncate(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::truncate(&file, length));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::ftruncate64()(fd, length) }
+}
+
+fn truncate_path(path: *const c_char, length: i64) -> Option<c_int> {
+    let logical = plfs_path(libc::AT_FDCWD, path)?;
+    if length < 0 {
+        return Some(unit_result(Err(libc::EINVAL)));
+    }
+    Some(unit_result(plfs_call!(trunc, "plfs_trunc"(std::ptr::null_mut(), logical.as_ptr(), length, 0))))
+}
+
+/// # Safety
+/// The truncate(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, length: off_t) -> c_int {
+    if let Some(result) = truncate_path(path, length) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::truncate()(path, length) }
+}
+
+/// # Safety
+/// The truncate(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate64(path: *const c_char, length: off64_t) -> c_int {
+    if let Some(result) = truncate_path(path, length) {
+        return result;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::truncate64()(path, length) }
+}
+
+/// # Safety
+/// The fsync(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::sync(&file));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::fsync()(fd) }
+}
+
+/// # Safety
+/// The fdatasync(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::sync(&file));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::fdatasync()(fd) }
+}
+
+/// # Safety
+/// The dup(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return int_result(files::duplicate(file, None, false));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::dup()(fd) }
+}
+
+/// # Safety
+/// The dup2(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup2(fd: c_int, target: c_int) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        if fd == target {
+            return target;
+        }
+        return int_result(files::duplicate_onto(file, target, false));
+    }
+    // A real descriptor over a plfs one: the plfs state goes (closed when
+    // no other descriptor shares it); the kernel closes the reserved fd.
+    let replaced = files::forget(target);
+    // SAFETY: forwarded unchanged.
+    let result = unsafe { real::dup2()(fd, target) };
+    drop(replaced);
+    result
+}
+
+/// # Safety
+/// The dup3(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup3(fd: c_int, target: c_int, flags: c_int) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        if fd == target || flags & !libc::O_CLOEXEC != 0 {
+            return int_result(Err(libc::EINVAL));
+        }
+        return int_result(files::duplicate_onto(file, target, flags & libc::O_CLOEXEC != 0));
+    }
+    let replaced = files::forget(target);
+    // SAFETY: forwarded unchanged.
+    let result = unsafe { real::dup3()(fd, target, flags) };
+    drop(replaced);
+    result
+}
+
+/// fcntl on a plfs descriptor. Record locks are accepted and do nothing:
+/// plfs files have no lock manager, and MPI-IO libraries lock around
+/// writes that plfs already keeps apart (every writer has its own log).
+fn fcntl_plfs(fd: c_int, file: std::sync::Arc<OpenFile>, command: c_int, argument: c_ulong) -> c_int {
+    match command {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            let minimum = c_int::try_from(argument).unwrap_or(c_int::MAX);
+            int_result(files::duplicate(file, Some(minimum), command == libc::F_DUPFD_CLOEXEC))
+        }
+        libc::F_GETFL => file.status_flags(),
+        libc::F_SETFL => {
+            file.set_status_flags(argument as c_int);
+            0
+        }
+        libc::F_GETFD => c_int::from(files::close_on_exec(fd)) * libc::FD_CLOEXEC,
+        libc::F_SETFD => {
+            files::set_close_on_exec(fd, argument as c_int & libc::FD_CLOEXEC != 0);
+            0
+        }
+        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => 0,
+        libc::F_GETLK | libc::F_OFD_GETLK => {
+            let lock = argument as *mut libc::flock;
+            if lock.is_null() {
+                return int_result(Err(libc::EFAULT));
+            }
+            // SAFETY: F_GETLK passes a struct flock; no lock is ever held.
+            unsafe { (*lock).l_type = libc::F_UNLCK as libc::c_short };
+            0
+        }
+        _ => int_result(Err(libc::EINVAL)),
+    }
+}
+
+/// # Safety
+/// The fcntl(2) contract; `argument` is the optional third argument.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fcntl(fd: c_int, command: c_int, argument: c_ulong) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return fcntl_plfs(fd, file, command, argument);
+    }
+    // SAFETY: forwarded unchanged (an unused argument is harmless).
+    unsafe { real::fcntl()(fd, command, argument) }
+}
+
+/// # Safety
+/// The fcntl(2) contract; `argument` is the optional third argument.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fcntl64(fd: c_int, command: c_int, argument: c_ulong) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return fcntl_plfs(fd, file, command, argument);
+    }
+    // SAFETY: forwarded unchanged (an unused argument is harmless).
+    unsafe { real::fcntl64()(fd, command, argument) }
+}
+
+/// # Safety
+/// The isatty(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
+    if files::lookup(fd).is_some() {
+        set_errno(libc::ENOTTY);
+        return 0;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::isatty()(fd) }
+}
+
+/// # Safety
+/// The flock(2) contract. On plfs files a no-op, like fcntl locks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn flock(fd: c_int, operation: c_int) -> c_int {
+    if files::lookup(fd).is_some() {
+        return 0;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::flock()(fd, operation) }
+}
+
+/// # Safety
+/// The posix_fadvise(2) contract. Advice is ignored on plfs files.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fadvise(fd: c_int, offset: off_t, length: off_t, advice: c_int) -> c_int {
+    if files::lookup(fd).is_some() {
+        return 0;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::posix_fadvise()(fd, offset, length, advice) }
+}
+
+/// # Safety
+/// The posix_fadvise(2) contract. Advice is ignored on plfs files.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fadvise64(
+    fd: c_int,
+    offset: off64_t,
+    length: off64_t,
+    advice: c_int,
+) -> c_int {
+    if files::lookup(fd).is_some() {
+        return 0;
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::posix_fadvise64()(fd, offset, length, advice) }
+}
+
+/// The bytes of one copy step, bounded so a copy never holds more.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// copy_file_range and sendfile when a side is plfs: a read/write loop
+/// through this interposer (either side may be plfs or a real file).
+/// `in_offset`/`out_offset`: Some to use and advance a caller's offset
+/// instead of the descriptor's.
+///
+/// # Safety
+/// The offsets point to writable values when Some.
+unsafe fn copy_loop(
+    in_fd: c_int,
+    in_offset: Option<*mut i64>,
+    out_fd: c_int,
+    out_offset: Option<*mut i64>,
+    length: usize,
+) -> Result<usize, Errno> {
+    let mut chunk = vec![0u8; length.min(COPY_CHUNK_BYTES)];
+    let mut copied = 0;
+    while copied < length {
+        let want = (length - copied).min(chunk.len());
+        // SAFETY: chunk is writable for want bytes; the offsets are the caller's.
+        let got = unsafe {
+            match in_offset {
+                Some(offset) => pread(in_fd, chunk.as_mut_ptr().cast(), want, *offset),
+                None => read(in_fd, chunk.as_mut_ptr().cast(), want),
+            }
+        };
+        if got < 0 {
+            return if copied > 0 { Ok(copied) } else { Err(errno()) };
+        }
+        if got == 0 {
+            break;
+        }
+        let got = got as usize;
+        let mut written = 0;
+        while written < got {
+            // SAFETY: chunk holds got bytes; the offsets are the caller's.
+            let put = unsafe {
+                match out_offset {
+                    Some(offset) => pwrite(out_fd, chunk[written..].as_ptr().cast(), got - written, *offset),
+                    None => write(out_fd, chunk[written..].as_ptr().cast(), got - written),
+                }
+            };
+            if put <= 0 {
+                return if copied + written > 0 { Ok(copied + written) } else { Err(errno()) };
+            }
+            written += put as usize;
+            if let Some(offset) = out_offset {
+                // SAFETY: the caller's offset.
+                unsafe { *offset += put as i64 };
+            }
+        }
+        if let Some(offset) = in_offset {
+            // SAFETY: the caller's offset.
+            unsafe { *offset += got as i64 };
+        }
+        copied += got;
+    }
+    Ok(copied)
+}
+
+fn either_plfs(first: c_int, second: c_int) -> bool {
+    files::lookup(first).is_some() || files::lookup(second).is_some()
+}
+
+/// # Safety
+/// The copy_file_range(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn copy_file_range(
+    in_fd: c_int,
+    in_offset: *mut off64_t,
+    out_fd: c_int,
+    out_offset: *mut off64_t,
+    length: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    if either_plfs(in_fd, out_fd) {
+        if flags != 0 {
+            return size_result(Err(libc::EINVAL));
+        }
+        let in_offset = (!in_offset.is_null()).then_some(in_offset);
+        let out_offset = (!out_offset.is_null()).then_some(out_offset);
+        // SAFETY: the caller's offsets.
+        return size_result(unsafe { copy_loop(in_fd, in_offset, out_fd, out_offset, length) });
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::copy_file_range()(in_fd, in_offset, out_fd, out_offset, length, flags) }
+}
+
+/// # Safety
+/// The sendfile(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
+    if either_plfs(in_fd, out_fd) {
+        let in_offset = (!offset.is_null()).then_some(offset);
+        // SAFETY: the caller's offset.
+        return size_result(unsafe { copy_loop(in_fd, in_offset, out_fd, None, count) });
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::sendfile()(out_fd, in_fd, offset, count) }
+}
+
+/// # Safety
+/// The sendfile(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile64(
+    out_fd: c_int,
+    in_fd: c_int,
+    offset: *mut off64_t,
+    count: size_t,
+) -> ssize_t {
+    if either_plfs(in_fd, out_fd) {
+        let in_offset = (!offset.is_null()).then_some(offset);
+        // SAFETY: the caller's offset.
+        return size_result(unsafe { copy_loop(in_fd, in_offset, out_fd, None, count) });
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::sendfile64()(out_fd, in_fd, offset, count) }
+}

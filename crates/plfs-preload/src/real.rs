@@ -1,0 +1,134 @@
+//! The real libc functions, found with `dlsym(RTLD_NEXT, …)` on first use
+//! and cached. Variadic functions (open, openat, fcntl) keep their variadic
+//! type so the call follows the C calling convention for `...`.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libc::{DIR, FILE, dirent, dirent64, iovec, mode_t, off_t, off64_t, size_t, ssize_t};
+
+/// The address of `name` in the objects loaded after this one. A libc
+/// function that cannot be found ends the process: continuing would call
+/// through a null pointer.
+fn lookup(name: &'static str, slot: &AtomicUsize) -> usize {
+    let cached = slot.load(Ordering::Acquire);
+    if cached != 0 {
+        return cached;
+    }
+    let _inside = crate::guard::Inside::enter();
+    // SAFETY: name is a NUL-terminated literal (the macro appends "\0").
+    let address = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    if address == 0 {
+        crate::diagnostics::fatal(&format!("libplfs_preload: libc has no {}", name.trim_end_matches('\0')));
+    }
+    slot.store(address, Ordering::Release);
+    address
+}
+
+macro_rules! real_functions {
+    ($($name:ident: $type:ty;)*) => {
+        $(
+            pub fn $name() -> $type {
+                static SLOT: AtomicUsize = AtomicUsize::new(0);
+                let address = lookup(concat!(stringify!($name), "\0"), &SLOT);
+                // SAFETY: lookup never returns 0, and the symbol is the libc
+                // function of that name, whose C type is $type.
+                unsafe { std::mem::transmute::<usize, $type>(address) }
+            }
+        )*
+    };
+}
+
+real_functions! {
+    open: unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
+    open64: unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
+    openat: unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
+    openat64: unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
+    creat: unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+    creat64: unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+    __open_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+    __open64_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+    __openat_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
+    __openat64_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
+    close: unsafe extern "C" fn(c_int) -> c_int;
+    read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
+    write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
+    pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
+    pwrite: unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t;
+    pread64: unsafe extern "C" fn(c_int, *mut c_void, size_t, off64_t) -> ssize_t;
+    pwrite64: unsafe extern "C" fn(c_int, *const c_void, size_t, off64_t) -> ssize_t;
+    readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t;
+    writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t;
+    preadv: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+    pwritev: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+    preadv64: unsafe extern "C" fn(c_int, *const iovec, c_int, off64_t) -> ssize_t;
+    pwritev64: unsafe extern "C" fn(c_int, *const iovec, c_int, off64_t) -> ssize_t;
+    lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t;
+    lseek64: unsafe extern "C" fn(c_int, off64_t, c_int) -> off64_t;
+    fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int;
+    fstat64: unsafe extern "C" fn(c_int, *mut libc::stat64) -> c_int;
+    stat: unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
+    stat64: unsafe extern "C" fn(*const c_char, *mut libc::stat64) -> c_int;
+    lstat: unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
+    lstat64: unsafe extern "C" fn(*const c_char, *mut libc::stat64) -> c_int;
+    fstatat: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int;
+    fstatat64: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat64, c_int) -> c_int;
+    __xstat: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat) -> c_int;
+    __xstat64: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat64) -> c_int;
+    __lxstat: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat) -> c_int;
+    __lxstat64: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat64) -> c_int;
+    __fxstat: unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int;
+    __fxstat64: unsafe extern "C" fn(c_int, c_int, *mut libc::stat64) -> c_int;
+    __fxstatat: unsafe extern "C" fn(c_int, c_int, *const c_char, *mut libc::stat, c_int) -> c_int;
+    __fxstatat64: unsafe extern "C" fn(c_int, c_int, *const c_char, *mut libc::stat64, c_int) -> c_int;
+    statx: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int;
+    ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int;
+    ftruncate64: unsafe extern "C" fn(c_int, off64_t) -> c_int;
+    truncate: unsafe extern "C" fn(*const c_char, off_t) -> c_int;
+    truncate64: unsafe extern "C" fn(*const c_char, off64_t) -> c_int;
+    fsync: unsafe extern "C" fn(c_int) -> c_int;
+    fdatasync: unsafe extern "C" fn(c_int) -> c_int;
+    unlink: unsafe extern "C" fn(*const c_char) -> c_int;
+    unlinkat: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
+    rename: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
+    renameat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int;
+    renameat2: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int;
+    mkdir: unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+    mkdirat: unsafe extern "C" fn(c_int, *const c_char, mode_t) -> c_int;
+    rmdir: unsafe extern "C" fn(*const c_char) -> c_int;
+    opendir: unsafe extern "C" fn(*const c_char) -> *mut DIR;
+    fdopendir: unsafe extern "C" fn(c_int) -> *mut DIR;
+    readdir: unsafe extern "C" fn(*mut DIR) -> *mut dirent;
+    readdir64: unsafe extern "C" fn(*mut DIR) -> *mut dirent64;
+    closedir: unsafe extern "C" fn(*mut DIR) -> c_int;
+    dirfd: unsafe extern "C" fn(*mut DIR) -> c_int;
+    rewinddir: unsafe extern "C" fn(*mut DIR);
+    access: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+    faccessat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int;
+    dup: unsafe extern "C" fn(c_int) -> c_int;
+    dup2: unsafe extern "C" fn(c_int, c_int) -> c_int;
+    dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
+    fcntl: unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
+    fcntl64: unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
+    fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
+    fopen64: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
+    fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut FILE;
+    freopen: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+    freopen64: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+    fflush: unsafe extern "C" fn(*mut FILE) -> c_int;
+    copy_file_range: unsafe extern "C" fn(c_int, *mut off64_t, c_int, *mut off64_t, size_t, c_uint) -> ssize_t;
+    sendfile: unsafe extern "C" fn(c_int, c_int, *mut off_t, size_t) -> ssize_t;
+    sendfile64: unsafe extern "C" fn(c_int, c_int, *mut off64_t, size_t) -> ssize_t;
+    statfs: unsafe extern "C" fn(*const c_char, *mut libc::statfs) -> c_int;
+    statfs64: unsafe extern "C" fn(*const c_char, *mut libc::statfs64) -> c_int;
+    fstatfs: unsafe extern "C" fn(c_int, *mut libc::statfs) -> c_int;
+    fstatfs64: unsafe extern "C" fn(c_int, *mut libc::statfs64) -> c_int;
+    statvfs: unsafe extern "C" fn(*const c_char, *mut libc::statvfs) -> c_int;
+    statvfs64: unsafe extern "C" fn(*const c_char, *mut libc::statvfs64) -> c_int;
+    fstatvfs: unsafe extern "C" fn(c_int, *mut libc::statvfs) -> c_int;
+    fstatvfs64: unsafe extern "C" fn(c_int, *mut libc::statvfs64) -> c_int;
+    isatty: unsafe extern "C" fn(c_int) -> c_int;
+    flock: unsafe extern "C" fn(c_int, c_int) -> c_int;
+    posix_fadvise: unsafe extern "C" fn(c_int, off_t, off_t, c_int) -> c_int;
+    posix_fadvise64: unsafe extern "C" fn(c_int, off64_t, off64_t, c_int) -> c_int;
+}
