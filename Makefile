@@ -25,6 +25,15 @@ PREFIX ?= /usr/local
 install: build install-lib
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(PLFS) $(DESTDIR)$(PREFIX)/bin/plfs
+	@# MPI-IO PMPI wrappers, one per MPI (crates/plfs-mpi/build.rs puts them
+	@# in target/release/mpi/<flavor>/); two levels below libplfs.so, where
+	@# libplfs_mpiio.so looks for it.
+	for flavor in openmpi mpich; do \
+	  if [ -f target/release/mpi/$$flavor/libplfs_mpiio.so ]; then \
+	    install -d $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor && \
+	    install -m 755 target/release/mpi/$$flavor/libplfs_mpiio.so $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor/ || exit 1; \
+	  fi; \
+	done
 
 # The library alone, already built: libplfs.so, libplfs.a, the headers and
 # pkg-config's plfs.pc. LIBPLFS_DIR: where the build put the libraries (the

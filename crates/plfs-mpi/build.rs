@@ -2,6 +2,13 @@
 //! that MPI's own compiler wrapper, into OUT_DIR. The paths are baked into
 //! the crate (PLFS_MPI_SHIM_OPENMPI, PLFS_MPI_SHIM_MPICH) for the loader;
 //! nothing here links MPI into Rust.
+//!
+//! Next to each shim it builds the PMPI wrapper libplfs_mpiio.so
+//! (c/plfs_mpiio.c, MPI-IO on plfs for unmodified programs) and copies it
+//! to a stable place, `target/<profile>/mpi/<flavor>/libplfs_mpiio.so`:
+//! two directories below libplfs.so and libplfs_preload.so, where the
+//! wrapper looks for libplfs.so (`make install` keeps that layout under
+//! $PREFIX/lib/plfs-mpi/<flavor>/).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -16,7 +23,9 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let include = manifest.join("../../include");
     let source = manifest.join("c/plfs_mpi_shim.c");
+    let mpiio_source = manifest.join("c/plfs_mpiio.c");
     println!("cargo:rerun-if-changed={}", source.display());
+    println!("cargo:rerun-if-changed={}", mpiio_source.display());
     println!("cargo:rerun-if-changed={}", include.join("plfs_mpi.h").display());
     println!("cargo:rerun-if-changed={}", include.join("plfs.h").display());
     println!("cargo:rerun-if-env-changed=PLFS_REQUIRE_MPI");
@@ -31,9 +40,36 @@ fn main() {
                 println!("cargo:rustc-env=PLFS_MPI_SHIM_{}={}", flavor.to_uppercase(), target.display());
             }
             Err(why) if required => panic!("PLFS_REQUIRE_MPI=1 but the {flavor} shim was not built: {why}"),
-            Err(why) => println!("cargo:warning=no {flavor} MPI shim ({why}); run scripts/install-deps.sh"),
+            Err(why) => {
+                println!("cargo:warning=no {flavor} MPI shim ({why}); run scripts/install-deps.sh");
+                continue;
+            }
+        }
+        let mpiio = out.join(format!("libplfs_mpiio_{flavor}.so"));
+        let built =
+            compile(compiler, &include, &mpiio_source, &mpiio).and_then(|()| publish(&out, flavor, &mpiio));
+        match built {
+            Ok(()) => {}
+            Err(why) if required => {
+                panic!("PLFS_REQUIRE_MPI=1 but the {flavor} libplfs_mpiio.so was not built: {why}")
+            }
+            Err(why) => println!("cargo:warning=no {flavor} libplfs_mpiio.so ({why})"),
         }
     }
+}
+
+/// Copies the wrapper to `<target>/<profile>/mpi/<flavor>/libplfs_mpiio.so`
+/// (OUT_DIR is `<target>/<profile>/build/<crate>-<hash>/out`), through a
+/// temporary name so a running program never sees half a library.
+fn publish(out: &Path, flavor: &str, library: &Path) -> Result<(), String> {
+    let profile_dir =
+        out.ancestors().nth(3).ok_or_else(|| format!("OUT_DIR {} is too short", out.display()))?;
+    let dir = profile_dir.join("mpi").join(flavor);
+    std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    let staged = dir.join(".libplfs_mpiio.so.tmp");
+    std::fs::copy(library, &staged).map_err(|error| format!("{}: {error}", staged.display()))?;
+    std::fs::rename(&staged, dir.join("libplfs_mpiio.so"))
+        .map_err(|error| format!("{}: {error}", dir.display()))
 }
 
 fn compile(compiler: &str, include: &Path, source: &Path, target: &Path) -> Result<(), String> {

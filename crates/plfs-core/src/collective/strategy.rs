@@ -12,6 +12,11 @@
 //! - [`Strategy::Flatten`]: rank 0 reads the global index `plfs flatten`
 //!   wrote (1 open) and broadcasts it; when there is none or it is stale,
 //!   it says why and does what broadcast does.
+//! - [`Strategy::UniformRestart`]: no exchange at all; rank r reads only
+//!   the index logs whose writer id is r (PLFS 2.5's `plfs_uniform_restart`
+//!   MPI-IO hint, for a restart on as many ranks as wrote, each reading
+//!   back what it wrote). Bytes other writers wrote read as holes. Not in
+//!   [`Strategy::ALL`]: it opens part of the file, not all of it.
 //!
 //! Errors never strand a rank in a collective: whatever a rank sends is an
 //! outcome (the payload, or the error it hit), so every rank knows as soon
@@ -28,7 +33,8 @@ use crate::file::{OpenFlags, WriterId};
 use crate::fs::{FileHandle, Plfs};
 
 /// Chooses the strategy when the caller does not (`naive`, `broadcast`,
-/// `parallel` or `flatten`). Must be the same on every rank.
+/// `parallel`, `flatten` or `uniform_restart`). Must be the same on every
+/// rank.
 pub const STRATEGY_ENV: &str = "PLFS_OPEN_STRATEGY";
 
 /// Ranks per group of the parallel index read; the default is about
@@ -42,6 +48,7 @@ pub enum Strategy {
     Broadcast,
     Parallel,
     Flatten,
+    UniformRestart,
 }
 
 impl Strategy {
@@ -58,6 +65,7 @@ impl Strategy {
             Strategy::Broadcast => "broadcast",
             Strategy::Parallel => "parallel",
             Strategy::Flatten => "flatten",
+            Strategy::UniformRestart => "uniform_restart",
         }
     }
 
@@ -81,11 +89,15 @@ impl FromStr for Strategy {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Strategy> {
-        Strategy::ALL.into_iter().find(|strategy| strategy.as_str() == text).ok_or_else(|| {
-            Error::invalid(format!(
-                "unknown open strategy {text:?} (expected naive, broadcast, parallel or flatten)"
-            ))
-        })
+        Strategy::ALL
+            .into_iter()
+            .chain([Strategy::UniformRestart])
+            .find(|strategy| strategy.as_str() == text)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown open strategy {text:?} (expected naive, broadcast, parallel, flatten or uniform_restart)"
+                ))
+            })
     }
 }
 
@@ -143,6 +155,7 @@ pub fn open_collective_with(
         Strategy::Broadcast => broadcast_from_root(plfs, path, comm, |plfs| read_whole_index(plfs, path))?,
         Strategy::Flatten => broadcast_from_root(plfs, path, comm, |plfs| read_flattened(plfs, path))?,
         Strategy::Parallel => parallel_read(plfs, path, comm, options.group_ranks)?,
+        Strategy::UniformRestart => read_own_logs(plfs, path, comm.rank())?,
     };
     plfs.open_with_index(path, writer, index)
 }
@@ -154,6 +167,15 @@ fn open_naive(plfs: &Plfs, path: &str, writer: WriterId) -> Result<FileHandle> {
     // An empty read builds the index (and opens no data log).
     handle.read(&mut [], 0)?;
     Ok(handle)
+}
+
+/// Uniform restart: the index logs written by writer id `rank` only, read
+/// by this rank alone (no communication).
+fn read_own_logs(plfs: &Plfs, path: &str, rank: usize) -> Result<SharedIndex> {
+    let list = plfs.index_logs(path)?;
+    let own: Vec<_> = list.logs.into_iter().filter(|log| log.id.writer == rank as u64).collect();
+    let part = plfs.read_index_part(path, &own)?;
+    plfs.merge_index_parts(path, [part])
 }
 
 /// Lists and reads every index log on this rank alone.

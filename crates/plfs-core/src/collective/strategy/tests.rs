@@ -120,12 +120,39 @@ fn every_strategy_reads_what_a_plain_open_reads_with_the_papers_open_counts() {
                 Strategy::Naive => (0, readers),
                 Strategy::Broadcast | Strategy::Parallel => (logs, 0),
                 Strategy::Flatten => (0, 1),
+                Strategy::UniformRestart => unreachable!("not in Strategy::ALL"),
             };
             assert_eq!(
                 (index_log_opens, global_index_opens),
                 expected_opens,
                 "{strategy}: {logs} writers, {readers} readers (index log opens, global index opens)"
             );
+        }
+    }
+}
+
+#[test]
+fn uniform_restart_reads_only_the_logs_of_the_writer_named_by_the_rank() {
+    const WRITERS: u64 = 4;
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, WRITERS);
+    assert_eq!("uniform_restart".parse::<Strategy>().unwrap(), Strategy::UniformRestart);
+    assert!(!Strategy::ALL.contains(&Strategy::UniformRestart));
+    let results = open_on_ranks(&backends, WRITERS as usize, options_for(Strategy::UniformRestart));
+    for (rank, result) in results.into_iter().enumerate() {
+        let (bytes, cost) = result.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        assert_eq!(cost.index_log_opens, 1, "rank {rank} opens its own index log only");
+        assert_eq!(cost.global_index_opens, 0);
+        // Its own records, and holes (zeros) where the others wrote.
+        let last = (RECORDS_PER_WRITER - 1) * WRITERS + rank as u64;
+        assert_eq!(bytes.len() as u64, (last + 1) * RECORD_BYTES as u64, "rank {rank}: size");
+        for (position, &byte) in bytes.iter().enumerate() {
+            let slot = position as u64 / RECORD_BYTES as u64;
+            let (record, writer) = (slot / WRITERS, slot % WRITERS);
+            let expected =
+                if writer == rank as u64 { byte_of(writer, record, position % RECORD_BYTES) } else { 0 };
+            assert_eq!(byte, expected, "rank {rank}: byte {position}");
         }
     }
 }

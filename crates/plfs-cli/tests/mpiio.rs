@@ -1,0 +1,278 @@
+//! MPI-IO on plfs for an unmodified MPI program: crates/plfs-mpi/tests/c/
+//! mpiio_strided.c, built with each MPI's mpicc, runs under that MPI's
+//! mpirun with `LD_PRELOAD="libplfs_mpiio.so libplfs_preload.so"`. Four
+//! ranks write N-1 strided 47001-byte records (MPI_File_write_at, then a
+//! vector file view and MPI_File_write_all), three ranks read every byte
+//! back; `plfs map --json` shows one data log per writing process. Open
+//! MPI runs with both its io components (ompio, romio321), MPICH with
+//! ROMIO. Fails (instead of skipping) when PLFS_REQUIRE_MPI=1 and an MPI
+//! is missing. No timing is asserted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const PLFS: &str = env!("CARGO_BIN_EXE_plfs");
+const WRITERS: u64 = 4;
+const READERS: u64 = 3;
+const RECORDS: u64 = 8;
+const RECORD_BYTES: u64 = 47001;
+/// A hung collective ends the run instead of hanging `make test`.
+const TIMEOUT_SECONDS: u32 = 180;
+
+fn available(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+fn required() -> bool {
+    std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
+}
+
+/// target/<profile>: the plfs binary, libplfs.so, libplfs_preload.so, and
+/// mpi/<flavor>/libplfs_mpiio.so (crates/plfs-mpi/build.rs puts it there).
+fn libraries(flavor: &str) -> (PathBuf, PathBuf) {
+    let dir = Path::new(PLFS).parent().unwrap();
+    let mpiio = dir.join("mpi").join(flavor).join("libplfs_mpiio.so");
+    let preload = dir.join("libplfs_preload.so");
+    for library in [&mpiio, &preload, &dir.join("libplfs.so")] {
+        assert!(
+            library.exists(),
+            "{} is missing: run `cargo build --release --workspace` first (`make test` does; libplfs_preload.so comes from crates/plfs-preload)",
+            library.display()
+        );
+    }
+    (mpiio, preload)
+}
+
+struct Run<'a> {
+    flavor: &'a str,
+    /// Open MPI's io component (`--mca io`); None for MPICH.
+    io: Option<&'a str>,
+    program: PathBuf,
+    plfsrc: PathBuf,
+    preload: String,
+}
+
+impl Run<'_> {
+    fn mpirun(&self, ranks: u64, args: &[&str]) -> Output {
+        let mut command = Command::new("timeout");
+        command.args(["--kill-after=10", &TIMEOUT_SECONDS.to_string(), &format!("mpirun.{}", self.flavor)]);
+        let environment = [
+            ("LD_PRELOAD", self.preload.as_str()),
+            ("PLFSRC", self.plfsrc.to_str().unwrap()),
+            ("PLFS_MPIIO_VERBOSE", "1"),
+        ];
+        // Only the ranks get the preloads, not mpirun itself.
+        if self.flavor == "openmpi" {
+            command.args(["--allow-run-as-root", "--oversubscribe"]);
+            if let Some(io) = self.io {
+                command.args(["--mca", "io", io]);
+            }
+            for (key, value) in environment {
+                command.args(["-x", &format!("{key}={value}")]);
+            }
+        } else {
+            for (key, value) in environment {
+                command.args(["-genv", key, value]);
+            }
+        }
+        command.args(["-np", &ranks.to_string()]).arg(&self.program).args(args);
+        command.env_remove("LD_PRELOAD").env("PLFSRC", &self.plfsrc);
+        command.output().unwrap()
+    }
+
+    fn expect(&self, ranks: u64, args: &[&str], success: &str) -> (String, String) {
+        let output = self.mpirun(ranks, args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let name = format!("{} {:?} {args:?}", self.flavor, self.io);
+        assert!(output.status.success(), "{name}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
+        assert!(
+            stdout.contains(success),
+            "{name}: expected {success:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        (stdout, stderr)
+    }
+
+    fn map(&self, file: &Path) -> serde_json::Value {
+        let output = Command::new(PLFS)
+            .args(["map", "--json"])
+            .arg(file)
+            .env("PLFSRC", &self.plfsrc)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "plfs map {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+}
+
+/// "rank R pid P" lines: pid by rank.
+fn pids_of(stdout: &str) -> BTreeMap<u64, u64> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next(), words.next(), words.next()) {
+                (Some("rank"), Some(rank), Some("pid"), Some(pid)) => {
+                    Some((rank.parse().ok()?, pid.parse().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The records of the strided pattern each writer id's extents cover, and
+/// the data logs each writer id wrote.
+fn slots_and_logs(map: &serde_json::Value) -> BTreeMap<u64, (BTreeSet<u64>, BTreeSet<String>)> {
+    let mut writers: BTreeMap<u64, (BTreeSet<u64>, BTreeSet<String>)> = BTreeMap::new();
+    for entry in map["entries"].as_array().unwrap() {
+        let (logical, length) = (entry["logical"].as_u64().unwrap(), entry["length"].as_u64().unwrap());
+        let writer = writers.entry(entry["writer"].as_u64().unwrap()).or_default();
+        writer.1.insert(entry["log"].as_str().unwrap().to_owned());
+        if length > 0 {
+            writer.0.extend(logical / RECORD_BYTES..=(logical + length - 1) / RECORD_BYTES);
+        }
+    }
+    writers
+}
+
+fn mpiio(flavor: &str, io: Option<&str>) {
+    let (mpicc, mpirun) = (format!("mpicc.{flavor}"), format!("mpirun.{flavor}"));
+    if !available(&mpicc) || !available(&mpirun) {
+        assert!(
+            !required(),
+            "PLFS_REQUIRE_MPI=1 but {mpicc} or {mpirun} is missing (scripts/install-deps.sh)"
+        );
+        eprintln!("skipping {flavor}: {mpicc} or {mpirun} is missing");
+        return;
+    }
+    let (mpiio, preload) = libraries(flavor);
+    let dir = tempfile::Builder::new().prefix("plfs-mpiio-test.").tempdir().unwrap();
+    let program = dir.path().join(format!("mpiio_strided_{flavor}"));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plfs-mpi/tests/c/mpiio_strided.c");
+    let compiled = Command::new(&mpicc)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .unwrap();
+    assert!(compiled.status.success(), "{mpicc}: {}", String::from_utf8_lossy(&compiled.stderr));
+
+    let mount = dir.path().join("mnt");
+    let mut config = format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount.display());
+    for backend in 0..2 {
+        let path = dir.path().join(format!("b{backend}"));
+        std::fs::create_dir(&path).unwrap();
+        config.push_str(&format!("    - location: posix://{}\n", path.display()));
+    }
+    let plfsrc = dir.path().join("plfsrc");
+    std::fs::write(&plfsrc, config).unwrap();
+    // A real (empty) directory at the mount point, as a FUSE mount point
+    // would be: ROMIO and ompio statfs the file or its directory to choose
+    // their file-system driver.
+    std::fs::create_dir(&mount).unwrap();
+    let run = Run {
+        flavor,
+        io,
+        program,
+        plfsrc,
+        // libplfs_mpiio.so first: its MPI_File_* must shadow libmpi's, and
+        // it has nothing the interposer would shadow (see the README).
+        preload: format!("{} {}", mpiio.display(), preload.display()),
+    };
+    let (records, size) = (RECORDS.to_string(), RECORD_BYTES.to_string());
+    let total = WRITERS * RECORDS * RECORD_BYTES;
+    let wrote = |how: &str| format!("mpiio_strided: OK: {WRITERS} writers wrote {total} bytes ({how})");
+    let read_ok = format!("mpiio_strided: OK: {READERS} readers verified {total} bytes");
+    let read_args = |file: &str, hint: Option<&'static str>| -> Vec<String> {
+        let mut args =
+            vec!["read".to_owned(), file.to_owned(), records.clone(), size.clone(), WRITERS.to_string()];
+        args.extend(hint.map(str::to_owned));
+        args
+    };
+
+    // 1. MPI_File_write_at: every rank writes its own records, into its
+    // own data log (writer id = its pid).
+    let file = mount.join("strided_at");
+    let file_arg = format!("plfs:{}", file.display());
+    let (stdout, stderr) = run.expect(WRITERS, &["write-at", &file_arg, &records, &size], &wrote("write_at"));
+    assert!(stderr.contains("rank 0 created"), "the wrapper did not intercept the open:\n{stderr}");
+    let pids = pids_of(&stdout);
+    assert_eq!(pids.len() as u64, WRITERS, "{stdout}");
+    let writers = slots_and_logs(&run.map(&file));
+    assert_eq!(
+        writers.keys().copied().collect::<BTreeSet<_>>(),
+        pids.values().copied().collect::<BTreeSet<_>>(),
+        "writer ids in `plfs map` are the writing processes' pids"
+    );
+    for (rank, pid) in &pids {
+        let (slots, logs) = &writers[pid];
+        assert_eq!(logs.len(), 1, "rank {rank} (pid {pid}) wrote one data log: {logs:?}");
+        let expected: BTreeSet<u64> = (0..RECORDS).map(|record| record * WRITERS + rank).collect();
+        assert_eq!(slots, &expected, "rank {rank} (pid {pid}) wrote exactly its own records");
+    }
+    // Read back on another number of ranks: the parallel index read
+    // (default), then broadcast (plfs_disable_paropen=1).
+    for (hint, strategy) in [(None, "parallel"), (Some("hint=plfs_disable_paropen=1"), "broadcast")] {
+        let args = read_args(&file_arg, hint);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (_, stderr) = run.expect(READERS, &args, &read_ok);
+        let opened = format!("collective open of {} ({strategy}): Success", file.display());
+        assert_eq!(stderr.matches(&opened).count() as u64, READERS, "{opened:?} on every reader:\n{stderr}");
+    }
+    run.expect(1, &["delete", &file_arg], "mpiio_strided: OK: deleted");
+    let stat = Command::new(PLFS).arg("stat").arg(&file).env("PLFSRC", &run.plfsrc).output().unwrap();
+    assert!(!stat.status.success(), "MPI_File_delete left {}", file.display());
+
+    // 2. A vector file view and MPI_File_write_all (collective buffering
+    // may move the data to aggregator ranks: each writing process still
+    // has exactly one data log), flattened at close.
+    let file = mount.join("strided_view");
+    let file_arg = file.display().to_string();
+    let (stdout, stderr) = run.expect(
+        WRITERS,
+        &["write-view", &file_arg, &records, &size, "hint=plfs_flatten_close=1"],
+        &wrote("file view, write_all"),
+    );
+    let flattened = format!("flattening the index of {}: Success", file.display());
+    assert!(stderr.contains(&flattened), "no flatten at close:\n{stderr}");
+    let pids: BTreeSet<u64> = pids_of(&stdout).into_values().collect();
+    let writers = slots_and_logs(&run.map(&file));
+    assert!(!writers.is_empty());
+    let mut covered = BTreeSet::new();
+    for (writer, (slots, logs)) in &writers {
+        assert!(pids.contains(writer), "writer {writer} is not a writing rank's pid ({pids:?})");
+        assert_eq!(logs.len(), 1, "writer {writer} wrote one data log: {logs:?}");
+        covered.extend(slots);
+    }
+    assert_eq!(covered, (0..WRITERS * RECORDS).collect(), "every record was written");
+    let args = read_args(&file_arg, None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run.expect(READERS, &args, &read_ok);
+}
+
+#[test]
+fn mpiio_under_open_mpi_ompio() {
+    mpiio("openmpi", Some("ompio"));
+}
+
+#[test]
+fn mpiio_under_open_mpi_romio() {
+    mpiio("openmpi", Some("romio321"));
+}
+
+#[test]
+fn mpiio_under_mpich() {
+    mpiio("mpich", None);
+}
