@@ -125,6 +125,13 @@ typedef struct Plfs_close_opt {
  * directory), else 0. */
 int is_plfs_path(const char *path);
 
+/* Not in PLFS 2.5. The plfsrc's mount points, each NUL-terminated, then one
+ * more NUL, copied into buf when size holds them all. Returns the bytes the
+ * list needs (call again with a larger buffer when that exceeds size), 1
+ * when there is no plfsrc (just the final NUL), -1 for NULL buf with a
+ * non-zero size. */
+ssize_t plfs_mount_points(char *buf, size_t size);
+
 /* access(2) for this process's real user and groups; mask is F_OK or any
  * of R_OK|W_OK|X_OK (other bits: PLFS_EINVAL). */
 plfs_error_t plfs_access(const char *path, int mask);

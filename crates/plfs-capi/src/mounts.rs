@@ -107,3 +107,37 @@ pub unsafe extern "C" fn is_plfs_path(path: *const c_char) -> std::ffi::c_int {
     let Ok(absolute) = std::path::absolute(path) else { return 0 };
     std::ffi::c_int::from(table.config().resolve(&absolute).is_some())
 }
+
+/// Not in PLFS 2.5: the plfsrc's mount points, each NUL-terminated, then
+/// one more NUL, into `buf` when `size` holds them all. Returns the bytes
+/// the list needs (so a caller can size its buffer and call again), 1 (just
+/// the final NUL) when there is no plfsrc, or -1 for a NULL `buf` with a
+/// non-zero `size`. The interposer uses it to pass other paths through
+/// without asking `is_plfs_path`.
+///
+/// # Safety
+/// `buf` is NULL or writable for `size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_mount_points(buf: *mut c_char, size: libc::size_t) -> libc::ssize_t {
+    if buf.is_null() && size != 0 {
+        return -1;
+    }
+    let mut list: Vec<u8> = Vec::new();
+    if let Ok(table) = MountTable::process() {
+        for point in table.mount_points() {
+            let text = point.as_os_str().as_encoded_bytes();
+            let trimmed = match text.iter().rposition(|&byte| byte != b'/') {
+                Some(last) => &text[..=last],
+                None => b"/",
+            };
+            list.extend_from_slice(trimmed);
+            list.push(0);
+        }
+    }
+    list.push(0);
+    if list.len() <= size {
+        // SAFETY: buf is writable for size >= list.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), buf.cast::<u8>(), list.len()) };
+    }
+    list.len() as libc::ssize_t
+}

@@ -23,6 +23,7 @@ pub type PlfsDirp = *mut c_void;
 pub type Errno = c_int;
 
 type IsPlfsPath = unsafe extern "C" fn(*const c_char) -> c_int;
+type MountPoints = unsafe extern "C" fn(*mut c_char, size_t) -> ssize_t;
 type Open = unsafe extern "C" fn(*mut PlfsFd, *const c_char, c_int, pid_t, mode_t, *mut c_void) -> c_int;
 type Read = unsafe extern "C" fn(PlfsFd, *mut c_char, size_t, off_t, *mut ssize_t) -> c_int;
 type Write = unsafe extern "C" fn(PlfsFd, *const c_char, size_t, off_t, pid_t, *mut ssize_t) -> c_int;
@@ -44,6 +45,10 @@ type ErrorToErrno = unsafe extern "C" fn(c_int) -> c_int;
 /// library does not (yet) export one.
 pub struct Library {
     pub is_plfs_path: Option<IsPlfsPath>,
+    /// The plfsrc's mount points (no trailing slash), when libplfs can
+    /// list them: a clean absolute path under none of them is not a plfs
+    /// path, decided without allocating or calling into libplfs.
+    pub mount_points: Option<Vec<Vec<u8>>>,
     pub open: Option<Open>,
     pub read: Option<Read>,
     pub write: Option<Write>,
@@ -109,8 +114,10 @@ fn load() -> Option<Library> {
             }
         }};
     }
+    let mount_points = symbol!("plfs_mount_points", MountPoints).and_then(|list| mount_points(list));
     Some(Library {
         is_plfs_path: symbol!("is_plfs_path", IsPlfsPath),
+        mount_points,
         open: symbol!("plfs_open", Open),
         read: symbol!("plfs_read", Read),
         write: symbol!("plfs_write", Write),
@@ -129,6 +136,21 @@ fn load() -> Option<Library> {
         sync: symbol!("plfs_sync", Sync),
         error_to_errno: symbol!("plfs_error_to_errno", ErrorToErrno),
     })
+}
+
+/// Asks libplfs for its mount points (sized call, then the real one).
+fn mount_points(list: MountPoints) -> Option<Vec<Vec<u8>>> {
+    // SAFETY: a NULL buffer of size 0 only asks for the size.
+    let needed = usize::try_from(unsafe { list(std::ptr::null_mut(), 0) }).ok()?;
+    let mut buffer = vec![0u8; needed];
+    // SAFETY: buffer is writable for its length.
+    let written = unsafe { list(buffer.as_mut_ptr().cast(), buffer.len()) };
+    if usize::try_from(written).ok()? != needed {
+        return None;
+    }
+    let points =
+        buffer.split(|&byte| byte == 0).filter(|point| !point.is_empty()).map(<[u8]>::to_vec).collect();
+    Some(points)
 }
 
 /// `<directory of libplfs_preload.so>/libplfs.so`, found with dladdr.

@@ -23,12 +23,32 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     if bytes.is_empty() || bytes.len() > PATH_BYTES_MAX {
         return None;
     }
-    let is_plfs_path = library()?.is_plfs_path?;
+    let library = library()?;
+    if let Some(points) = &library.mount_points
+        && bytes[0] == b'/'
+        && is_clean(bytes)
+        && !points.iter().any(|point| under(bytes, point))
+    {
+        // The common case for every other file: no allocation, no libplfs.
+        return None;
+    }
+    let is_plfs_path = library.is_plfs_path?;
     let absolute = absolute(dirfd, bytes)?;
     let absolute = CString::new(absolute).ok()?;
     let _inside = Inside::enter();
     // SAFETY: absolute is a C string.
     (unsafe { is_plfs_path(absolute.as_ptr()) } == 1).then_some(absolute)
+}
+
+/// Whether a lexical prefix test on `path` is exact: no empty, "." or ".."
+/// component to normalise away.
+fn is_clean(path: &[u8]) -> bool {
+    path.split(|&byte| byte == b'/').skip(1).all(|part| !matches!(part, b"" | b"." | b"..")) || path == b"/"
+}
+
+/// Whether `path` is `point` or below it.
+fn under(path: &[u8], point: &[u8]) -> bool {
+    point == b"/" || (path.starts_with(point) && matches!(path.get(point.len()), None | Some(b'/')))
 }
 
 /// `path` made absolute and lexically normalised ("." and ".." removed), so
@@ -93,4 +113,28 @@ pub fn normalise(path: &[u8]) -> Vec<u8> {
         normal.extend_from_slice(part);
     }
     normal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_clean_paths_take_the_fast_negative_answer() {
+        for clean in [&b"/"[..], b"/a", b"/mnt/plfs/f", b"/a.b/..c"] {
+            assert!(is_clean(clean), "{}", String::from_utf8_lossy(clean));
+        }
+        for unclean in [&b"/a//b"[..], b"/a/./b", b"/mnt/plfs/../x", b"/a/", b"/a/.."] {
+            assert!(!is_clean(unclean), "{}", String::from_utf8_lossy(unclean));
+        }
+    }
+
+    #[test]
+    fn under_respects_component_boundaries() {
+        assert!(under(b"/mnt/plfs", b"/mnt/plfs"));
+        assert!(under(b"/mnt/plfs/f", b"/mnt/plfs"));
+        assert!(!under(b"/mnt/plfsx/f", b"/mnt/plfs"));
+        assert!(!under(b"/mnt", b"/mnt/plfs"));
+        assert!(under(b"/anything", b"/"));
+    }
 }
