@@ -203,7 +203,8 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     };
 
     // 1. MPI_File_write_at: every rank writes its own records, into its
-    // own data log (writer id = its pid).
+    // own data log, as writer id = its rank (the wrapper names it to the
+    // interposer, as PLFS 2.5's driver passed the rank).
     let file = mount.join("strided_at");
     let file_arg = format!("plfs:{}", file.display());
     let (stdout, stderr) = run.expect(WRITERS, &["write-at", &file_arg, &records, &size], &wrote("write_at"));
@@ -213,15 +214,24 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     let writers = slots_and_logs(&run.map(&file));
     assert_eq!(
         writers.keys().copied().collect::<BTreeSet<_>>(),
-        pids.values().copied().collect::<BTreeSet<_>>(),
-        "writer ids in `plfs map` are the writing processes' pids"
+        (0..WRITERS).collect::<BTreeSet<_>>(),
+        "writer ids in `plfs map` are the writing ranks"
     );
-    for (rank, pid) in &pids {
-        let (slots, logs) = &writers[pid];
-        assert_eq!(logs.len(), 1, "rank {rank} (pid {pid}) wrote one data log: {logs:?}");
+    for rank in 0..WRITERS {
+        let (slots, logs) = &writers[&rank];
+        assert_eq!(logs.len(), 1, "rank {rank} wrote one data log: {logs:?}");
         let expected: BTreeSet<u64> = (0..RECORDS).map(|record| record * WRITERS + rank).collect();
-        assert_eq!(slots, &expected, "rank {rank} (pid {pid}) wrote exactly its own records");
+        assert_eq!(slots, &expected, "rank {rank} wrote exactly its own records");
     }
+    // A restart on as many ranks with plfs_uniform_restart: each rank reads
+    // only its own index log.
+    let (_, stderr) = run.expect(
+        WRITERS,
+        &["read-own", &file_arg, &records, &size, "hint=plfs_uniform_restart=1"],
+        &format!("mpiio_strided: OK: {WRITERS} ranks read their own records"),
+    );
+    let opened = format!("collective open of {} (uniform_restart): Success", file.display());
+    assert_eq!(stderr.matches(&opened).count() as u64, WRITERS, "{opened:?} on every rank:\n{stderr}");
     // Read back on another number of ranks: the parallel index read
     // (default), then broadcast (plfs_disable_paropen=1).
     for (hint, strategy) in [(None, "parallel"), (Some("hint=plfs_disable_paropen=1"), "broadcast")] {
@@ -247,12 +257,12 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     );
     let flattened = format!("flattening the index of {}: Success", file.display());
     assert!(stderr.contains(&flattened), "no flatten at close:\n{stderr}");
-    let pids: BTreeSet<u64> = pids_of(&stdout).into_values().collect();
+    assert_eq!(pids_of(&stdout).len() as u64, WRITERS, "{stdout}");
     let writers = slots_and_logs(&run.map(&file));
     assert!(!writers.is_empty());
     let mut covered = BTreeSet::new();
     for (writer, (slots, logs)) in &writers {
-        assert!(pids.contains(writer), "writer {writer} is not a writing rank's pid ({pids:?})");
+        assert!(*writer < WRITERS, "writer {writer} is not a writing rank");
         assert_eq!(logs.len(), 1, "writer {writer} wrote one data log: {logs:?}");
         covered.extend(slots);
     }

@@ -172,6 +172,24 @@ static int is_plfs(const char *path) {
     return path != NULL && have_libplfs() && plfs.is_plfs_path(path) == 1;
 }
 
+/* Through the interposer, this process writes as its MPI_COMM_WORLD rank,
+ * as PLFS 2.5's MPI-IO driver passed the rank as the pid: writer ids then
+ * name ranks in `plfs map`, and plfs_uniform_restart finds each rank's logs.
+ * Without the interposer (or an older one) writers stay pids. */
+static void name_writer(void) {
+    static int named = 0;
+    if (named) {
+        return;
+    }
+    named = 1;
+    void (*set_writer)(long) = NULL;
+    *(void **)(&set_writer) = dlsym(RTLD_DEFAULT, "plfs_preload_set_writer");
+    int world_rank = 0;
+    if (set_writer != NULL && MPI_Comm_rank(MPI_COMM_WORLD, &world_rank) == MPI_SUCCESS) {
+        set_writer(world_rank);
+    }
+}
+
 static int mpi_error_of(plfs_error_t error) {
     switch (plfs.error_to_errno(error)) {
     case ENOENT:
@@ -357,6 +375,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     }
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
+    name_writer();
     int hints[HINTS];
     read_hints(info, hints);
     int code = hints_agree(comm, hints, path);

@@ -71,8 +71,9 @@ impl OpenFile {
             return Ok(());
         }
         let mut references: c_int = 0;
-        // SAFETY: getpid and getuid cannot fail.
-        let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+        let pid = crate::writer::current();
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
         plfs_call!(
             close,
             "plfs_close"(handle, pid, uid, self.status_flags(), std::ptr::null_mut(), &mut references)
@@ -160,8 +161,7 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
     let kind = kind_for_open(&path, flags)?;
     let mut handle: PlfsFd = std::ptr::null_mut();
     if kind == Kind::File {
-        // SAFETY: getpid cannot fail.
-        let pid = unsafe { libc::getpid() };
+        let pid = crate::writer::current();
         // O_CLOEXEC and the like mean nothing to libplfs.
         let plfs_flags =
             flags & (libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND);
@@ -288,8 +288,7 @@ pub fn pwrite(file: &OpenFile, buffer: &[u8], offset: i64) -> Result<usize, Errn
     let mut count: ssize_t = 0;
     // The writer is the calling process as it is now: after fork the child
     // writes its own data log instead of appending to its parent's.
-    // SAFETY: getpid cannot fail.
-    let pid = unsafe { libc::getpid() };
+    let pid = crate::writer::current();
     plfs_call!(write, "plfs_write"(handle, buffer.as_ptr().cast(), buffer.len(), offset, pid, &mut count))?;
     usize::try_from(count).map_err(|_| libc::EIO)
 }

@@ -15,6 +15,7 @@
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
 //! - `stdio`: fopen, fdopen (fopencookie streams).
+//! - `writer`: the writer id (the pid, or the MPI rank the MPI-IO wrapper names).
 
 // plfs_call! expands its arguments inside the one unsafe C call they are
 // for (see libplfs.rs); the lint is only honoured at crate level.
@@ -30,3 +31,4 @@ mod paths;
 mod posix;
 mod real;
 mod stdio;
+mod writer;

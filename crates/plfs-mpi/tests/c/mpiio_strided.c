@@ -154,10 +154,47 @@ static void read_records(const char *path, long long records, long long size, lo
     }
 }
 
+/* Each rank reads back only the records it wrote (as a restart on the same
+ * number of ranks does), which is all plfs_uniform_restart promises. */
+static void read_own_records(const char *path, long long records, long long size, MPI_Info info) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    MPI_File fh;
+    CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, info, &fh));
+    unsigned char *buf = malloc((size_t)size);
+    long long failures = 0;
+    for (long long k = 0; k < records; k++) {
+        MPI_Status status;
+        memset(buf, 0, (size_t)size);
+        CHECK(MPI_File_read_at(fh, (MPI_Offset)((k * ranks + rank) * size), buf, (int)size, MPI_BYTE, &status));
+        for (long long i = 0; i < size; i++) {
+            if (buf[i] != byte_of(rank, k, i)) {
+                if (failures < 5) {
+                    fprintf(stderr, "mpiio_strided: rank %d: record %lld byte %lld is %u, expected %u\n", rank,
+                            k, i, buf[i], byte_of(rank, k, i));
+                }
+                failures++;
+            }
+        }
+    }
+    free(buf);
+    CHECK(MPI_File_close(&fh));
+    long long all_failures = 0;
+    MPI_Reduce(&failures, &all_failures, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (all_failures == 0) {
+            printf("mpiio_strided: OK: %d ranks read their own records\n", ranks);
+        } else {
+            printf("mpiio_strided: FAILED: %lld wrong bytes in own records\n", all_failures);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     if (argc < 3) {
-        fprintf(stderr, "usage: mpiio_strided write-at|write-view|read|delete PATH ...\n");
+        fprintf(stderr, "usage: mpiio_strided write-at|write-view|read|read-own|delete PATH ...\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *mode = argv[1], *path = argv[2];
@@ -171,6 +208,10 @@ int main(int argc, char **argv) {
     } else if ((strcmp(mode, "write-at") == 0 || strcmp(mode, "write-view") == 0) && argc >= 5) {
         MPI_Info info = hints_from(argc, argv, 5);
         write_records(path, atoll(argv[3]), atoll(argv[4]), strcmp(mode, "write-view") == 0, info);
+        MPI_Info_free(&info);
+    } else if (strcmp(mode, "read-own") == 0 && argc >= 5) {
+        MPI_Info info = hints_from(argc, argv, 5);
+        read_own_records(path, atoll(argv[3]), atoll(argv[4]), info);
         MPI_Info_free(&info);
     } else if (strcmp(mode, "read") == 0 && argc >= 6) {
         MPI_Info info = hints_from(argc, argv, 6);
