@@ -114,7 +114,7 @@ fn load() -> Option<Library> {
             }
         }};
     }
-    let mount_points = symbol!("plfs_mount_points", MountPoints).and_then(|list| mount_points(list));
+    let mount_points = symbol!("plfs_mount_points", MountPoints).and_then(mount_points);
     Some(Library {
         is_plfs_path: symbol!("is_plfs_path", IsPlfsPath),
         mount_points,

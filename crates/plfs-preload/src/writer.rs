@@ -17,7 +17,7 @@ static OWNER: AtomicI32 = AtomicI32::new(0);
 pub extern "C" fn plfs_preload_set_writer(writer: c_long) {
     // SAFETY: getpid cannot fail.
     OWNER.store(unsafe { libc::getpid() }, Ordering::Release);
-    WRITER.store(i64::from(writer), Ordering::Release);
+    WRITER.store(writer, Ordering::Release);
 }
 
 /// The writer id to pass as `pid` to libplfs now.
