@@ -392,6 +392,21 @@ extern "C" fn before_fork() {
     for file in open_files() {
         let _ = sync(&file);
     }
+    // The table is held across fork so no other thread can be inside it
+    // when the child's copy of the lock is taken: the child would wait on
+    // a holder that does not exist in it.
+    FORK_GUARD.with(|guard| *guard.borrow_mut() = Some(table_write()));
+}
+
+/// In the parent and in the child, after fork: the forking thread (the
+/// child's only thread) lets the table go.
+extern "C" fn after_fork() {
+    FORK_GUARD.with(|guard| guard.borrow_mut().take());
+}
+
+thread_local! {
+    static FORK_GUARD: std::cell::RefCell<Option<std::sync::RwLockWriteGuard<'static, BTreeMap<c_int, Descriptor>>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// At exit: stdio streams are flushed (a plfs FILE's buffer goes through
@@ -413,10 +428,10 @@ extern "C" fn at_exit() {
 fn register_process_hooks() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // SAFETY: both are extern "C" functions without arguments that
+        // SAFETY: these are extern "C" functions without arguments that
         // live as long as the process (this library is never unloaded).
         unsafe {
-            libc::pthread_atfork(Some(before_fork), None, None);
+            libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
             libc::atexit(at_exit);
         }
     });
