@@ -25,9 +25,7 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     }
     let library = library()?;
     if let Some(points) = &library.mount_points
-        && bytes[0] == b'/'
-        && is_clean(bytes)
-        && !points.iter().any(|point| under(bytes, point))
+        && certainly_elsewhere(dirfd, bytes, points)
     {
         // The common case for every other file: no allocation, no libplfs.
         return None;
@@ -38,6 +36,26 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     let _inside = Inside::enter();
     // SAFETY: absolute is a C string.
     (unsafe { is_plfs_path(absolute.as_ptr()) } == 1).then_some(absolute)
+}
+
+/// Whether `path` is under none of `points`, decided without allocating:
+/// a clean absolute path by its prefix; a relative one without ".." (so it
+/// stays below the current directory) by the current directory's.
+fn certainly_elsewhere(dirfd: c_int, path: &[u8], points: &[Vec<u8>]) -> bool {
+    let outside = |absolute: &[u8]| is_clean(absolute) && !points.iter().any(|point| under(absolute, point));
+    if path[0] == b'/' {
+        return outside(path);
+    }
+    if dirfd != libc::AT_FDCWD || path.split(|&byte| byte == b'/').any(|part| part == b"..") {
+        return false;
+    }
+    let mut buffer = [0u8; PATH_BYTES_MAX + 1];
+    // SAFETY: buffer is writable for its length.
+    if unsafe { libc::getcwd(buffer.as_mut_ptr().cast(), buffer.len()) }.is_null() {
+        return false;
+    }
+    let length = buffer.iter().position(|&byte| byte == 0).unwrap_or(0);
+    length > 0 && outside(&buffer[..length])
 }
 
 /// Whether a lexical prefix test on `path` is exact: no empty, "." or ".."
