@@ -40,7 +40,8 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
 
 /// Whether `path` is under none of `points`, decided without allocating:
 /// a clean absolute path by its prefix; a relative one without ".." (so it
-/// stays below the current directory) by the current directory's.
+/// stays below the current directory) when the current directory is in no
+/// mount and holds none.
 fn certainly_elsewhere(dirfd: c_int, path: &[u8], points: &[Vec<u8>]) -> bool {
     let outside = |absolute: &[u8]| is_clean(absolute) && !points.iter().any(|point| under(absolute, point));
     if path[0] == b'/' {
@@ -55,7 +56,9 @@ fn certainly_elsewhere(dirfd: c_int, path: &[u8], points: &[Vec<u8>]) -> bool {
         return false;
     }
     let length = buffer.iter().position(|&byte| byte == 0).unwrap_or(0);
-    length > 0 && outside(&buffer[..length])
+    let cwd = &buffer[..length];
+    // Below the working directory: neither in a mount nor above one.
+    length > 0 && outside(cwd) && !points.iter().any(|point| under(point, cwd))
 }
 
 /// Whether a lexical prefix test on `path` is exact: no empty, "." or ".."
