@@ -353,6 +353,8 @@ pub fn summarize(log: LogId, records: &[Record]) -> SizeRecord {
 /// Folds one more record of a log into its summary.
 pub(crate) fn absorb(summary: &mut SizeRecord, record: &Record) {
     match record {
+        // An empty write changes nothing, not even the size (POSIX).
+        Record::Write(write) if write.length == 0 => {}
         Record::Write(write) => {
             summary.max_end = summary.max_end.max(write.logical.saturating_add(write.length));
             summary.bytes += write.length;
@@ -396,7 +398,7 @@ pub(crate) fn combine_sizes(
             // A pattern counts at its last stamp, as in the merge.
             for record in records_of(&summary.log)? {
                 match record {
-                    Record::Write(write) if write.stamp > truncate_stamp => {
+                    Record::Write(write) if write.stamp > truncate_stamp && write.length > 0 => {
                         result.eof = result.eof.max(write.logical.saturating_add(write.length));
                     }
                     Record::Pattern(pattern) if pattern.stamp_last > truncate_stamp => {
@@ -514,6 +516,16 @@ mod tests {
     }
 
     proptest! {
+        /// The case proptest once found: an empty write past the end.
+        #[test]
+        fn an_empty_write_does_not_change_the_size(offset in 1u64..1000) {
+            let id = LogId { stamp: 1, writer: 0, pid: 1, host: 2 };
+            let records = vec![write(offset, 0, 10)];
+            let combined = combine_sizes(&[summarize(id, &records)], |_| Ok(records.clone())).unwrap();
+            let merged = MergedIndex::from_logs([(LogRef(0), records.as_slice())], true);
+            prop_assert_eq!((combined.eof, merged.eof()), (0, 0));
+        }
+
         /// Sizes computed from summaries agree with a full merge, whatever
         /// mix of writes and truncates the logs hold.
         #[test]

@@ -183,10 +183,11 @@ impl MergedIndex {
     /// `log`, replacing whatever was there.
     pub fn apply_write(&mut self, logical: u64, length: u64, log: LogRef, physical: u64) {
         let end = logical.saturating_add(length).min(FILE_SIZE_MAX);
-        self.eof = self.eof.max(end);
+        // An empty write changes nothing, not even the size (POSIX).
         if end <= logical {
             return;
         }
+        self.eof = self.eof.max(end);
         self.overlay.write(
             logical,
             Extent { length: end - logical, log, physical },

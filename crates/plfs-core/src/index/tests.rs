@@ -11,6 +11,9 @@ struct Model {
 
 impl Model {
     fn write(&mut self, logical: u64, length: u64, log: LogRef, physical: u64) {
+        if length == 0 {
+            return;
+        }
         let end = (logical + length) as usize;
         if self.bytes.len() < end {
             self.bytes.resize(end, None);
