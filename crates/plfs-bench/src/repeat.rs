@@ -134,7 +134,7 @@ impl RepeatedReport {
         for (name, spread) in &self.spread {
             let _ = writeln!(
                 out,
-                "  {name:<22} {:>10.2}   ({:.2} .. {:.2})",
+                "  {name:<27} {:>10.2}   ({:.2} .. {:.2})",
                 spread.median, spread.min, spread.max
             );
         }

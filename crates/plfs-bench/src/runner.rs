@@ -60,7 +60,10 @@ fn phase_plan(spec: &BenchSpec) -> Vec<(Target, Op)> {
 pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, String> {
     validate(spec)?;
     fs::create_dir_all(&spec.dir).map_err(|e| format!("creating {}: {e}", spec.dir.display()))?;
-    let work = WorkDir::create(&spec.dir, spec.keep)?;
+    // Absolute, because the plfsrc of the preload and mpiio mounts must
+    // name absolute paths (and mpirun's ranks need not share our cwd).
+    let parent = fs::canonicalize(&spec.dir).map_err(|e| format!("resolving {}: {e}", spec.dir.display()))?;
+    let work = WorkDir::create(&parent, spec.keep)?;
     for dir in plfs_backend_dirs(work.path(), spec.backends)
         .into_iter()
         .chain([work.path().join("direct"), work.path().join("nn")])
