@@ -9,6 +9,9 @@
 //! two directories below libplfs.so and libplfs_preload.so, where the
 //! wrapper looks for libplfs.so (`make install` keeps that layout under
 //! $PREFIX/lib/plfs-mpi/<flavor>/).
+//!
+//! Beside it goes `mpiio_bench` (c/mpiio_bench.c), the MPI-IO program
+//! `plfs bench n1-strided --interface mpiio` runs under mpirun.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,8 @@ fn main() {
     let include = manifest.join("../../include");
     let source = manifest.join("c/plfs_mpi_shim.c");
     let mpiio_source = manifest.join("c/plfs_mpiio.c");
+    let bench_source = manifest.join("c/mpiio_bench.c");
+    println!("cargo:rerun-if-changed={}", bench_source.display());
     println!("cargo:rerun-if-changed={}", source.display());
     println!("cargo:rerun-if-changed={}", mpiio_source.display());
     println!("cargo:rerun-if-changed={}", include.join("plfs_mpi.h").display());
@@ -46,8 +51,8 @@ fn main() {
             }
         }
         let mpiio = out.join(format!("libplfs_mpiio_{flavor}.so"));
-        let built =
-            compile(compiler, &include, &mpiio_source, &mpiio).and_then(|()| publish(&out, flavor, &mpiio));
+        let built = compile(compiler, &include, &mpiio_source, &mpiio)
+            .and_then(|()| publish(&out, flavor, &mpiio, "libplfs_mpiio.so"));
         match built {
             Ok(()) => {}
             Err(why) if required => {
@@ -55,21 +60,30 @@ fn main() {
             }
             Err(why) => println!("cargo:warning=no {flavor} libplfs_mpiio.so ({why})"),
         }
+        let bench = out.join(format!("mpiio_bench_{flavor}"));
+        let built = compile_program(compiler, &bench_source, &bench)
+            .and_then(|()| publish(&out, flavor, &bench, "mpiio_bench"));
+        match built {
+            Ok(()) => {}
+            Err(why) if required => {
+                panic!("PLFS_REQUIRE_MPI=1 but the {flavor} mpiio_bench was not built: {why}")
+            }
+            Err(why) => println!("cargo:warning=no {flavor} mpiio_bench ({why})"),
+        }
     }
 }
 
-/// Copies the wrapper to `<target>/<profile>/mpi/<flavor>/libplfs_mpiio.so`
+/// Copies a built file to `<target>/<profile>/mpi/<flavor>/<name>`
 /// (OUT_DIR is `<target>/<profile>/build/<crate>-<hash>/out`), through a
 /// temporary name so a running program never sees half a library.
-fn publish(out: &Path, flavor: &str, library: &Path) -> Result<(), String> {
+fn publish(out: &Path, flavor: &str, library: &Path, name: &str) -> Result<(), String> {
     let profile_dir =
         out.ancestors().nth(3).ok_or_else(|| format!("OUT_DIR {} is too short", out.display()))?;
     let dir = profile_dir.join("mpi").join(flavor);
     std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-    let staged = dir.join(".libplfs_mpiio.so.tmp");
+    let staged = dir.join(format!(".{name}.tmp"));
     std::fs::copy(library, &staged).map_err(|error| format!("{}: {error}", staged.display()))?;
-    std::fs::rename(&staged, dir.join("libplfs_mpiio.so"))
-        .map_err(|error| format!("{}: {error}", dir.display()))
+    std::fs::rename(&staged, dir.join(name)).map_err(|error| format!("{}: {error}", dir.display()))
 }
 
 fn compile(compiler: &str, include: &Path, source: &Path, target: &Path) -> Result<(), String> {
@@ -77,6 +91,21 @@ fn compile(compiler: &str, include: &Path, source: &Path, target: &Path) -> Resu
         .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"])
         .arg("-I")
         .arg(include)
+        .arg(source)
+        .arg("-o")
+        .arg(target)
+        .output()
+        .map_err(|error| format!("{compiler}: {error}"))?;
+    if !output.status.success() {
+        return Err(format!("{compiler} failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+    }
+    Ok(())
+}
+
+/// An MPI program (not a library), with the same warnings as errors.
+fn compile_program(compiler: &str, source: &Path, target: &Path) -> Result<(), String> {
+    let output = Command::new(compiler)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
         .arg(source)
         .arg("-o")
         .arg(target)

@@ -39,12 +39,13 @@ use serde::{Deserialize, Serialize};
 pub use open::{OPEN_BENCH_PATH, OpenReport, OpenSpec, StrategyReport, run_open};
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
-pub use report::{BenchReport, PhaseReport};
+pub use report::{BenchReport, InterfaceFigures, PhaseReport};
 pub use runner::run;
 pub use streaming::{StreamingReport, streaming};
 pub use worker::{
-    MARKER, Op, Prepared, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute, mount,
-    plfs_backend_dirs, plfs_logical_path, prepare, worker_main,
+    MARKER, Op, Prepared, SHARED_NAME, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute,
+    interface_backend_dirs, interface_mount_point, interface_plfsrc, mount, plfs_backend_dirs,
+    plfs_logical_path, prepare, worker_main,
 };
 
 /// The access pattern measured.
@@ -113,6 +114,31 @@ pub struct BenchSpec {
     /// A directory on a plfs FUSE mount: adds phases that write (and read)
     /// the same file through the mount, to compare with the library.
     pub fuse_dir: Option<PathBuf>,
+    /// Run the library (`lib`) phases; off when only other interfaces
+    /// are compared with the baselines.
+    pub library: bool,
+    /// libplfs_preload.so: adds phases whose workers write plain files
+    /// under a virtual plfs mount point with the interposer preloaded.
+    pub preload: Option<PathBuf>,
+    /// Adds phases run by an MPI-IO program under mpirun (n1-strided only).
+    pub mpiio: Option<MpiioSetup>,
+}
+
+/// Everything an `mpiio` phase starts: `mpirun -np N program`, with the
+/// PMPI wrapper and the interposer preloaded into the ranks only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpiioSetup {
+    /// "openmpi" or "mpich": decides how mpirun is told about the
+    /// environment (`-x` or `-genv`).
+    pub flavor: String,
+    pub mpirun: PathBuf,
+    /// The MPI-IO benchmark program (crates/plfs-mpi/c/mpiio_bench.c),
+    /// built with the same MPI.
+    pub program: PathBuf,
+    /// libplfs_mpiio.so for that MPI.
+    pub wrapper: PathBuf,
+    /// libplfs_preload.so.
+    pub preload: PathBuf,
 }
 
 impl BenchSpec {
@@ -129,6 +155,9 @@ impl BenchSpec {
             backends: 3,
             keep: false,
             fuse_dir: None,
+            library: true,
+            preload: None,
+            mpiio: None,
         }
     }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::BenchReport;
+use crate::{BenchReport, InterfaceFigures};
 
 /// Median, minimum and maximum of one figure over the runs that have it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -33,6 +33,14 @@ impl Spread {
 /// Reads one figure out of a run's report.
 type Figure = fn(&BenchReport) -> Option<f64>;
 
+/// Reads one figure out of an interface's row.
+type InterfaceFigure = fn(&InterfaceFigures) -> Option<f64>;
+
+/// The library's row, when the run had one.
+fn lib(report: &BenchReport) -> Option<&InterfaceFigures> {
+    report.interfaces.iter().find(|i| i.interface == "lib")
+}
+
 /// The medians carry the same names as a single run's report, so scripts
 /// read `plfs_mibs` or `ratio_vs_nn` either way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,10 +66,10 @@ pub struct RepeatedReport {
 impl RepeatedReport {
     pub fn new(reports: Vec<BenchReport>) -> RepeatedReport {
         let figures: [(&str, Figure); 10] = [
-            ("plfs_mibs", |r| Some(r.plfs_mibs)),
+            ("plfs_mibs", |r| lib(r).map(|_| r.plfs_mibs)),
             ("direct_n1_mibs", |r| r.direct_n1_mibs),
             ("nn_mibs", |r| Some(r.nn_mibs)),
-            ("ratio_vs_nn", |r| Some(r.ratio_vs_nn)),
+            ("ratio_vs_nn", |r| lib(r).map(|_| r.ratio_vs_nn)),
             ("ratio_vs_direct", |r| r.ratio_vs_direct),
             ("read_plfs_mibs", |r| r.read_plfs_mibs),
             ("read_nn_mibs", |r| r.read_nn_mibs),
@@ -69,10 +77,38 @@ impl RepeatedReport {
             ("read_ratio_vs_nn", |r| r.read_ratio_vs_nn),
             ("read_ratio_vs_direct", |r| r.read_ratio_vs_direct),
         ];
-        let spread: Vec<(String, Spread)> = figures
+        let mut spread: Vec<(String, Spread)> = figures
             .iter()
             .filter_map(|(name, get)| Spread::of(reports.iter().map(get)).map(|s| (name.to_string(), s)))
             .collect();
+        // The other interfaces' figures, named like the library's with the
+        // interface in place of "plfs" (preload_mibs, read_mpiio_ratio_vs_nn).
+        let names: Vec<String> = reports
+            .first()
+            .map(|r| r.interfaces.iter().map(|i| i.interface.clone()).filter(|i| i != "lib").collect())
+            .unwrap_or_default();
+        for interface in &names {
+            let per_interface: [(&str, InterfaceFigure); 6] = [
+                ("mibs", |i| Some(i.write_mibs)),
+                ("ratio_vs_nn", |i| i.ratio_vs_nn),
+                ("ratio_vs_direct", |i| i.ratio_vs_direct),
+                ("read_mibs", |i| i.read_mibs),
+                ("read_ratio_vs_nn", |i| i.read_ratio_vs_nn),
+                ("read_ratio_vs_direct", |i| i.read_ratio_vs_direct),
+            ];
+            for (figure, get) in per_interface {
+                let values = reports
+                    .iter()
+                    .map(|r| r.interfaces.iter().find(|i| &i.interface == interface).and_then(get));
+                if let Some(s) = Spread::of(values) {
+                    let name = match figure.strip_prefix("read_") {
+                        Some(rest) => format!("read_{interface}_{rest}"),
+                        None => format!("{interface}_{figure}"),
+                    };
+                    spread.push((name, s));
+                }
+            }
+        }
         let median = |name: &str| spread.iter().find(|(n, _)| n == name).map(|(_, s)| s.median);
         RepeatedReport {
             runs: reports.len(),
@@ -98,13 +134,89 @@ impl RepeatedReport {
         for (name, spread) in &self.spread {
             let _ = writeln!(
                 out,
-                "  {name:<22} {:>10.2}   ({:.2} .. {:.2})",
+                "  {name:<27} {:>10.2}   ({:.2} .. {:.2})",
                 spread.median, spread.min, spread.max
             );
+        }
+        if self
+            .spread
+            .iter()
+            .any(|(name, _)| ["preload_", "mpiio_", "fuse_"].iter().any(|prefix| name.starts_with(prefix)))
+        {
+            out.push_str(&self.table());
         }
         let verdict =
             if self.verified { "every run verified every byte it read" } else { "MISMATCH in some run" };
         let _ = writeln!(out, "verified: {verdict}");
+        out
+    }
+}
+
+impl RepeatedReport {
+    fn figure(&self, name: &str) -> Option<Spread> {
+        self.spread.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
+    }
+
+    /// Medians (and ranges) as one table: the baselines, then each
+    /// interface with its ratios to both.
+    fn table(&self) -> String {
+        let cell = |spread: Option<Spread>, digits: usize| match spread {
+            Some(s) => format!("{:.*} ({:.*}..{:.*})", digits, s.median, digits, s.min, digits, s.max),
+            None => "-".to_owned(),
+        };
+        let mut out = String::new();
+        let _ = writeln!(out, "\nmedians (min..max) over {} runs:", self.runs);
+        let _ = writeln!(
+            out,
+            "{:<12} {:>22} {:>22} {:>19} {:>19} {:>19} {:>19}",
+            "", "write MiB/s", "read MiB/s", "write / N-N", "write / direct", "read / N-N", "read / direct"
+        );
+        let mut rows: Vec<(String, [Option<Spread>; 6])> = vec![
+            (
+                "direct N-1".to_owned(),
+                [self.figure("direct_n1_mibs"), self.figure("read_direct_n1_mibs"), None, None, None, None],
+            ),
+            ("N-N".to_owned(), [self.figure("nn_mibs"), self.figure("read_nn_mibs"), None, None, None, None]),
+        ];
+        if self.figure("plfs_mibs").is_some() {
+            rows.push((
+                "lib".to_owned(),
+                [
+                    self.figure("plfs_mibs"),
+                    self.figure("read_plfs_mibs"),
+                    self.figure("ratio_vs_nn"),
+                    self.figure("ratio_vs_direct"),
+                    self.figure("read_ratio_vs_nn"),
+                    self.figure("read_ratio_vs_direct"),
+                ],
+            ));
+        }
+        for interface in ["preload", "mpiio", "fuse"] {
+            let Some(write) = self.figure(&format!("{interface}_mibs")) else { continue };
+            rows.push((
+                interface.to_owned(),
+                [
+                    Some(write),
+                    self.figure(&format!("read_{interface}_mibs")),
+                    self.figure(&format!("{interface}_ratio_vs_nn")),
+                    self.figure(&format!("{interface}_ratio_vs_direct")),
+                    self.figure(&format!("read_{interface}_ratio_vs_nn")),
+                    self.figure(&format!("read_{interface}_ratio_vs_direct")),
+                ],
+            ));
+        }
+        for (label, [write, read, w_nn, w_direct, r_nn, r_direct]) in rows {
+            let _ = writeln!(
+                out,
+                "{label:<12} {:>22} {:>22} {:>19} {:>19} {:>19} {:>19}",
+                cell(write, 0),
+                cell(read, 0),
+                cell(w_nn, 2),
+                cell(w_direct, 2),
+                cell(r_nn, 2),
+                cell(r_direct, 2)
+            );
+        }
         out
     }
 }

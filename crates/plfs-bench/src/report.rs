@@ -65,6 +65,44 @@ impl PhaseReport {
     }
 }
 
+/// One plfs interface's figures beside the baselines (`lib` is the
+/// library target, also reported in the `plfs_*` fields).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterfaceFigures {
+    /// lib, preload, mpiio or fuse.
+    pub interface: String,
+    pub write_mibs: f64,
+    pub write_seconds: f64,
+    pub read_mibs: Option<f64>,
+    pub read_seconds: Option<f64>,
+    /// This interface / N-N, and / direct N-1, writing and reading.
+    pub ratio_vs_nn: Option<f64>,
+    pub ratio_vs_direct: Option<f64>,
+    pub read_ratio_vs_nn: Option<f64>,
+    pub read_ratio_vs_direct: Option<f64>,
+}
+
+/// The `--interface` name of a plfs target; None for the baselines.
+pub fn interface_name(target: Target) -> Option<&'static str> {
+    match target {
+        Target::Plfs => Some("lib"),
+        Target::Preload => Some("preload"),
+        Target::Mpiio => Some("mpiio"),
+        Target::Fuse => Some("fuse"),
+        Target::DirectN1 | Target::PlainNn => None,
+    }
+}
+
+/// The table's rows, in order; the plfs ones are the interfaces.
+const ROWS: [(&str, Target); 6] = [
+    ("direct N-1 (shared file)", Target::DirectN1),
+    ("N-N (file per process)", Target::PlainNn),
+    ("plfs", Target::Plfs),
+    ("plfs via LD_PRELOAD", Target::Preload),
+    ("plfs via MPI-IO", Target::Mpiio),
+    ("plfs via FUSE mount", Target::Fuse),
+];
+
 /// The outcome of one [`crate::run`]. Figures a workload has no phase for
 /// (direct N-1 under `nn`, all reads without `read`) are `None`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,6 +145,9 @@ pub struct BenchReport {
     pub read_plfs_seconds: Option<f64>,
     pub read_direct_n1_seconds: Option<f64>,
     pub read_nn_seconds: Option<f64>,
+    /// Every plfs interface that ran (lib, preload, mpiio, fuse), in table
+    /// order, with its ratios to both baselines.
+    pub interfaces: Vec<InterfaceFigures>,
     /// What each phase did, in the order they ran.
     pub compared: String,
     pub phases: Vec<PhaseReport>,
@@ -141,6 +182,26 @@ impl BenchReport {
         let fuse = mibs(Target::Fuse, Op::Write);
         let read_fuse = mibs(Target::Fuse, Op::Read);
         let order: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
+        let interfaces = ROWS
+            .iter()
+            .filter_map(|(_, target)| {
+                let interface = interface_name(*target)?;
+                let write = find(*target, Op::Write)?;
+                let read = find(*target, Op::Read);
+                let read_mibs = read.map(|p| p.mibs);
+                Some(InterfaceFigures {
+                    interface: interface.to_owned(),
+                    write_mibs: write.mibs,
+                    write_seconds: write.seconds,
+                    read_mibs,
+                    read_seconds: read.map(|p| p.seconds),
+                    ratio_vs_nn: ratio(Some(write.mibs), nn),
+                    ratio_vs_direct: ratio(Some(write.mibs), direct),
+                    read_ratio_vs_nn: ratio(read_mibs, read_nn),
+                    read_ratio_vs_direct: ratio(read_mibs, read_direct),
+                })
+            })
+            .collect();
         BenchReport {
             workload: spec.workload,
             writers: spec.writers,
@@ -171,6 +232,7 @@ impl BenchReport {
             read_plfs_seconds: seconds(Target::Plfs, Op::Read),
             read_direct_n1_seconds: seconds(Target::DirectN1, Op::Read),
             read_nn_seconds: seconds(Target::PlainNn, Op::Read),
+            interfaces,
             compared: compared(spec, &order),
             dir: work.to_path_buf(),
             kept,
@@ -200,13 +262,7 @@ impl BenchReport {
             "{:<24} {:>12} {:>10} {:>12} {:>10}",
             "", "write MiB/s", "seconds", "read MiB/s", "seconds"
         );
-        let rows = [
-            ("direct N-1 (shared file)", Target::DirectN1),
-            ("N-N (file per process)", Target::PlainNn),
-            ("plfs", Target::Plfs),
-            ("plfs via FUSE mount", Target::Fuse),
-        ];
-        for (label, target) in rows {
+        for (label, target) in ROWS {
             let phase = |op: Op| self.phases.iter().find(|p| p.target == target && p.op == op);
             let Some(write) = phase(Op::Write) else { continue };
             let (read_mibs, read_seconds) = match phase(Op::Read) {
@@ -221,13 +277,38 @@ impl BenchReport {
         }
         let _ = writeln!(out);
         let show = |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.2}x"));
-        let _ = writeln!(
-            out,
-            "write: plfs/nn {}  plfs/direct {}",
-            show(Some(self.ratio_vs_nn)),
-            show(self.ratio_vs_direct)
-        );
-        if self.fuse_mibs.is_some() {
+        let lib = self.interfaces.iter().any(|i| i.interface == "lib");
+        if lib {
+            let _ = writeln!(
+                out,
+                "write: plfs/nn {}  plfs/direct {}",
+                show(Some(self.ratio_vs_nn)),
+                show(self.ratio_vs_direct)
+            );
+        }
+        // Beyond the library alone, every interface gets its ratios to
+        // both baselines on a line of its own.
+        if self.interfaces.iter().any(|i| i.interface != "lib") {
+            for figures in &self.interfaces {
+                let _ = write!(
+                    out,
+                    "{:<8} write /nn {}  /direct {}",
+                    figures.interface,
+                    show(figures.ratio_vs_nn),
+                    show(figures.ratio_vs_direct)
+                );
+                if self.read {
+                    let _ = write!(
+                        out,
+                        "   read /nn {}  /direct {}",
+                        show(figures.read_ratio_vs_nn),
+                        show(figures.read_ratio_vs_direct)
+                    );
+                }
+                let _ = writeln!(out);
+            }
+        }
+        if self.fuse_mibs.is_some() && self.plfs_mibs > 0.0 {
             let _ = writeln!(
                 out,
                 "FUSE mount / library: write {}  read {}",
@@ -236,12 +317,14 @@ impl BenchReport {
             );
         }
         if self.read {
-            let _ = writeln!(
-                out,
-                "read:  plfs/nn {}  plfs/direct {}",
-                show(self.read_ratio_vs_nn),
-                show(self.read_ratio_vs_direct)
-            );
+            if lib {
+                let _ = writeln!(
+                    out,
+                    "read:  plfs/nn {}  plfs/direct {}",
+                    show(self.read_ratio_vs_nn),
+                    show(self.read_ratio_vs_direct)
+                );
+            }
             if self.verified {
                 let _ = writeln!(out, "verified: every byte read back in every phase matched");
             } else {
@@ -295,8 +378,27 @@ fn compared(spec: &BenchSpec, order: &[&str]) -> String {
     } else {
         ""
     };
+    let mut others = String::new();
+    if spec.preload.is_some() {
+        others.push_str(
+            " preload = the same records written with plain pwrite() calls under a plfs mount point \
+             that does not exist, in processes with libplfs_preload.so preloaded (a mount of its own).",
+        );
+    }
+    if let Some(mpiio) = &spec.mpiio {
+        others.push_str(&format!(
+            " mpiio = an MPI-IO program under {} mpirun writes them with MPI_File_write_at through \
+             libplfs_mpiio.so and the interposer (a mount of its own; timed between MPI_Barriers).",
+            mpiio.flavor
+        ));
+    }
+    if spec.fuse_dir.is_some() {
+        others.push_str(
+            " fuse = the same pwrite() calls into a file on a plfs FUSE mount served by this process.",
+        );
+    }
     format!(
-        "{what}{reads} Every write phase fdatasyncs before its clock stops. All phases share one file \
+        "{what}{others}{reads} Every write phase fdatasyncs before its clock stops. All phases share one file \
          system and the page cache is not dropped between them (reads come from cache); they ran in \
          this order: {}.",
         order.join(", ")

@@ -9,11 +9,16 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
+use plfs::config::plfsrc;
+use plfs::file::OpenFlags;
+use plfs::fs::{Options, Plfs};
+
 use crate::report::{BenchReport, PhaseReport};
 use crate::worker::{
-    MARKER, Op, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, direct_path, now_ns, plfs_backend_dirs,
+    MARKER, Op, SHARED_NAME, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, direct_path,
+    interface_backend_dirs, interface_mount_point, interface_plfsrc, now_ns, plfs_backend_dirs,
 };
-use crate::{BenchSpec, WorkerCommand, Workload};
+use crate::{BenchSpec, MpiioSetup, WorkerCommand, Workload};
 
 /// Time for every worker to start and finish its set-up.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -24,14 +29,23 @@ const PHASE_TIMEOUT: Duration = Duration::from_secs(3600);
 const GO_DELAY: Duration = Duration::from_millis(100);
 
 /// The write phases in the order they run; the reads follow in the same
-/// order. Plfs goes last so the baselines cannot be blamed on anything it
-/// left behind (every phase fdatasyncs before its clock stops, so only
-/// clean page cache carries over).
+/// order. The plfs interfaces go last so the baselines cannot be blamed on
+/// anything they left behind (every phase fdatasyncs before its clock
+/// stops, so only clean page cache carries over).
 fn phase_plan(spec: &BenchSpec) -> Vec<(Target, Op)> {
     let mut targets: Vec<Target> = match spec.workload {
-        Workload::N1Strided | Workload::N1Segmented => vec![Target::DirectN1, Target::PlainNn, Target::Plfs],
-        Workload::Nn => vec![Target::PlainNn, Target::Plfs],
+        Workload::N1Strided | Workload::N1Segmented => vec![Target::DirectN1, Target::PlainNn],
+        Workload::Nn => vec![Target::PlainNn],
     };
+    if spec.library {
+        targets.push(Target::Plfs);
+    }
+    if spec.preload.is_some() {
+        targets.push(Target::Preload);
+    }
+    if spec.mpiio.is_some() {
+        targets.push(Target::Mpiio);
+    }
     if spec.fuse_dir.is_some() {
         targets.push(Target::Fuse);
     }
@@ -46,7 +60,10 @@ fn phase_plan(spec: &BenchSpec) -> Vec<(Target, Op)> {
 pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, String> {
     validate(spec)?;
     fs::create_dir_all(&spec.dir).map_err(|e| format!("creating {}: {e}", spec.dir.display()))?;
-    let work = WorkDir::create(&spec.dir, spec.keep)?;
+    // Absolute, because the plfsrc of the preload and mpiio mounts must
+    // name absolute paths (and mpirun's ranks need not share our cwd).
+    let parent = fs::canonicalize(&spec.dir).map_err(|e| format!("resolving {}: {e}", spec.dir.display()))?;
+    let work = WorkDir::create(&parent, spec.keep)?;
     for dir in plfs_backend_dirs(work.path(), spec.backends)
         .into_iter()
         .chain([work.path().join("direct"), work.path().join("nn")])
@@ -55,12 +72,23 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, Str
     }
     let shared = direct_path(work.path());
     fs::File::create(&shared).map_err(|e| format!("creating {}: {e}", shared.display()))?;
+    // The interposer and the MPI-IO wrapper each get a plfs mount of their
+    // own; their shared file exists before the clock starts, as the
+    // direct N-1 one does.
+    if spec.preload.is_some() {
+        interface_mount(spec, work.path(), Target::Preload)?;
+    }
+    if spec.mpiio.is_some() {
+        interface_mount(spec, work.path(), Target::Mpiio)?;
+        fs::create_dir(interface_mount_point(work.path(), Target::Mpiio))
+            .map_err(|e| format!("creating the mpiio mount point: {e}"))?;
+    }
     // The FUSE phases get a work directory of their own inside the mount.
     let fuse_work = match &spec.fuse_dir {
         Some(dir) => {
             let fuse_work = WorkDir::create(dir, spec.keep)?;
             if spec.workload != Workload::Nn {
-                let shared = fuse_work.path().join("shared");
+                let shared = fuse_work.path().join(SHARED_NAME);
                 fs::File::create(&shared).map_err(|e| format!("creating {}: {e}", shared.display()))?;
             }
             Some(fuse_work)
@@ -89,12 +117,47 @@ fn validate(spec: &BenchSpec) -> Result<(), String> {
     if spec.backends == 0 {
         return Err("bench: plfs needs at least one backend dir".to_owned());
     }
+    if spec.mpiio.is_some() && spec.workload != Workload::N1Strided {
+        return Err(format!("bench: the mpiio interface runs n1-strided only, not {}", spec.workload));
+    }
+    if spec.mpiio.is_some() && i32::try_from(spec.record_bytes).is_err() {
+        return Err("bench: mpiio records must fit an MPI int count".to_owned());
+    }
     spec.records
         .checked_mul(spec.writers as u64)
         .and_then(|n| n.checked_mul(spec.record_bytes as u64))
         .filter(|total| *total < 1 << 60)
         .ok_or_else(|| "bench: total size overflows".to_owned())?;
     Ok(())
+}
+
+/// Backend dirs and a plfsrc for `target`'s own mount, and (for the N-1
+/// workloads) the shared file, created through the library from that same
+/// plfsrc so it is the container the interposer will open.
+fn interface_mount(spec: &BenchSpec, work: &Path, target: Target) -> Result<(), String> {
+    let mount_point = interface_mount_point(work, target);
+    let mut text =
+        format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount_point.display());
+    for dir in interface_backend_dirs(work, target, spec.backends) {
+        fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        text.push_str(&format!("    - location: posix://{}\n", dir.display()));
+    }
+    let path = interface_plfsrc(work, target);
+    fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    if spec.workload == Workload::Nn {
+        return Ok(());
+    }
+    let config = plfsrc::parse_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mount = config.mounts.first().ok_or_else(|| format!("{}: no mount", path.display()))?;
+    let plfs = Plfs::from_config(mount, Options::from_environment(config.tuning.clone()))
+        .map_err(|e| format!("mounting {}: {e}", path.display()))?;
+    // Writer id: this process, which never writes; the ranks are 0..N
+    // (mpiio) or their pids (preload).
+    let logical = format!("/{SHARED_NAME}");
+    let handle = plfs
+        .open(&logical, OpenFlags::WRONLY.create(), 0o644, u64::from(std::process::id()))
+        .map_err(|e| format!("creating {logical} on the {} mount: {e}", target.as_str()))?;
+    handle.close().map_err(|e| format!("closing {logical} on the {} mount: {e}", target.as_str()))
 }
 
 /// The run's own directory, removed on drop (success or failure) unless
@@ -193,6 +256,9 @@ fn run_phase(
     op: Op,
 ) -> Result<PhaseReport, String> {
     let name = format!("{} {}", op.as_str(), target.as_str());
+    if let (Target::Mpiio, Some(setup)) = (target, &spec.mpiio) {
+        return run_mpi_phase(spec, setup, work, op, &name);
+    }
     let (sender, events) = mpsc::channel();
     let mut workers = Workers { children: Vec::with_capacity(spec.writers) };
     for rank in 0..spec.writers {
@@ -213,6 +279,10 @@ fn run_phase(
         process.args(&command.args_prefix);
         if command.spec_as_arg {
             process.arg(&json);
+        }
+        if let (Target::Preload, Some(preload)) = (target, &spec.preload) {
+            // Only the workers get the interposer, not this process.
+            process.env("LD_PRELOAD", preload).env("PLFSRC", interface_plfsrc(work, Target::Preload));
         }
         let mut child = process
             .env(WORKER_SPEC_ENV, &json)
@@ -282,4 +352,82 @@ fn next_event(
         RecvTimeoutError::Timeout => format!("{phase}: workers still {doing} at the deadline"),
         RecvTimeoutError::Disconnected => format!("{phase}: every worker's output closed"),
     })
+}
+
+/// One `mpirun` of the MPI-IO benchmark program: it barriers, times its
+/// own open, I/O, sync and close with CLOCK_REALTIME, and each rank prints
+/// a result line in the workers' format. mpirun's start-up is outside the
+/// clock, as the workers' set-up is.
+fn run_mpi_phase(
+    spec: &BenchSpec,
+    setup: &MpiioSetup,
+    work: &Path,
+    op: Op,
+    name: &str,
+) -> Result<PhaseReport, String> {
+    let plfsrc = interface_plfsrc(work, Target::Mpiio);
+    let file = interface_mount_point(work, Target::Mpiio).join(SHARED_NAME);
+    let preload = format!("{} {}", setup.wrapper.display(), setup.preload.display());
+    let plfsrc_text = plfsrc.display().to_string();
+    // The wrapper first: its MPI_File_* must shadow the MPI library's.
+    let environment = [("LD_PRELOAD", preload.as_str()), ("PLFSRC", plfsrc_text.as_str())];
+    let mut command = Command::new(&setup.mpirun);
+    if setup.flavor == "openmpi" {
+        command.args(["--allow-run-as-root", "--oversubscribe"]);
+        for (key, value) in environment {
+            command.arg("-x").arg(format!("{key}={value}"));
+        }
+    } else {
+        for (key, value) in environment {
+            command.args(["-genv", key, value]);
+        }
+    }
+    command
+        .arg("-np")
+        .arg(spec.writers.to_string())
+        .arg(&setup.program)
+        .arg(op.as_str())
+        .arg(&file)
+        .arg(spec.records.to_string())
+        .arg(spec.record_bytes.to_string())
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null());
+    let output = command.output().map_err(|e| format!("{name}: starting {}: {e}", setup.mpirun.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        return Err(format!(
+            "{name}: {} exited with {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            setup.mpirun.display(),
+            output.status
+        ));
+    }
+    let mut results: Vec<Option<WorkerResult>> = vec![None; spec.writers];
+    for line in stdout.lines() {
+        let Some(at) = line.find(MARKER) else { continue };
+        let rest = &line[at + MARKER.len()..];
+        if let Some(message) = rest.strip_prefix("ERROR ") {
+            return Err(format!("{name}: {message}"));
+        }
+        let Some(json) = rest.strip_prefix("RESULT ") else { continue };
+        let result: WorkerResult = serde_json::from_str(json.trim())
+            .map_err(|e| format!("{name}: unreadable result {json:?}: {e}"))?;
+        let slot = results
+            .get_mut(result.rank)
+            .ok_or_else(|| format!("{name}: result from rank {} of {}", result.rank, spec.writers))?;
+        *slot = Some(result);
+    }
+    let results: Vec<WorkerResult> = results
+        .into_iter()
+        .enumerate()
+        .map(|(rank, result)| {
+            result.ok_or_else(|| {
+                format!("{name}: no result from rank {rank}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    // The ranks' clocks start right after a barrier: the earliest of them
+    // is the common start, and how late the others left it is the lag.
+    let start_ns = results.iter().map(|r| r.began_ns).min().unwrap_or(0);
+    PhaseReport::from_results(name, Target::Mpiio, op, spec.total_bytes(), start_ns, &results)
 }

@@ -49,6 +49,13 @@ pub enum Target {
     /// The plfs file through a FUSE mount: like `DirectN1` (or `PlainNn`
     /// for the nn workload), but under the mount.
     Fuse,
+    /// Plain std::fs calls under a plfs mount point that does not exist on
+    /// disk, in a worker started with libplfs_preload.so in LD_PRELOAD:
+    /// the interposer turns them into libplfs.so calls.
+    Preload,
+    /// An MPI-IO program under mpirun, with libplfs_mpiio.so and the
+    /// interposer preloaded; the runner starts it, not a bench worker.
+    Mpiio,
 }
 
 impl Target {
@@ -58,6 +65,8 @@ impl Target {
             Target::DirectN1 => "direct-n1",
             Target::PlainNn => "nn",
             Target::Fuse => "fuse",
+            Target::Preload => "preload",
+            Target::Mpiio => "mpiio",
         }
     }
 }
@@ -123,7 +132,8 @@ pub fn placement(spec: &WorkerSpec, writer: usize, k: u64) -> (u64, u64) {
         Workload::N1Segmented | Workload::Nn => writer * records + k,
     };
     let own_file = spec.target == Target::PlainNn
-        || (matches!(spec.target, Target::Plfs | Target::Fuse) && spec.workload == Workload::Nn);
+        || (matches!(spec.target, Target::Plfs | Target::Fuse | Target::Preload | Target::Mpiio)
+            && spec.workload == Workload::Nn);
     let offset = if own_file { k * size } else { record * size };
     (record, offset)
 }
@@ -150,6 +160,29 @@ pub fn plfs_logical_path(workload: Workload, writer: usize) -> String {
     }
 }
 
+/// Backend dirs of an interface that gets a plfs mount of its own
+/// (`preload`, `mpiio`), so it never shares a container with `lib`.
+pub fn interface_backend_dirs(work: &Path, target: Target, backends: usize) -> Vec<PathBuf> {
+    (0..backends).map(|i| work.join(target.as_str()).join(format!("b{i}"))).collect()
+}
+
+/// The mount point of such an interface's plfsrc. The preload one never
+/// exists on disk (the interposer alone makes it a directory); the mpiio
+/// one is created empty, because ROMIO and ompio statfs the file's
+/// directory to pick their file-system driver.
+pub fn interface_mount_point(work: &Path, target: Target) -> PathBuf {
+    work.join(format!("{}-mnt", target.as_str()))
+}
+
+/// The plfsrc the runner writes for such an interface.
+pub fn interface_plfsrc(work: &Path, target: Target) -> PathBuf {
+    work.join(format!("{}.plfsrc", target.as_str()))
+}
+
+/// The file an N-1 phase shares, inside a directory (a FUSE mount or a
+/// virtual mount point): one name for every plain-path target.
+pub const SHARED_NAME: &str = "shared";
+
 pub fn direct_path(work: &Path) -> PathBuf {
     work.join("direct").join("shared")
 }
@@ -169,10 +202,18 @@ fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool), Str
             let dir = spec.fuse_dir.as_deref().ok_or("fuse target without a mount directory")?;
             Ok(match spec.workload {
                 Workload::Nn => (dir.join(format!("file.{source}")), false),
-                Workload::N1Strided | Workload::N1Segmented => (dir.join("shared"), true),
+                Workload::N1Strided | Workload::N1Segmented => (dir.join(SHARED_NAME), true),
+            })
+        }
+        Target::Preload => {
+            let dir = interface_mount_point(&spec.dir, Target::Preload);
+            Ok(match spec.workload {
+                Workload::Nn => (dir.join(format!("file.{source}")), false),
+                Workload::N1Strided | Workload::N1Segmented => (dir.join(SHARED_NAME), true),
             })
         }
         Target::Plfs => Err("the plfs target has no plain path".to_owned()),
+        Target::Mpiio => Err("the mpiio target is run by mpirun, not by bench workers".to_owned()),
     }
 }
 
@@ -227,7 +268,8 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
     }
     let mount = match spec.target {
         Target::Plfs => Some(mount(&spec.dir, spec.backends)?),
-        Target::DirectN1 | Target::PlainNn | Target::Fuse => None,
+        Target::DirectN1 | Target::PlainNn | Target::Fuse | Target::Preload => None,
+        Target::Mpiio => return Err("the mpiio target is run by mpirun, not by bench workers".to_owned()),
     };
     let buf = vec![0u8; spec.record_bytes];
     Ok(Prepared { spec, buf, mount })

@@ -26,6 +26,9 @@ fn tiny(workload: Workload, root: &std::path::Path) -> BenchSpec {
         backends: 3,
         keep: false,
         fuse_dir: None,
+        library: true,
+        preload: None,
+        mpiio: None,
     }
 }
 

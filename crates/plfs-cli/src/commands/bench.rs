@@ -1,7 +1,7 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use plfs_bench::{BenchSpec, WorkerCommand, Workload};
 
@@ -62,6 +62,38 @@ pub struct Opts {
     /// index: random small writes in the second case.
     #[arg(long, default_value_t = 1_000_000)]
     random_writes: u64,
+    /// Ways into plfs to compare with direct N-1 and N-N in the same run,
+    /// comma-separated: lib (the library), preload (LD_PRELOAD interposer),
+    /// mpiio (an MPI-IO program under mpirun; n1-strided only), fuse (a
+    /// FUSE mount served by this process; needs root).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "lib")]
+    interface: Vec<InterfaceArg>,
+    /// The MPI whose mpirun runs the mpiio interface.
+    #[arg(long, value_enum, default_value_t = MpiArg::Openmpi)]
+    mpi: MpiArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum InterfaceArg {
+    Lib,
+    Preload,
+    Mpiio,
+    Fuse,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MpiArg {
+    Openmpi,
+    Mpich,
+}
+
+impl MpiArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            MpiArg::Openmpi => "openmpi",
+            MpiArg::Mpich => "mpich",
+        }
+    }
 }
 
 impl Opts {
@@ -117,7 +149,25 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     if matches!(opts.workload, Some(WorkloadArg::Index)) {
         return run_index(opts);
     }
-    let spec = spec_of(opts);
+    let mut spec = spec_of(opts);
+    let wants = |interface| opts.interface.contains(&interface);
+    spec.library = wants(InterfaceArg::Lib);
+    if wants(InterfaceArg::Preload) {
+        spec.preload = Some(preload_library()?);
+    }
+    if wants(InterfaceArg::Mpiio) {
+        spec.mpiio = Some(mpiio_setup(opts.mpi)?);
+    }
+    // Mounted for the whole run (every repeat); unmounted when this goes,
+    // also when a phase fails.
+    let _fuse = match wants(InterfaceArg::Fuse) {
+        true => {
+            let mount = super::bench_fuse::FuseMount::new(&spec.dir, spec.backends)?;
+            spec.fuse_dir = Some(mount.mount_point().to_path_buf());
+            Some(mount)
+        }
+        false => None,
+    };
     let worker = worker_command()?;
     if opts.repeat == 1 {
         let report = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!(e))?;
@@ -156,6 +206,9 @@ fn spec_of(opts: &Opts) -> BenchSpec {
         backends: opts.backends,
         keep: opts.keep,
         fuse_dir: None,
+        library: true,
+        preload: None,
+        mpiio: None,
     }
 }
 
@@ -170,6 +223,61 @@ impl From<&Opts> for super::bench_fuse::FuseBench {
             json: opts.json,
         }
     }
+}
+
+/// Where the plfs binary is: libplfs.so, libplfs_preload.so and
+/// mpi/<flavor>/ are built next to it (and installed that way).
+fn binary_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the plfs executable")?;
+    exe.parent().map(Path::to_path_buf).ok_or_else(|| anyhow!("{} has no directory", exe.display()))
+}
+
+fn preload_library() -> Result<PathBuf> {
+    let dir = binary_dir()?;
+    let preload = dir.join("libplfs_preload.so");
+    for library in [&preload, &dir.join("libplfs.so")] {
+        if !library.exists() {
+            bail!(
+                "--interface preload/mpiio: {} is missing (build it with `cargo build --release --workspace`)",
+                library.display()
+            );
+        }
+    }
+    Ok(preload)
+}
+
+/// mpirun.<flavor> on PATH, and the benchmark program and PMPI wrapper
+/// crates/plfs-mpi/build.rs built with mpicc.<flavor>.
+fn mpiio_setup(mpi: MpiArg) -> Result<plfs_bench::MpiioSetup> {
+    let flavor = mpi.as_str();
+    let mpirun_name = format!("mpirun.{flavor}");
+    let mpirun = std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths).map(|dir| dir.join(&mpirun_name)).find(|p| p.is_file())
+        })
+        .ok_or_else(|| {
+            anyhow!(
+                "--interface mpiio: {mpirun_name} is not on PATH (install {flavor}: scripts/install-deps.sh)"
+            )
+        })?;
+    let dir = binary_dir()?.join("mpi").join(flavor);
+    let (program, wrapper) = (dir.join("mpiio_bench"), dir.join("libplfs_mpiio.so"));
+    for built in [&program, &wrapper] {
+        if !built.exists() {
+            bail!(
+                "--interface mpiio: {} is missing: it is built with mpicc.{flavor}, which was not found when \
+                 plfs was built (install {flavor}, then `cargo build --release --workspace`)",
+                built.display()
+            );
+        }
+    }
+    Ok(plfs_bench::MpiioSetup {
+        flavor: flavor.to_owned(),
+        mpirun,
+        program,
+        wrapper,
+        preload: preload_library()?,
+    })
 }
 
 pub fn worker_command() -> Result<WorkerCommand> {

@@ -141,6 +141,37 @@ pub fn run(bench: FuseBench) -> Result<ExitCode> {
     Ok(if verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// A plfs FUSE mount over scratch backends in `dir`, served by this
+/// process, for `plfs bench … --interface fuse`: unmounted, then its
+/// scratch directory removed, when it drops.
+pub struct FuseMount {
+    // Declared first: fields drop in order, and the mount must go before
+    // the directory under it.
+    _mount: plfs_fuse::Mount,
+    mount_point: std::path::PathBuf,
+    _scratch: tempfile::TempDir,
+}
+
+impl FuseMount {
+    pub fn new(dir: &Path, backends: usize) -> Result<FuseMount> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let scratch = tempfile::Builder::new()
+            .prefix("plfs-bench-fuse.")
+            .tempdir_in(dir)
+            .with_context(|| format!("creating a scratch directory in {}", dir.display()))?;
+        let mount_point = scratch.path().join("mnt");
+        std::fs::create_dir(&mount_point).context("creating the mount point")?;
+        let plfs = scratch_plfs(scratch.path(), backends)?;
+        let mount = plfs_fuse::Mount::spawn(plfs, &mount_point, &plfs_fuse::MountSettings::default())
+            .with_context(|| format!("mounting {} (FUSE needs root)", mount_point.display()))?;
+        Ok(FuseMount { _mount: mount, mount_point, _scratch: scratch })
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        &self.mount_point
+    }
+}
+
 fn scratch_plfs(scratch: &Path, backends: usize) -> Result<Plfs> {
     let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
     for index in 0..backends {

@@ -48,6 +48,9 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         // goes when `temp` drops.
         keep: true,
         fuse_dir: None,
+        library: true,
+        preload: None,
+        mpiio: None,
     };
     let report = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
     // The directory is about to go; saying it was kept would mislead.

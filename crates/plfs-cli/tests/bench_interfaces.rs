@@ -1,0 +1,180 @@
+//! `plfs bench n1-strided --interface …`: every plfs interface (library,
+//! LD_PRELOAD interposer, MPI-IO under mpirun, FUSE mount) writes the same
+//! strided records in one run beside direct N-1 and N-N, reads them back
+//! shifted by one rank and verifies every byte. Each interface's file is
+//! then copied out through the library and compared with the direct N-1
+//! file, byte for byte: the C MPI-IO program's port of the pattern and
+//! the interposer's writes are checked against the Rust writer.
+//!
+//! The mpiio part fails (instead of skipping) when PLFS_REQUIRE_MPI=1 and
+//! Open MPI or the programs built with it are missing. The FUSE run needs
+//! root, as every FUSE test in this crate does. No timing is asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const PLFS: &str = env!("CARGO_BIN_EXE_plfs");
+const WRITERS: u64 = 3;
+const RECORDS: u64 = 20;
+const SIZE: u64 = 4099;
+
+fn required() -> bool {
+    std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// target/<profile>: the cdylibs and mpi/<flavor>/ are built next to plfs.
+fn built(name: &str) -> PathBuf {
+    Path::new(PLFS).parent().unwrap().join(name)
+}
+
+/// Open MPI and the programs built with it, or why not.
+fn open_mpi_missing() -> Option<String> {
+    if !on_path("mpirun.openmpi") || !on_path("mpicc.openmpi") {
+        return Some("mpirun.openmpi or mpicc.openmpi is not on PATH (scripts/install-deps.sh)".to_owned());
+    }
+    for name in ["mpi/openmpi/mpiio_bench", "mpi/openmpi/libplfs_mpiio.so"] {
+        if !built(name).exists() {
+            return Some(format!(
+                "{} is missing: run `cargo build --release --workspace` first",
+                built(name).display()
+            ));
+        }
+    }
+    None
+}
+
+fn bench(dir: &Path, interfaces: &str, extra: &[&str]) -> Output {
+    for library in ["libplfs.so", "libplfs_preload.so"] {
+        assert!(
+            built(library).exists(),
+            "{} is missing: run `cargo build --release --workspace` first (`make test` does)",
+            built(library).display()
+        );
+    }
+    Command::new(PLFS)
+        .args(["bench", "n1-strided", "--interface", interfaces])
+        .args(["--writers", &WRITERS.to_string(), "--records", &RECORDS.to_string()])
+        .args(["--size", &SIZE.to_string(), "--read", "--json", "--dir"])
+        .arg(dir)
+        .args(extra)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap()
+}
+
+/// Runs the bench and checks the report; returns it.
+fn run_and_check(interfaces: &[&str], extra: &[&str]) -> (tempfile::TempDir, Value) {
+    let dir = tempfile::Builder::new().prefix("plfs-bench-interfaces.").tempdir().unwrap();
+    let output = bench(dir.path(), &interfaces.join(","), extra);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "plfs bench {interfaces:?}: {}\n{stdout}\n{stderr}", output.status);
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["verified"], true, "{report:#}");
+    assert_eq!(report["total_bytes"], WRITERS * RECORDS * SIZE);
+    let phases = report["phases"].as_array().unwrap();
+    // direct N-1 and N-N, then each interface; each written and read.
+    assert_eq!(phases.len(), 2 * (2 + interfaces.len()), "{report:#}");
+    for phase in phases {
+        assert_eq!(phase["bad_records"], 0, "{phase:#}");
+        assert!(phase["mibs"].as_f64().unwrap() > 0.0, "{phase:#}");
+    }
+    for (op, count) in [("write", 2 + interfaces.len()), ("read", 2 + interfaces.len())] {
+        assert_eq!(phases.iter().filter(|p| p["op"] == op).count(), count, "{report:#}");
+    }
+    let rows = report["interfaces"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|row| row["interface"].as_str().unwrap()).collect();
+    assert_eq!(names, interfaces, "one row per interface, in table order");
+    for row in rows {
+        for figure in [
+            "write_mibs",
+            "read_mibs",
+            "ratio_vs_nn",
+            "ratio_vs_direct",
+            "read_ratio_vs_nn",
+            "read_ratio_vs_direct",
+        ] {
+            let value = row[figure].as_f64().unwrap_or_else(|| panic!("{figure} missing in {row:#}"));
+            assert!(value > 0.0 && value.is_finite(), "{figure} = {value} in {row:#}");
+        }
+    }
+    (dir, report)
+}
+
+/// The file an interface with its own mount wrote, copied out through the
+/// library with that mount's plfsrc, is the direct N-1 file byte for byte.
+fn assert_same_as_direct(report: &Value, interface: &str) {
+    let work = PathBuf::from(report["dir"].as_str().unwrap());
+    let copy = work.join(format!("{interface}.copy"));
+    let output = Command::new(PLFS)
+        .arg("cp")
+        .arg(work.join(format!("{interface}-mnt/shared")))
+        .arg(&copy)
+        .env("PLFSRC", work.join(format!("{interface}.plfsrc")))
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "plfs cp: {}", String::from_utf8_lossy(&output.stderr));
+    let direct = std::fs::read(work.join("direct/shared")).unwrap();
+    assert_eq!(direct.len() as u64, WRITERS * RECORDS * SIZE);
+    assert!(std::fs::read(&copy).unwrap() == direct, "{interface}'s file differs from the direct N-1 file");
+}
+
+#[test]
+fn lib_preload_and_mpiio_in_one_run() {
+    let mut interfaces = vec!["lib", "preload", "mpiio"];
+    if let Some(why) = open_mpi_missing() {
+        assert!(!required(), "PLFS_REQUIRE_MPI=1 but {why}");
+        eprintln!("running without mpiio: {why}");
+        interfaces.pop();
+    }
+    let (_dir, report) = run_and_check(&interfaces, &["--keep"]);
+    for interface in &interfaces[1..] {
+        assert_same_as_direct(&report, interface);
+    }
+}
+
+/// Without mpirun on PATH, `--interface mpiio` fails and says what is missing.
+#[test]
+fn mpiio_without_mpirun_names_it() {
+    let dir = tempfile::Builder::new().prefix("plfs-bench-interfaces.").tempdir().unwrap();
+    let empty = dir.path().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    let output = Command::new(PLFS)
+        .args([
+            "bench",
+            "n1-strided",
+            "--interface",
+            "lib,mpiio",
+            "--writers",
+            "2",
+            "--records",
+            "2",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("mpirun.openmpi is not on PATH"), "{stderr}");
+}
+
+#[test]
+fn fuse_beside_the_library() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the FUSE tests mount file systems: run `make test` as root");
+    let (dir, _) = run_and_check(&["lib", "fuse"], &[]);
+    // The mount is gone with its scratch directory: nothing is left behind.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
