@@ -20,14 +20,9 @@ const WRITERS: u64 = 3;
 const RECORDS: u64 = 20;
 const SIZE: u64 = 4099;
 
-fn required() -> bool {
-    std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
-}
+mod mpi_support;
 
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
+use mpi_support::{on_path, required};
 
 /// target/<profile>: the cdylibs and mpi/<flavor>/ are built next to plfs.
 fn built(name: &str) -> PathBuf {

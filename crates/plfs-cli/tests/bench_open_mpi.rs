@@ -13,17 +13,9 @@ const RECORD_BYTES: u64 = 1000;
 /// A hung collective ends the run instead of hanging `make test`.
 const TIMEOUT_SECONDS: u32 = 240;
 
-fn available(program: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {program}"))
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+mod mpi_support;
 
-fn required() -> bool {
-    std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
-}
+use mpi_support::{on_path as available, required};
 
 fn bench_open(flavor: &str, ranks: u64, readers: u64) {
     let mpirun = format!("mpirun.{flavor}");

@@ -20,17 +20,9 @@ const RECORD_BYTES: u64 = 47001;
 /// A hung collective ends the run instead of hanging `make test`.
 const TIMEOUT_SECONDS: u32 = 180;
 
-fn available(program: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {program}"))
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+mod mpi_support;
 
-fn required() -> bool {
-    std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
-}
+use mpi_support::{on_path as available, required};
 
 /// target/<profile>: the plfs binary, libplfs.so, libplfs_preload.so, and
 /// mpi/<flavor>/libplfs_mpiio.so (crates/plfs-mpi/build.rs puts it there).
