@@ -401,7 +401,10 @@ impl DirContainer {
             // it would read as corruption, so the session is retired.
             tracing::warn!("{}: retiring writer {writer}'s small-file logs after a failed flush", self.dir);
             self.sessions.remove(&writer);
-            return Err(error);
+            return Err(error.context(format!(
+                "{}: flushing writer {writer} failed; its unflushed records are lost and its logs retired",
+                self.dir
+            )));
         }
         Ok(())
     }
