@@ -17,12 +17,17 @@
 //! <dir>/.plfs-new.<hash>.<...>     a container being created
 //! <dir>/.plfs-gone.<hash>.<...>    a container being removed
 //! ```
+//!
+//! The small-file (1-N) directory containers have their names in
+//! [`smallfile`].
 
 use std::fmt;
 
 use crate::error::{Error, Result};
 use crate::placement::{HostdirId, name_hash};
 use crate::store::StorePath;
+
+pub mod smallfile;
 
 pub const ACCESS: &str = "access";
 pub const VERSION: &str = "version";

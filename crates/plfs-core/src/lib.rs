@@ -14,6 +14,7 @@
 //! - [`fs`]: the file-system API a mount exposes.
 //! - [`config`]: configuration types and the plfsrc parser.
 //! - [`tools`]: map, query, flatten and recover.
+//! - [`smallfile`]: the 1-N engine: many small files of a directory in a few logs per writer.
 //!
 //! Three writers sharing one logical file over two backends:
 //!
@@ -60,6 +61,7 @@ pub mod load;
 pub mod mounts;
 pub mod placement;
 pub mod reader;
+pub mod smallfile;
 pub mod store;
 pub mod tools;
 pub mod xattr;

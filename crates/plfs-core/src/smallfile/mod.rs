@@ -1,0 +1,559 @@
+//! The 1-N (small file) engine: many small files of one logical directory
+//! packed into a few logs per writer.
+//!
+//! Each logical directory has a *directory container*,
+//! `<dir>/.plfs-smallfile/`, on every backend that holds one of its writers.
+//! A writer session appends the bytes of every file it writes to its own
+//! data log, an index entry per write to its index log, and every namespace
+//! change (create, delete, rename, utime, truncate) to its name log. Nothing
+//! is ever rewritten: an unlink or a rename is a record. Creating a file
+//! creates no backend file, so N writers making F files each cost 3N backend
+//! files per directory, not F.
+//!
+//! Readers list the container on every backend and replay all sessions'
+//! records in stamp order (docs/FORMAT.md §11, docs/ARCHITECTURE.md
+//! "Small files (1-N)").
+//!
+//! **Visibility is deliberately not POSIX**, as in PLFS:
+//! - records reach the store only at [`SmallFileStore::flush_writes`] (or
+//!   earlier, when a writer's buffers reach their bound), so other processes
+//!   see nothing before it;
+//! - [`SmallFileStore::read`], [`stat`](SmallFileStore::stat) and
+//!   [`list`](SmallFileStore::list) answer from a view of the store loaded by
+//!   the first call that needs it and kept until
+//!   [`SmallFileStore::invalidate_read_cache`] or `flush_writes` of that
+//!   directory; a process therefore sees its own changes after its flush,
+//!   and other processes' flushed changes after an invalidate.
+//! - `write`, `unlink`, `rename`, `utime` and `truncate` need the name to
+//!   exist in this process's knowledge: the view plus its own unflushed
+//!   changes. A name another process removed meanwhile makes the record an
+//!   orphan that readers ignore.
+
+mod format;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use lru::LruCache;
+
+use crate::clock::Stamper;
+use crate::error::{Error, Result, ResultExt};
+use crate::format::data_log::LogHeader;
+use crate::layout::LogId;
+use crate::layout::smallfile::{SmallLogKind, container_dir, small_log_path};
+use crate::placement::name_hash;
+use crate::store::path::validate_component;
+use crate::store::{AppendWriter, SharedStore, StorePath};
+
+use format::{DATA_LOG_MAGIC, FrameBuilder, INDEX_LOG_MAGIC, IndexEntry, NAME_LOG_MAGIC, NameRecord};
+use view::DirView;
+pub use view::{FileStat, TornTailReport};
+
+/// Directory containers kept open by default (PLFS `max_smallfile_containers`).
+pub const DEFAULT_MAX_CONTAINERS: usize = 64;
+/// Data a writer buffers before appending it (still invisible until flushed).
+pub const DEFAULT_DATA_BUFFER_BYTES: usize = 1 << 20;
+/// Name and index bytes a writer buffers before it flushes on its own.
+pub const DEFAULT_RECORD_BUFFER_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone)]
+pub struct SmallFileOptions {
+    /// Open directory containers (each holds its writers' logs and a view);
+    /// the least recently used is flushed and closed beyond this.
+    pub max_containers: NonZeroUsize,
+    pub data_buffer_bytes: usize,
+    /// A writer whose pending name and index frames exceed this flushes
+    /// them, so memory stays bounded; visibility is then earlier than the
+    /// caller's `flush_writes`.
+    pub record_buffer_bytes: usize,
+    pub stamper: Stamper,
+    pub pid: u32,
+    pub hostname: String,
+}
+
+impl SmallFileOptions {
+    /// Defaults with an injected stamper, pid and hostname (for tests and
+    /// simulations).
+    pub fn new(stamper: Stamper, pid: u32, hostname: impl Into<String>) -> SmallFileOptions {
+        SmallFileOptions {
+            max_containers: NonZeroUsize::new(DEFAULT_MAX_CONTAINERS).expect("nonzero"),
+            data_buffer_bytes: DEFAULT_DATA_BUFFER_BYTES,
+            record_buffer_bytes: DEFAULT_RECORD_BUFFER_BYTES,
+            stamper,
+            pid,
+            hostname: hostname.into(),
+        }
+    }
+
+    /// Defaults for this process: the process-wide stamper, pid and hostname.
+    pub fn for_process() -> SmallFileOptions {
+        SmallFileOptions::new(Stamper::process_wide(), std::process::id(), crate::fs::hostname())
+    }
+}
+
+/// The small-file engine over a set of backends. One instance stands for one
+/// process: its writers share its namespace knowledge and its views.
+#[derive(Debug)]
+pub struct SmallFileStore {
+    stores: Vec<SharedStore>,
+    options: SmallFileOptions,
+    /// One lock for everything; reads clone the view and leave it.
+    containers: Mutex<LruCache<StorePath, DirContainer>>,
+}
+
+impl SmallFileStore {
+    pub fn new(stores: Vec<SharedStore>, options: SmallFileOptions) -> Result<SmallFileStore> {
+        if stores.is_empty() {
+            return Err(Error::invalid("a small-file store needs at least one backend"));
+        }
+        let containers = Mutex::new(LruCache::new(options.max_containers));
+        Ok(SmallFileStore { stores, options, containers })
+    }
+
+    /// Creates an empty file `name` in `dir`, replacing any file of that
+    /// name (O_CREAT | O_TRUNC). Writes one name record; no backend file.
+    pub fn create(&self, dir: &StorePath, name: &str, writer: u64) -> Result<()> {
+        validate_component(name)?;
+        self.with_container(dir, |this, container| {
+            let session = container.session(this, writer)?;
+            let fid = session.fid(name);
+            session.push_name(NameRecord::Create {
+                stamp: this.stamper().next(),
+                fid,
+                name: name.to_owned(),
+            });
+            container.known.insert(name.to_owned(), true);
+            container.after_record(this, writer)
+        })
+        .with_context(|| logical(dir, name))
+    }
+
+    /// Writes `bytes` at `offset` of the existing file `name`.
+    pub fn write(&self, dir: &StorePath, name: &str, writer: u64, offset: u64, bytes: &[u8]) -> Result<()> {
+        validate_component(name)?;
+        if offset.checked_add(bytes.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
+            return Err(Error::invalid(format!("write of {} bytes at {offset} is too large", bytes.len())))
+                .with_context(|| logical(dir, name));
+        }
+        self.with_container(dir, |this, container| {
+            container.require(this, name)?;
+            if bytes.is_empty() {
+                return Ok(());
+            }
+            let stamper = this.stamper();
+            let session = container.session(this, writer)?;
+            let fid = session.bind(name, stamper);
+            let physical = session.append_data(bytes, this.options.data_buffer_bytes)?;
+            let entry = IndexEntry {
+                fid,
+                logical: offset,
+                length: bytes.len() as u64,
+                physical,
+                stamp: stamper.next(),
+                data_crc: crc32c::crc32c(bytes),
+            };
+            session.index_frame.push(&entry);
+            container.after_record(this, writer)
+        })
+        .with_context(|| logical(dir, name))
+    }
+
+    /// Cuts or extends the file to `size`.
+    pub fn truncate(&self, dir: &StorePath, name: &str, writer: u64, size: u64) -> Result<()> {
+        validate_component(name)?;
+        let record = |stamp| NameRecord::Truncate { stamp, size, name: name.to_owned() };
+        self.name_op(dir, name, writer, record, &[])
+    }
+
+    /// Sets access and modification times (ns since the epoch).
+    pub fn utime(
+        &self,
+        dir: &StorePath,
+        name: &str,
+        writer: u64,
+        atime_ns: u64,
+        mtime_ns: u64,
+    ) -> Result<()> {
+        validate_component(name)?;
+        let record = |stamp| NameRecord::Utime { stamp, atime_ns, mtime_ns, name: name.to_owned() };
+        self.name_op(dir, name, writer, record, &[])
+    }
+
+    pub fn unlink(&self, dir: &StorePath, name: &str, writer: u64) -> Result<()> {
+        validate_component(name)?;
+        let record = |stamp| NameRecord::Delete { stamp, name: name.to_owned() };
+        self.name_op(dir, name, writer, record, &[(name, false)])
+    }
+
+    /// Moves `from` to `to`, replacing any file named `to`.
+    pub fn rename(&self, dir: &StorePath, from: &str, to: &str, writer: u64) -> Result<()> {
+        validate_component(from)?;
+        validate_component(to)?;
+        let record = |stamp| NameRecord::Rename { stamp, from: from.to_owned(), to: to.to_owned() };
+        self.name_op(dir, from, writer, record, &[(from, false), (to, true)])
+    }
+
+    /// Reads from the cached view; `NotFound` if the view has no such file.
+    pub fn read(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let view = self.view(dir)?;
+        view.read(name, offset, buf)
+            .and_then(|count| count.ok_or_else(not_found))
+            .with_context(|| logical(dir, name))
+    }
+
+    pub fn stat(&self, dir: &StorePath, name: &str) -> Result<FileStat> {
+        self.view(dir)?.stat(name).ok_or_else(not_found).with_context(|| logical(dir, name))
+    }
+
+    /// Names of the files in the cached view, in byte order.
+    pub fn list(&self, dir: &StorePath) -> Result<Vec<String>> {
+        Ok(self.view(dir)?.names())
+    }
+
+    /// Torn tails the cached view ignored while loading.
+    pub fn torn_tails(&self, dir: &StorePath) -> Result<Vec<TornTailReport>> {
+        Ok(self.view(dir)?.torn_tails().to_vec())
+    }
+
+    /// Writes the cached view ignored because their name did not exist at
+    /// their stamp (see the module notes on visibility).
+    pub fn orphan_writes(&self, dir: &StorePath) -> Result<u64> {
+        Ok(self.view(dir)?.orphan_writes())
+    }
+
+    /// Publishes (appends and syncs) every pending record of this process's
+    /// writers in `dir`, and drops the cached view so the next read sees them.
+    pub fn flush_writes(&self, dir: &StorePath) -> Result<()> {
+        self.with_container(dir, |_, container| container.flush()).context(dir.to_string())
+    }
+
+    /// Drops the cached view of `dir`: the next read loads what writers have
+    /// flushed since. Unflushed changes of this process are kept.
+    pub fn invalidate_read_cache(&self, dir: &StorePath) {
+        if let Some(container) = self.lock().peek_mut(dir) {
+            container.view = None;
+        }
+    }
+
+    /// Directory containers currently open (at most `max_containers`).
+    pub fn open_containers(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Flushes and closes every container. Call before dropping the store:
+    /// records still pending at drop are lost (and a warning is logged).
+    pub fn close(&self) -> Result<()> {
+        let mut containers = self.lock();
+        let mut first_error = None;
+        while let Some((dir, container)) = containers.pop_lru() {
+            if let Err(error) = container.close() {
+                first_error.get_or_insert(error.context(dir.to_string()));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn stamper(&self) -> &Stamper {
+        &self.options.stamper
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LruCache<StorePath, DirContainer>> {
+        self.containers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A namespace change that needs `name` to exist; `effects` are what it
+    /// does to this process's knowledge of which names exist.
+    fn name_op(
+        &self,
+        dir: &StorePath,
+        name: &str,
+        writer: u64,
+        record: impl FnOnce(u64) -> NameRecord,
+        effects: &[(&str, bool)],
+    ) -> Result<()> {
+        self.with_container(dir, |this, container| {
+            container.require(this, name)?;
+            let record = record(this.stamper().next());
+            container.session(this, writer)?.push_name(record);
+            for (affected, exists) in effects {
+                container.known.insert((*affected).to_owned(), *exists);
+            }
+            container.after_record(this, writer)
+        })
+        .with_context(|| logical(dir, name))
+    }
+
+    fn view(&self, dir: &StorePath) -> Result<Arc<DirView>> {
+        self.with_container(dir, |this, container| container.view(this)).context(dir.to_string())
+    }
+
+    /// Runs `op` on the container of `dir`, opening it (and closing the
+    /// least recently used one when the bound is reached) if needed.
+    fn with_container<T>(
+        &self,
+        dir: &StorePath,
+        op: impl FnOnce(&SmallFileStore, &mut DirContainer) -> Result<T>,
+    ) -> Result<T> {
+        let mut containers = self.lock();
+        if !containers.contains(dir) {
+            if containers.len() == containers.cap().get()
+                && let Some((evicted_dir, evicted)) = containers.pop_lru()
+            {
+                evicted.close().with_context(|| format!("closing least recently used {evicted_dir}"))?;
+            }
+            containers.put(dir.clone(), DirContainer::new(dir.clone()));
+        }
+        let container = containers.get_mut(dir).expect("present: inserted above");
+        op(self, container)
+    }
+}
+
+impl Drop for SmallFileStore {
+    fn drop(&mut self) {
+        let containers = self.containers.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for (dir, container) in containers.iter() {
+            if container.sessions.values().any(WriterSession::has_pending) {
+                tracing::warn!("small-file store dropped with unflushed records in {dir}; call close()");
+            }
+        }
+    }
+}
+
+/// One open directory container of this process.
+#[derive(Debug)]
+struct DirContainer {
+    dir: StorePath,
+    sessions: HashMap<u64, WriterSession>,
+    /// Backends on which the container directory is known to exist.
+    prepared: HashSet<usize>,
+    view: Option<Arc<DirView>>,
+    /// Effect of this process's unflushed changes on the namespace: `true`
+    /// for a name it created or renamed to, `false` for one it removed.
+    known: HashMap<String, bool>,
+}
+
+impl DirContainer {
+    fn new(dir: StorePath) -> DirContainer {
+        DirContainer {
+            dir,
+            sessions: HashMap::new(),
+            prepared: HashSet::new(),
+            view: None,
+            known: HashMap::new(),
+        }
+    }
+
+    fn view(&mut self, store: &SmallFileStore) -> Result<Arc<DirView>> {
+        if let Some(view) = &self.view {
+            return Ok(view.clone());
+        }
+        let view = Arc::new(DirView::load(&store.stores, &self.dir)?);
+        // New records must order after everything already on disk, even if
+        // another host's clock is ahead of ours.
+        store.stamper().observe(view.newest_stamp());
+        self.view = Some(view.clone());
+        Ok(view)
+    }
+
+    /// `NotFound` unless `name` exists in this process's knowledge.
+    fn require(&mut self, store: &SmallFileStore, name: &str) -> Result<()> {
+        let exists = match self.known.get(name) {
+            Some(&exists) => exists,
+            None => self.view(store)?.contains(name),
+        };
+        if exists { Ok(()) } else { Err(not_found()) }
+    }
+
+    /// The writer's session in this directory, created with its three logs
+    /// on first use.
+    fn session(&mut self, store: &SmallFileStore, writer: u64) -> Result<&mut WriterSession> {
+        if !self.sessions.contains_key(&writer) {
+            let backend =
+                ((u64::from(name_hash(self.dir.as_str())) + writer) % store.stores.len() as u64) as usize;
+            if !self.prepared.contains(&backend) {
+                store.stores[backend].create_dir_all(&container_dir(&self.dir)?)?;
+                self.prepared.insert(backend);
+            }
+            let session = WriterSession::create(store, &self.dir, backend, writer)?;
+            self.sessions.insert(writer, session);
+        }
+        Ok(self.sessions.get_mut(&writer).expect("inserted above"))
+    }
+
+    /// Flushes the writer early when its pending records reach their bound.
+    fn after_record(&mut self, store: &SmallFileStore, writer: u64) -> Result<()> {
+        let session = self.sessions.get_mut(&writer).expect("a record was just pushed");
+        if session.name_frame.len() + session.index_frame.len() >= store.options.record_buffer_bytes {
+            self.flush_session(writer)?;
+        }
+        Ok(())
+    }
+
+    fn flush_session(&mut self, writer: u64) -> Result<()> {
+        let session = self.sessions.get_mut(&writer).expect("caller checked");
+        if let Err(error) = session.flush() {
+            // A failed append may have left a torn frame; later frames after
+            // it would read as corruption, so the session is retired.
+            tracing::warn!("{}: retiring writer {writer}'s small-file logs after a failed flush", self.dir);
+            self.sessions.remove(&writer);
+            return Err(error.context(format!(
+                "{}: flushing writer {writer} failed; its unflushed records are lost and its logs retired",
+                self.dir
+            )));
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let writers: Vec<u64> = self.sessions.keys().copied().collect();
+        let mut first_error = None;
+        for writer in writers {
+            if let Err(error) = self.flush_session(writer) {
+                first_error.get_or_insert(error);
+            }
+        }
+        // Our flushed changes are now on the store; the next view has them.
+        self.known.clear();
+        self.view = None;
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn close(mut self) -> Result<()> {
+        self.flush()?;
+        for (_, session) in self.sessions.drain() {
+            session.close()?;
+        }
+        Ok(())
+    }
+}
+
+/// One writer's logs in one directory, and what it has not yet appended.
+#[derive(Debug)]
+struct WriterSession {
+    name_log: Box<dyn AppendWriter>,
+    index_log: Box<dyn AppendWriter>,
+    data_log: Box<dyn AppendWriter>,
+    name_frame: FrameBuilder,
+    index_frame: FrameBuilder,
+    data_buffer: Vec<u8>,
+    /// Names this session's records refer to, and their file ids.
+    fids: HashMap<String, u64>,
+}
+
+impl WriterSession {
+    fn create(store: &SmallFileStore, dir: &StorePath, backend: usize, writer: u64) -> Result<WriterSession> {
+        let options = &store.options;
+        let stamp = options.stamper.next();
+        let id = LogId::new(stamp, writer, options.pid, &options.hostname);
+        let header =
+            LogHeader { created_stamp: stamp, writer, pid: options.pid, hostname: options.hostname.clone() };
+        let target = &store.stores[backend];
+        // The name log goes last: a session without one is ignored, so a
+        // crash in between leaves nothing a reader would misread.
+        let open = |kind, magic| -> Result<Box<dyn AppendWriter>> {
+            let path = small_log_path(dir, kind, &id)?;
+            let mut log = target.create_append(&path)?;
+            log.append(&header.encode(magic)).with_context(|| format!("{}: {path}", target.url()))?;
+            Ok(log)
+        };
+        let data_log = open(SmallLogKind::Data, DATA_LOG_MAGIC)?;
+        let index_log = open(SmallLogKind::Index, INDEX_LOG_MAGIC)?;
+        let name_log = open(SmallLogKind::Name, NAME_LOG_MAGIC)?;
+        Ok(WriterSession {
+            name_log,
+            index_log,
+            data_log,
+            name_frame: FrameBuilder::default(),
+            index_frame: FrameBuilder::default(),
+            data_buffer: Vec::new(),
+            fids: HashMap::new(),
+        })
+    }
+
+    /// The file id of `name` in this session, allocated on first use.
+    fn fid(&mut self, name: &str) -> u64 {
+        let next = self.fids.len() as u64;
+        *self.fids.entry(name.to_owned()).or_insert(next)
+    }
+
+    /// The file id of `name`, writing an open record the first time so
+    /// readers can resolve index entries.
+    fn bind(&mut self, name: &str, stamper: &Stamper) -> u64 {
+        if let Some(&fid) = self.fids.get(name) {
+            return fid;
+        }
+        let fid = self.fid(name);
+        self.push_name(NameRecord::Open { stamp: stamper.next(), fid, name: name.to_owned() });
+        fid
+    }
+
+    fn push_name(&mut self, record: NameRecord) {
+        self.name_frame.push(&record);
+    }
+
+    /// Buffers (or appends) data; returns its physical offset in the log.
+    fn append_data(&mut self, bytes: &[u8], buffer_bytes: usize) -> Result<u64> {
+        let physical = self.data_log.len() + self.data_buffer.len() as u64;
+        if self.data_buffer.len() + bytes.len() > buffer_bytes {
+            self.drain_data()?;
+        }
+        if bytes.len() >= buffer_bytes {
+            self.data_log.append(bytes)?;
+        } else {
+            self.data_buffer.extend_from_slice(bytes);
+        }
+        Ok(physical)
+    }
+
+    fn drain_data(&mut self) -> Result<()> {
+        if !self.data_buffer.is_empty() {
+            self.data_log.append(&self.data_buffer)?;
+            self.data_buffer.clear();
+        }
+        Ok(())
+    }
+
+    fn has_pending(&self) -> bool {
+        !self.name_frame.is_empty() || !self.index_frame.is_empty() || !self.data_buffer.is_empty()
+    }
+
+    /// Data first and durable, then names, then index entries: an entry is
+    /// never on disk before the bytes and the name it points at.
+    fn flush(&mut self) -> Result<()> {
+        self.drain_data()?;
+        if !self.index_frame.is_empty() {
+            self.data_log.sync()?;
+        }
+        if let Some(frame) = self.name_frame.finish() {
+            self.name_log.append(frame)?;
+            self.name_log.sync()?;
+            self.name_frame.clear();
+        }
+        if let Some(frame) = self.index_frame.finish() {
+            self.index_log.append(frame)?;
+            self.index_log.sync()?;
+            self.index_frame.clear();
+        }
+        Ok(())
+    }
+
+    fn close(self) -> Result<()> {
+        assert!(!self.has_pending(), "sessions are flushed before they close");
+        self.name_log.close()?;
+        self.index_log.close()?;
+        self.data_log.close()
+    }
+}
+
+fn not_found() -> Error {
+    Error::new(crate::ErrorKind::NotFound, "no such small file")
+}
+
+fn logical(dir: &StorePath, name: &str) -> String {
+    format!("{dir}/{name}")
+}

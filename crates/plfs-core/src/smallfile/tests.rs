@@ -1,0 +1,548 @@
+//! Engine tests: visibility rules, namespace records, damage on disk, a model
+//! check, many writers × many files, and the container bound.
+
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::ErrorKind;
+use crate::clock::{ManualClock, Stamper};
+use crate::layout::smallfile::parse_small_log_name;
+use crate::store::StoreExt;
+use crate::store::memory::MemoryStore;
+use crate::store::posix::PosixStore;
+
+fn memory_stores(count: usize) -> Vec<SharedStore> {
+    (0..count).map(|i| Arc::new(MemoryStore::new(format!("mem://b{i}"))) as SharedStore).collect()
+}
+
+fn stamper() -> Stamper {
+    Stamper::new(Arc::new(ManualClock::new(1_000)))
+}
+
+fn options(stamper: &Stamper) -> SmallFileOptions {
+    SmallFileOptions::new(stamper.clone(), 4242, "node-1")
+}
+
+fn dir(text: &str) -> StorePath {
+    StorePath::parse(text).unwrap()
+}
+
+fn read_all(engine: &SmallFileStore, directory: &StorePath, name: &str) -> Result<Vec<u8>> {
+    let size = engine.stat(directory, name)?.size as usize;
+    let mut buf = vec![0xAA; size + 7];
+    let count = engine.read(directory, name, 0, &mut buf)?;
+    assert_eq!(count, size, "{name}: read length disagrees with stat");
+    buf.truncate(count);
+    Ok(buf)
+}
+
+/// Every log file in the directory containers of `directory`, over all backends.
+fn backend_files(stores: &[SharedStore], directory: &StorePath) -> usize {
+    let container = crate::layout::smallfile::container_dir(directory).unwrap();
+    stores
+        .iter()
+        .map(|store| match store.list(&container) {
+            Ok(entries) => {
+                assert!(entries.iter().all(|e| parse_small_log_name(&e.name).is_some()), "{entries:?}");
+                entries.len()
+            }
+            Err(error) if error.kind() == ErrorKind::NotFound => 0,
+            Err(error) => panic!("{error}"),
+        })
+        .sum()
+}
+
+#[test]
+fn writes_are_visible_only_after_flush_and_invalidate() {
+    let stores = memory_stores(2);
+    let stamper = stamper();
+    let writer = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let reader = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("out");
+    assert_eq!(reader.list(&d).unwrap(), Vec::<String>::new());
+
+    writer.create(&d, "a", 0).unwrap();
+    writer.write(&d, "a", 0, 0, b"hello").unwrap();
+    writer.write(&d, "a", 0, 3, b"p!").unwrap();
+    // Unflushed: nobody sees it, not even the writing process's own reads.
+    assert_eq!(writer.list(&d).unwrap(), Vec::<String>::new());
+    assert_eq!(writer.stat(&d, "a").unwrap_err().kind(), ErrorKind::NotFound);
+
+    writer.flush_writes(&d).unwrap();
+    assert_eq!(read_all(&writer, &d, "a").unwrap(), b"help!");
+    // The reader's cached (empty) view survives until it is invalidated.
+    assert_eq!(reader.list(&d).unwrap(), Vec::<String>::new());
+    reader.invalidate_read_cache(&d);
+    assert_eq!(reader.list(&d).unwrap(), vec!["a".to_owned()]);
+    assert_eq!(read_all(&reader, &d, "a").unwrap(), b"help!");
+    let mut tail = [0u8; 10];
+    assert_eq!(reader.read(&d, "a", 3, &mut tail).unwrap(), 2);
+    assert_eq!(reader.read(&d, "a", 9, &mut tail).unwrap(), 0);
+    writer.close().unwrap();
+    reader.close().unwrap();
+}
+
+#[test]
+fn namespace_records_rename_unlink_truncate_utime() {
+    let stores = memory_stores(1);
+    let clock = Arc::new(ManualClock::new(1_000));
+    let stamper = Stamper::new(clock.clone());
+    let engine = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("d");
+    engine.create(&d, "a", 1).unwrap();
+    engine.write(&d, "a", 1, 0, b"0123456789").unwrap();
+    engine.create(&d, "b", 2).unwrap();
+    engine.write(&d, "b", 2, 4, b"bb").unwrap();
+    // Another writer of the process writes a file it did not create.
+    engine.write(&d, "a", 2, 8, b"XYZ").unwrap();
+    engine.rename(&d, "a", "c", 1).unwrap();
+    assert_eq!(engine.write(&d, "a", 1, 0, b"x").unwrap_err().kind(), ErrorKind::NotFound);
+    engine.truncate(&d, "c", 1, 4).unwrap();
+    engine.truncate(&d, "c", 1, 6).unwrap();
+    clock.set(50_000);
+    engine.utime(&d, "b", 2, 7, 9).unwrap();
+    engine.unlink(&d, "b", 1).unwrap();
+    assert_eq!(engine.unlink(&d, "b", 1).unwrap_err().kind(), ErrorKind::NotFound);
+    engine.create(&d, "e", 1).unwrap();
+    engine.write(&d, "e", 1, 0, b"old").unwrap();
+    engine.create(&d, "e", 2).unwrap(); // replaces: O_CREAT | O_TRUNC
+    engine.write(&d, "e", 2, 1, b"n").unwrap();
+    engine.create(&d, "f", 1).unwrap();
+    engine.utime(&d, "f", 1, 11, 12).unwrap();
+    engine.flush_writes(&d).unwrap();
+
+    assert_eq!(engine.list(&d).unwrap(), vec!["c", "e", "f"]);
+    assert_eq!(read_all(&engine, &d, "c").unwrap(), b"0123\0\0");
+    assert_eq!(read_all(&engine, &d, "e").unwrap(), b"\0n");
+    let f = engine.stat(&d, "f").unwrap();
+    assert_eq!((f.size, f.atime_ns, f.mtime_ns), (0, 11, 12));
+    assert!(f.ctime_ns > 50_000);
+    let c = engine.stat(&d, "c").unwrap();
+    assert!(c.mtime_ns >= 1_000 && c.mtime_ns < 50_000);
+    // Two writers, three logs each; no log per file.
+    assert_eq!(backend_files(&stores, &d), 6);
+    engine.close().unwrap();
+}
+
+#[test]
+fn a_write_to_a_name_another_process_removed_is_an_orphan() {
+    let stores = memory_stores(1);
+    let stamper = stamper();
+    let one = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let two = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("d");
+    one.create(&d, "a", 0).unwrap();
+    one.flush_writes(&d).unwrap();
+    assert!(two.stat(&d, "a").is_ok());
+    one.unlink(&d, "a", 0).unwrap();
+    one.flush_writes(&d).unwrap();
+    two.write(&d, "a", 0, 0, b"late").unwrap(); // two's view still has "a"
+    two.flush_writes(&d).unwrap();
+    assert_eq!(two.list(&d).unwrap(), Vec::<String>::new());
+    assert_eq!(two.orphan_writes(&d).unwrap(), 1);
+}
+
+/// Appends or flips bytes of one log directly on the store.
+fn damage(store: &SharedStore, path: &StorePath, edit: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = store.read_all(path).unwrap();
+    edit(&mut bytes);
+    store.replace(path, &bytes).unwrap();
+}
+
+fn only_log(store: &SharedStore, directory: &StorePath, kind: SmallLogKind) -> StorePath {
+    let container = container_dir(directory).unwrap();
+    let mut entries: Vec<StorePath> = store
+        .list(&container)
+        .unwrap()
+        .into_iter()
+        .filter(|e| parse_small_log_name(&e.name).is_some_and(|(k, _)| k == kind))
+        .map(|e| container.join(&e.name).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 1);
+    entries.pop().unwrap()
+}
+
+#[test]
+fn torn_tails_are_ignored_and_reported_and_damage_names_log_and_offset() {
+    let stores = memory_stores(1);
+    let stamper = stamper();
+    let engine = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("d");
+    engine.create(&d, "a", 0).unwrap();
+    engine.write(&d, "a", 0, 0, b"first").unwrap();
+    engine.flush_writes(&d).unwrap();
+    engine.write(&d, "a", 0, 5, b"second").unwrap();
+    engine.flush_writes(&d).unwrap();
+    engine.close().unwrap();
+
+    // A torn tail: half a frame appended to the name log.
+    let names = only_log(&stores[0], &d, SmallLogKind::Name);
+    damage(&stores[0], &names, |bytes| bytes.extend_from_slice(&b"PFRM\x40\0\0\0\x01\0\0\0"[..]));
+    let reader = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    assert_eq!(read_all(&reader, &d, "a").unwrap(), b"firstsecond");
+    let torn = reader.torn_tails(&d).unwrap();
+    assert_eq!(torn.len(), 1);
+    assert_eq!((torn[0].log.clone(), torn[0].length), (names.clone(), 12));
+
+    // A flipped byte in the first index frame, with a valid frame after it.
+    let index = only_log(&stores[0], &d, SmallLogKind::Index);
+    let header_length = 38 + "node-1".len() + 4;
+    damage(&stores[0], &index, |bytes| bytes[header_length + 20] ^= 0x10);
+    reader.invalidate_read_cache(&d);
+    let error = reader.list(&d).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt);
+    let text = error.to_string();
+    assert!(text.contains(index.as_str()), "{text}");
+    assert!(text.contains(&format!("frame at offset {header_length}")), "{text}");
+    assert!(text.contains("mem://b0"), "{text}");
+}
+
+#[test]
+fn many_writers_many_files_on_memory_stores() {
+    many_writers_many_files(memory_stores(3), 16, 1000);
+}
+
+#[test]
+fn many_writers_many_files_on_posix_stores() {
+    let roots: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let stores = roots
+        .iter()
+        .enumerate()
+        .map(|(i, root)| {
+            Arc::new(PosixStore::new(root.path(), format!("posix://b{i}")).unwrap()) as SharedStore
+        })
+        .collect();
+    many_writers_many_files(stores, 16, 1000);
+}
+
+fn contents(writer: u64, file: u64) -> Vec<u8> {
+    let length = 1 + ((writer * 7919 + file * 104_729) % 300) as usize;
+    (0..length).map(|i| (writer as usize * 31 + file as usize * 7 + i) as u8).collect()
+}
+
+/// Four processes of four writers each create `files` files per writer, in
+/// two writes each; a fifth process then checks every name and byte.
+fn many_writers_many_files(stores: Vec<SharedStore>, writers: u64, files: u64) {
+    let stamper = stamper();
+    let d = dir("job/out");
+    let processes: Vec<SmallFileStore> =
+        (0..4).map(|_| SmallFileStore::new(stores.clone(), options(&stamper)).unwrap()).collect();
+    for file in 0..files {
+        for writer in 0..writers {
+            let process = &processes[(writer % 4) as usize];
+            let name = format!("w{writer:02}.f{file:04}");
+            let bytes = contents(writer, file);
+            let half = bytes.len() / 2;
+            process.create(&d, &name, writer).unwrap();
+            process.write(&d, &name, writer, half as u64, &bytes[half..]).unwrap();
+            process.write(&d, &name, writer, 0, &bytes[..half]).unwrap();
+        }
+    }
+    for process in &processes {
+        process.flush_writes(&d).unwrap();
+        process.close().unwrap();
+    }
+    assert_eq!(backend_files(&stores, &d), 3 * writers as usize, "three logs per writer, none per file");
+
+    let reader = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let names = reader.list(&d).unwrap();
+    assert_eq!(names.len() as u64, writers * files);
+    for writer in 0..writers {
+        for file in 0..files {
+            let name = format!("w{writer:02}.f{file:04}");
+            assert_eq!(read_all(&reader, &d, &name).unwrap(), contents(writer, file), "{name}");
+        }
+    }
+    assert!(reader.torn_tails(&d).unwrap().is_empty());
+}
+
+#[test]
+fn open_containers_stay_within_the_bound_and_evicted_ones_are_flushed() {
+    let stores = memory_stores(2);
+    let stamper = stamper();
+    let mut bounded = options(&stamper);
+    bounded.max_containers = NonZeroUsize::new(3).unwrap();
+    let engine = SmallFileStore::new(stores.clone(), bounded).unwrap();
+    for round in 0..3u8 {
+        for index in 0..10u8 {
+            let d = dir(&format!("dir{index}"));
+            let name = format!("r{round}");
+            engine.create(&d, &name, 5).unwrap();
+            engine.write(&d, &name, 5, 0, &[index, round]).unwrap();
+            assert!(engine.open_containers() <= 3, "{} open", engine.open_containers());
+        }
+    }
+    assert_eq!(engine.open_containers(), 3);
+    engine.close().unwrap();
+    assert_eq!(engine.open_containers(), 0);
+    let reader = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    for index in 0..10u8 {
+        let d = dir(&format!("dir{index}"));
+        assert_eq!(reader.list(&d).unwrap(), vec!["r0", "r1", "r2"]);
+        for round in 0..3u8 {
+            assert_eq!(read_all(&reader, &d, &format!("r{round}")).unwrap(), [index, round]);
+        }
+        // Each eviction closed the session; each reopen began a new one.
+        assert_eq!(backend_files(&stores, &d) % 3, 0);
+    }
+}
+
+// ---- Model check -------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create { process: usize, writer: u64, name: usize },
+    Write { process: usize, writer: u64, name: usize, offset: u64, length: usize, seed: u8 },
+    Truncate { process: usize, writer: u64, name: usize, size: u64 },
+    Utime { process: usize, writer: u64, name: usize },
+    Unlink { process: usize, writer: u64, name: usize },
+    Rename { process: usize, writer: u64, from: usize, to: usize },
+    Flush { process: usize },
+    Invalidate { process: usize },
+    Read { process: usize, name: usize },
+    List { process: usize },
+}
+
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+const PROCESSES: usize = 2;
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let process = 0..PROCESSES;
+    let writer = 0u64..2;
+    let name = 0..NAMES.len();
+    prop_oneof![
+        3 => (process.clone(), writer.clone(), name.clone())
+            .prop_map(|(process, writer, name)| Op::Create { process, writer, name }),
+        5 => (process.clone(), writer.clone(), name.clone(), 0u64..40, 1usize..24, any::<u8>()).prop_map(
+            |(process, writer, name, offset, length, seed)| Op::Write { process, writer, name, offset, length, seed }),
+        1 => (process.clone(), writer.clone(), name.clone(), 0u64..50)
+            .prop_map(|(process, writer, name, size)| Op::Truncate { process, writer, name, size }),
+        1 => (process.clone(), writer.clone(), name.clone())
+            .prop_map(|(process, writer, name)| Op::Utime { process, writer, name }),
+        1 => (process.clone(), writer.clone(), name.clone())
+            .prop_map(|(process, writer, name)| Op::Unlink { process, writer, name }),
+        1 => (process.clone(), writer.clone(), name.clone(), name.clone())
+            .prop_map(|(process, writer, from, to)| Op::Rename { process, writer, from, to }),
+        2 => process.clone().prop_map(|process| Op::Flush { process }),
+        1 => process.clone().prop_map(|process| Op::Invalidate { process }),
+        3 => (process.clone(), name).prop_map(|(process, name)| Op::Read { process, name }),
+        1 => process.prop_map(|process| Op::List { process }),
+    ]
+}
+
+/// A namespace change as the model records it; the position in `flushed`
+/// order stands for its stamp because one stamper serves both processes.
+#[derive(Debug, Clone)]
+enum Change {
+    Create(String),
+    Write(String, u64, Vec<u8>),
+    Truncate(String, u64),
+    Delete(String),
+    Rename(String, String),
+}
+
+type Files = BTreeMap<String, Vec<u8>>;
+
+#[derive(Debug, Default)]
+struct ModelProcess {
+    pending: Vec<(u64, Change)>,
+    known: HashMap<String, bool>,
+    view: Option<Files>,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    time: u64,
+    flushed: Vec<(u64, Change)>,
+    processes: Vec<ModelProcess>,
+}
+
+impl Model {
+    fn store_state(&self) -> Files {
+        let mut flushed = self.flushed.clone();
+        flushed.sort_by_key(|(time, _)| *time);
+        let mut files = Files::new();
+        for (_, change) in flushed {
+            match change {
+                Change::Create(name) => {
+                    files.insert(name, Vec::new());
+                }
+                Change::Write(name, offset, bytes) => {
+                    if let Some(data) = files.get_mut(&name) {
+                        let end = offset as usize + bytes.len();
+                        if data.len() < end {
+                            data.resize(end, 0);
+                        }
+                        data[offset as usize..end].copy_from_slice(&bytes);
+                    }
+                }
+                Change::Truncate(name, size) => {
+                    if let Some(data) = files.get_mut(&name) {
+                        data.resize(size as usize, 0);
+                    }
+                }
+                Change::Delete(name) => {
+                    files.remove(&name);
+                }
+                Change::Rename(from, to) => {
+                    if let Some(data) = files.remove(&from) {
+                        files.insert(to, data);
+                    }
+                }
+            }
+        }
+        files
+    }
+
+    fn view(&mut self, process: usize) -> &Files {
+        if self.processes[process].view.is_none() {
+            let state = self.store_state();
+            self.processes[process].view = Some(state);
+        }
+        self.processes[process].view.as_ref().expect("loaded above")
+    }
+
+    fn exists(&mut self, process: usize, name: &str) -> bool {
+        match self.processes[process].known.get(name) {
+            Some(&exists) => exists,
+            None => self.view(process).contains_key(name),
+        }
+    }
+
+    fn record(&mut self, process: usize, change: Change, effects: &[(&str, bool)]) {
+        self.time += 1;
+        let time = self.time;
+        let state = &mut self.processes[process];
+        state.pending.push((time, change));
+        for (name, exists) in effects {
+            state.known.insert((*name).to_owned(), *exists);
+        }
+    }
+}
+
+fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
+    let stores = memory_stores(2);
+    let stamper = stamper();
+    let engines: Vec<SmallFileStore> = (0..PROCESSES)
+        .map(|_| {
+            let mut small_buffers = options(&stamper);
+            small_buffers.data_buffer_bytes = 16;
+            SmallFileStore::new(stores.clone(), small_buffers).unwrap()
+        })
+        .collect();
+    let mut model =
+        Model { processes: (0..PROCESSES).map(|_| ModelProcess::default()).collect(), ..Model::default() };
+    let d = dir("m");
+    for op in ops {
+        match op {
+            Op::Create { process, writer, name } => {
+                engines[process].create(&d, NAMES[name], writer).unwrap();
+                model.record(process, Change::Create(NAMES[name].into()), &[(NAMES[name], true)]);
+            }
+            Op::Write { process, writer, name, offset, length, seed } => {
+                let bytes: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
+                let result = engines[process].write(&d, NAMES[name], writer, offset, &bytes);
+                if model.exists(process, NAMES[name]) {
+                    result.unwrap();
+                    model.record(process, Change::Write(NAMES[name].into(), offset, bytes), &[]);
+                } else {
+                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                }
+            }
+            Op::Truncate { process, writer, name, size } => {
+                let result = engines[process].truncate(&d, NAMES[name], writer, size);
+                if model.exists(process, NAMES[name]) {
+                    result.unwrap();
+                    model.record(process, Change::Truncate(NAMES[name].into(), size), &[]);
+                } else {
+                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                }
+            }
+            Op::Utime { process, writer, name } => {
+                let result = engines[process].utime(&d, NAMES[name], writer, 1, 2);
+                if model.exists(process, NAMES[name]) {
+                    result.unwrap();
+                    // Times are checked elsewhere; here it only takes a stamp.
+                    model.time += 1;
+                } else {
+                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                }
+            }
+            Op::Unlink { process, writer, name } => {
+                let result = engines[process].unlink(&d, NAMES[name], writer);
+                if model.exists(process, NAMES[name]) {
+                    result.unwrap();
+                    model.record(process, Change::Delete(NAMES[name].into()), &[(NAMES[name], false)]);
+                } else {
+                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                }
+            }
+            Op::Rename { process, writer, from, to } => {
+                let result = engines[process].rename(&d, NAMES[from], NAMES[to], writer);
+                if model.exists(process, NAMES[from]) {
+                    result.unwrap();
+                    let change = Change::Rename(NAMES[from].into(), NAMES[to].into());
+                    model.record(process, change, &[(NAMES[from], false), (NAMES[to], true)]);
+                } else {
+                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                }
+            }
+            Op::Flush { process } => {
+                engines[process].flush_writes(&d).unwrap();
+                let state = &mut model.processes[process];
+                let pending = std::mem::take(&mut state.pending);
+                state.known.clear();
+                state.view = None;
+                model.flushed.extend(pending);
+            }
+            Op::Invalidate { process } => {
+                engines[process].invalidate_read_cache(&d);
+                model.processes[process].view = None;
+            }
+            Op::Read { process, name } => {
+                let expected = model.view(process).get(NAMES[name]).cloned();
+                match expected {
+                    Some(bytes) => {
+                        prop_assert_eq!(read_all(&engines[process], &d, NAMES[name]).unwrap(), bytes)
+                    }
+                    None => {
+                        let error = engines[process].stat(&d, NAMES[name]).unwrap_err();
+                        prop_assert_eq!(error.kind(), ErrorKind::NotFound);
+                    }
+                }
+            }
+            Op::List { process } => {
+                let expected: Vec<String> = model.view(process).keys().cloned().collect();
+                prop_assert_eq!(engines[process].list(&d).unwrap(), expected);
+            }
+        }
+    }
+    // Finally everything is flushed and a fresh process sees the store state.
+    for engine in &engines {
+        engine.close().unwrap();
+    }
+    for state in &mut model.processes {
+        let pending = std::mem::take(&mut state.pending);
+        model.flushed.extend(pending);
+    }
+    let fresh = SmallFileStore::new(stores, options(&stamper)).unwrap();
+    let expected = model.store_state();
+    prop_assert_eq!(fresh.list(&d).unwrap(), expected.keys().cloned().collect::<Vec<_>>());
+    for (name, bytes) in expected {
+        prop_assert_eq!(read_all(&fresh, &d, &name).unwrap(), bytes);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_a_model_of_a_directory(ops in proptest::collection::vec(op_strategy(), 1..80)) {
+        run_model(ops)?;
+    }
+}

@@ -1,0 +1,350 @@
+//! A reader's view of one directory container: every writer session's name
+//! and index log, loaded from every backend and replayed in stamp order into
+//! a map of names to files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use super::format::{
+    DATA_LOG_MAGIC, DecodedLog, INDEX_LOG_MAGIC, IndexEntry, NAME_LOG_MAGIC, NameRecord, decode_log,
+};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::data_log::LogHeader;
+use crate::layout::LogId;
+use crate::layout::smallfile::{SmallLogKind, container_dir, parse_small_log_name, small_log_path};
+use crate::store::{ReadHandle, SharedStore, StoreExt, StorePath, read_exact_at};
+
+/// What `stat` reports about one small file. Times are ns since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+}
+
+/// A torn tail found (and ignored) while loading a directory container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTailReport {
+    pub backend: String,
+    pub log: StorePath,
+    pub offset: u64,
+    pub length: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Extent {
+    logical: u64,
+    length: u64,
+    session: u32,
+    physical: u64,
+}
+
+#[derive(Debug, Clone)]
+struct FileState {
+    stat: FileStat,
+    /// In stamp order: a later extent wins where extents overlap.
+    extents: Vec<Extent>,
+}
+
+impl FileState {
+    fn new(stamp: u64) -> FileState {
+        FileState {
+            stat: FileStat { size: 0, atime_ns: stamp, mtime_ns: stamp, ctime_ns: stamp },
+            extents: Vec::new(),
+        }
+    }
+
+    fn truncate(&mut self, size: u64, stamp: u64) {
+        self.extents.retain_mut(|extent| {
+            extent.length = extent.length.min(size.saturating_sub(extent.logical));
+            extent.length > 0
+        });
+        self.stat.size = size;
+        self.stat.mtime_ns = stamp;
+        self.stat.ctime_ns = stamp;
+    }
+}
+
+/// One writer session whose logs were found.
+#[derive(Debug)]
+struct Session {
+    backend: usize,
+    data: StorePath,
+}
+
+/// The merged, immutable state of a directory container as of its load.
+#[derive(Debug)]
+pub struct DirView {
+    stores: Vec<SharedStore>,
+    sessions: Vec<Session>,
+    files: BTreeMap<String, FileState>,
+    torn_tails: Vec<TornTailReport>,
+    /// Index entries whose name did not exist at their stamp (written to a
+    /// file deleted meanwhile by another process, or whose name record was
+    /// lost in a torn tail): never visible.
+    orphan_writes: u64,
+    newest_stamp: u64,
+    /// Data-log handles opened on first read; at most one per session.
+    handles: Mutex<HashMap<u32, Box<dyn ReadHandle>>>,
+}
+
+/// One record of the merge, ordered by `(stamp, session, log, position)`.
+enum Event<'a> {
+    Name(&'a NameRecord),
+    Write(&'a IndexEntry),
+}
+
+impl DirView {
+    /// Lists the container of `dir` on every backend and replays its logs.
+    pub fn load(stores: &[SharedStore], dir: &StorePath) -> Result<DirView> {
+        let mut found: BTreeMap<LogId, (usize, [bool; 3])> = BTreeMap::new();
+        let container = container_dir(dir)?;
+        for (backend, store) in stores.iter().enumerate() {
+            let entries = match store.list(&container) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            for entry in entries {
+                let Some((kind, id)) = parse_small_log_name(&entry.name) else {
+                    tracing::warn!("{}: {container}: ignoring unknown entry {}", store.url(), entry.name);
+                    continue;
+                };
+                let slot = found.entry(id).or_insert((backend, [false; 3]));
+                if slot.0 != backend {
+                    return Err(Error::corrupt(format!(
+                        "{container}: logs of session {id} are on backends {} and {}",
+                        stores[slot.0].url(),
+                        store.url()
+                    )));
+                }
+                slot.1[kind as usize] = true;
+            }
+        }
+        let mut view = DirView {
+            stores: stores.to_vec(),
+            sessions: Vec::new(),
+            files: BTreeMap::new(),
+            torn_tails: Vec::new(),
+            orphan_writes: 0,
+            newest_stamp: 0,
+            handles: Mutex::new(HashMap::new()),
+        };
+        let mut logs = Vec::new();
+        for (id, (backend, present)) in found {
+            // A session without its name log cannot name anything: it died
+            // while its logs were being created.
+            if !present[SmallLogKind::Name as usize] {
+                continue;
+            }
+            let names: DecodedLog<NameRecord> =
+                view.load_log(backend, dir, SmallLogKind::Name, &id, NAME_LOG_MAGIC)?;
+            let index: DecodedLog<IndexEntry> = if present[SmallLogKind::Index as usize] {
+                view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC)?
+            } else {
+                DecodedLog { header: None, records: Vec::new(), valid_length: 0, torn_tail: None }
+            };
+            view.sessions.push(Session { backend, data: small_log_path(dir, SmallLogKind::Data, &id)? });
+            logs.push((names.records, index.records));
+        }
+        view.replay(&logs)?;
+        Ok(view)
+    }
+
+    fn load_log<R: super::format::FramedRecord>(
+        &mut self,
+        backend: usize,
+        dir: &StorePath,
+        kind: SmallLogKind,
+        id: &LogId,
+        magic: &[u8; 8],
+    ) -> Result<DecodedLog<R>> {
+        let store = &self.stores[backend];
+        let path = small_log_path(dir, kind, id)?;
+        let what = || format!("{}: {} {path}", store.url(), R::WHAT);
+        let bytes = store.read_all(&path).with_context(what)?;
+        let decoded: DecodedLog<R> = decode_log(&bytes, magic).with_context(what)?;
+        check_header(decoded.header.as_ref(), id).with_context(what)?;
+        if let Some(torn) = decoded.torn_tail {
+            tracing::warn!(
+                "{}: ignoring a torn tail of {} bytes at offset {}",
+                what(),
+                torn.length,
+                torn.offset
+            );
+            self.torn_tails.push(TornTailReport {
+                backend: store.url().to_owned(),
+                log: path,
+                offset: torn.offset,
+                length: torn.length,
+            });
+        }
+        Ok(decoded)
+    }
+
+    /// Applies every session's records in `(stamp, session, log, position)`
+    /// order. Stamps are unique within a process; the rest only breaks ties
+    /// between hosts, deterministically.
+    fn replay(&mut self, logs: &[(Vec<NameRecord>, Vec<IndexEntry>)]) -> Result<()> {
+        let mut events: Vec<((u64, usize, u8, usize), Event<'_>)> = Vec::new();
+        let mut fid_names: Vec<HashMap<u64, &str>> = Vec::with_capacity(logs.len());
+        for (session, (names, index)) in logs.iter().enumerate() {
+            let mut table = HashMap::new();
+            for (position, record) in names.iter().enumerate() {
+                if let NameRecord::Create { fid, name, .. } | NameRecord::Open { fid, name, .. } = record
+                    && table.insert(*fid, name.as_str()).is_some_and(|old| old != name)
+                {
+                    let log = &self.sessions[session].data;
+                    return Err(Error::corrupt(format!("session of {log}: file id {fid} names two files")));
+                }
+                events.push(((record.stamp(), session, 0, position), Event::Name(record)));
+            }
+            for (position, entry) in index.iter().enumerate() {
+                events.push(((entry.stamp, session, 1, position), Event::Write(entry)));
+            }
+            fid_names.push(table);
+        }
+        events.sort_unstable_by_key(|(key, _)| *key);
+        for ((stamp, session, _, _), event) in events {
+            self.newest_stamp = self.newest_stamp.max(stamp);
+            match event {
+                Event::Name(record) => self.apply_name(record),
+                Event::Write(entry) => {
+                    let file = fid_names[session].get(&entry.fid).and_then(|name| self.files.get_mut(*name));
+                    let Some(file) = file else {
+                        self.orphan_writes += 1;
+                        continue;
+                    };
+                    let extent = Extent {
+                        logical: entry.logical,
+                        length: entry.length,
+                        session: session as u32,
+                        physical: entry.physical,
+                    };
+                    file.extents.push(extent);
+                    file.stat.size = file.stat.size.max(entry.logical + entry.length);
+                    file.stat.mtime_ns = stamp;
+                    file.stat.ctime_ns = stamp;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_name(&mut self, record: &NameRecord) {
+        match record {
+            NameRecord::Create { stamp, name, .. } => {
+                self.files.insert(name.clone(), FileState::new(*stamp));
+            }
+            NameRecord::Open { .. } => {}
+            NameRecord::Delete { name, .. } => {
+                self.files.remove(name);
+            }
+            NameRecord::Rename { stamp, from, to } => {
+                if let Some(mut file) = self.files.remove(from) {
+                    file.stat.ctime_ns = *stamp;
+                    self.files.insert(to.clone(), file);
+                }
+            }
+            NameRecord::Utime { stamp, atime_ns, mtime_ns, name } => {
+                if let Some(file) = self.files.get_mut(name) {
+                    file.stat.atime_ns = *atime_ns;
+                    file.stat.mtime_ns = *mtime_ns;
+                    file.stat.ctime_ns = *stamp;
+                }
+            }
+            NameRecord::Truncate { stamp, size, name } => {
+                if let Some(file) = self.files.get_mut(name) {
+                    file.truncate(*size, *stamp);
+                }
+            }
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.files.contains_key(name)
+    }
+
+    /// Names in byte order.
+    pub fn names(&self) -> Vec<String> {
+        self.files.keys().cloned().collect()
+    }
+
+    pub fn stat(&self, name: &str) -> Option<FileStat> {
+        self.files.get(name).map(|file| file.stat)
+    }
+
+    pub fn torn_tails(&self) -> &[TornTailReport] {
+        &self.torn_tails
+    }
+
+    pub fn orphan_writes(&self) -> u64 {
+        self.orphan_writes
+    }
+
+    pub fn newest_stamp(&self) -> u64 {
+        self.newest_stamp
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; short only at end of file.
+    /// Bytes no write covers read as zeros.
+    pub fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        let Some(file) = self.files.get(name) else { return Ok(None) };
+        if offset >= file.stat.size {
+            return Ok(Some(0));
+        }
+        let count = (file.stat.size - offset).min(buf.len() as u64) as usize;
+        let buf = &mut buf[..count];
+        buf.fill(0);
+        let end = offset + count as u64;
+        for extent in &file.extents {
+            let start = extent.logical.max(offset);
+            let stop = (extent.logical + extent.length).min(end);
+            if start >= stop {
+                continue;
+            }
+            let target = &mut buf[(start - offset) as usize..(stop - offset) as usize];
+            self.read_data(extent.session, target, extent.physical + (start - extent.logical))?;
+        }
+        Ok(Some(count))
+    }
+
+    fn read_data(&self, session: u32, buf: &mut [u8], physical: u64) -> Result<()> {
+        let mut handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
+        let record = &self.sessions[session as usize];
+        let store = &self.stores[record.backend];
+        let what = || format!("{}: data log {}", store.url(), record.data);
+        let handle = match handles.entry(session) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let handle = store.open_read(&record.data).with_context(what)?;
+                check_data_header(handle.as_ref()).with_context(what)?;
+                entry.insert(handle)
+            }
+        };
+        read_exact_at(handle.as_ref(), buf, physical).with_context(what)
+    }
+}
+
+fn check_header(header: Option<&LogHeader>, id: &LogId) -> Result<()> {
+    match header {
+        Some(header) if header.writer != id.writer || header.created_stamp != id.stamp => {
+            Err(Error::corrupt(format!(
+                "header names writer {} stamp {} but the log is {id}",
+                header.writer, header.created_stamp
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Checks the data log's magic before trusting offsets into it.
+fn check_data_header(handle: &dyn ReadHandle) -> Result<()> {
+    let mut magic = [0u8; 8];
+    read_exact_at(handle, &mut magic, 0)?;
+    if &magic != DATA_LOG_MAGIC {
+        return Err(Error::corrupt(format!("bad magic {magic:02x?}")));
+    }
+    Ok(())
+}
