@@ -6,6 +6,7 @@
 pub mod access;
 pub mod codec;
 pub mod data_log;
+pub mod frame;
 pub mod global_index;
 pub mod index_log;
 pub mod version;
