@@ -14,7 +14,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use plfs::store::{AppendWriter, Capabilities, DirEntry, Metadata, ReadHandle, SpaceInfo, Store, StorePath};
+use plfs::store::{
+    AppendWriter, Capabilities, DirEntry, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store, StorePath,
+    WriteOpen,
+};
 use plfs::{Error, Result};
 
 /// Wraps a store; metadata operations queue at the emulated server.
@@ -123,6 +126,11 @@ impl Store for MetadataServerStore {
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         self.server.serve();
         self.inner.open_read(path)
+    }
+
+    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
+        self.server.serve();
+        self.inner.open_write(path, how)
     }
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {

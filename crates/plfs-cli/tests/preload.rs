@@ -38,10 +38,14 @@ fn interposer() -> PathBuf {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with_workload("shared_file")
+    }
+
+    fn with_workload(workload: &str) -> Setup {
         let dir = tempfile::Builder::new().prefix("plfs-preload-test.").tempdir().unwrap();
         let mut text = String::new();
         let mount = dir.path().join("mnt");
-        text.push_str(&format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount.display()));
+        text.push_str(&format!("- mount_point: {}\n  workload: {workload}\n  backends:\n", mount.display()));
         for index in 0..2 {
             let backend = dir.path().join(format!("backend{index}"));
             fs::create_dir(&backend).unwrap();
@@ -162,6 +166,35 @@ fn cp_and_cat_in_and_out() {
     // A relative path resolves against the current directory.
     let relative = setup.run("cat", &["mnt/big"]);
     assert!(relative.stdout == data);
+}
+
+/// An n-n mount: cp in and out, ls, and each file is one plain file on
+/// exactly one of the two backends.
+#[test]
+fn n_n_mount_cp_in_and_out_and_ls() {
+    let setup = Setup::with_workload("n-n");
+    let data = random_bytes(3 * 1024 * 1024 + 17, 11);
+    let source = setup.scratch("source");
+    fs::write(&source, &data).unwrap();
+    setup.run("mkdir", &[&setup.logical("dir")]);
+    let names: Vec<String> = (0..8).map(|i| format!("rank.{i}")).collect();
+    for name in &names {
+        setup.run("cp", &[s(&source), &setup.logical(&format!("dir/{name}"))]);
+    }
+    let listed = String::from_utf8(setup.run("ls", &[&setup.logical("dir")]).stdout).unwrap();
+    assert_eq!(listed.lines().collect::<Vec<_>>(), names, "ls of the n-n directory");
+    for name in &names {
+        let out = setup.scratch(&format!("{name}.out"));
+        setup.run("cp", &[&setup.logical(&format!("dir/{name}")), s(&out)]);
+        assert!(fs::read(&out).unwrap() == data, "{name} read back differently");
+        let holders: Vec<usize> =
+            (0..2).filter(|i| setup.dir.path().join(format!("backend{i}/dir/{name}")).is_file()).collect();
+        assert_eq!(holders.len(), 1, "{name} is one plain file on one backend: {holders:?}");
+        let plain = setup.dir.path().join(format!("backend{}/dir/{name}", holders[0]));
+        assert!(fs::read(plain).unwrap() == data, "the backend file is the data itself");
+    }
+    let long = String::from_utf8(setup.run("ls", &["-l", &setup.logical("dir/rank.0")]).stdout).unwrap();
+    assert!(long.contains(&data.len().to_string()), "ls -l shows the size: {long}");
 }
 
 #[test]

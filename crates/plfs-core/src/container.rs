@@ -27,6 +27,8 @@ const CREATE_ATTEMPTS_MAX: usize = 6;
 #[derive(Debug, Clone)]
 pub enum Lookup {
     File(AccessRecord),
+    /// An n-n mount's file: one plain backend file, no container.
+    FlatFile(Metadata),
     Directory(Metadata),
     Symlink(Metadata),
 }
@@ -43,6 +45,9 @@ pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, Con
 
 /// Finds what is at `path`. A directory holding an access file is a file.
 pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
+    if mount.is_flat() {
+        return crate::flat::lookup(mount, path);
+    }
     reject_container_insides(mount, path)?;
     lookup_entry(mount, path)
 }
@@ -95,6 +100,11 @@ fn lookup_entry(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     }
 }
 
+/// Container code met an n-n file, which only an n-n mount's lookup makes.
+pub(crate) fn flat_in_container_mount(path: &StorePath) -> Error {
+    Error::new(ErrorKind::Internal, format!("/{path}: an n-n file met by container code"))
+}
+
 /// Creates the container for `path` unless one exists. Returns whether this
 /// call created it. `exclusive` turns an existing container into an error.
 pub(crate) fn create(
@@ -112,6 +122,7 @@ pub(crate) fn create(
                 return Err(Error::new(ErrorKind::AlreadyExists, path.to_string()));
             }
             Ok(Lookup::File(_)) => return Ok(false),
+            Ok(Lookup::FlatFile(_)) => return Err(flat_in_container_mount(path)),
             Ok(Lookup::Directory(_)) => return Err(Error::new(ErrorKind::IsADirectory, path.to_string())),
             Ok(Lookup::Symlink(_)) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_string())),
             Err(error) if error.kind() == ErrorKind::NotFound => {}

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use crate::clock::{Stamper, ns_to_system_time, system_time_to_ns};
-use crate::config::{BackendLocation, BackendRole, MountConfig, Tuning};
+use crate::config::{BackendLocation, BackendRole, MountConfig, Tuning, Workload};
 use crate::container::{self, Lookup};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::file::{OpenFile, OpenFlags, WriterId};
+use crate::flat::{self, FlatFile};
 use crate::format::access::AccessRecord;
 use crate::layout::{self, ContainerPaths};
 use crate::load::LoadedIndex;
@@ -61,6 +62,8 @@ pub fn hostname() -> String {
 #[derive(Debug)]
 pub(crate) struct MountState {
     stores: Vec<SharedStore>,
+    /// Containers (n-1) or one plain file per logical file (n-n).
+    workload: Workload,
     pub(crate) placement: Placement,
     pub(crate) tuning: Tuning,
     pub(crate) hostname: String,
@@ -82,6 +85,11 @@ struct OpenEntry {
 impl MountState {
     pub(crate) fn store(&self, backend: BackendId) -> &dyn Store {
         self.stores[backend.0].as_ref()
+    }
+
+    /// Whether files are plain backend files (n-n) rather than containers.
+    pub(crate) fn is_flat(&self) -> bool {
+        self.workload == Workload::FilePerProc
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
@@ -157,11 +165,35 @@ pub struct Plfs {
 impl Plfs {
     /// A mount over already-opened stores, in configured order.
     pub fn new(backends: Vec<(SharedStore, BackendRole)>, options: Options) -> Result<Plfs> {
+        Plfs::with_workload(backends, options, Workload::SharedFile)
+    }
+
+    /// A mount laid out for `workload`: containers for shared_file (n-1),
+    /// one plain file per logical file for file_per_proc (n-n, whose
+    /// backends must all write in place). small_file is not built yet.
+    pub fn with_workload(
+        backends: Vec<(SharedStore, BackendRole)>,
+        options: Options,
+        workload: Workload,
+    ) -> Result<Plfs> {
+        match workload {
+            Workload::SharedFile => {}
+            Workload::FilePerProc => {
+                flat::check_backends(&backends.iter().map(|(store, _)| store.as_ref()).collect::<Vec<_>>())?
+            }
+            Workload::SmallFile => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "workload small_file is not built in yet (only shared_file / n-1 and file_per_proc / n-n)",
+                ));
+            }
+        }
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
         let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
         let tuning = options.tuning.clone();
         let state = MountState {
             stores: backends.into_iter().map(|(store, _)| store).collect(),
+            workload,
             placement,
             log_cache: LogCache::new(tuning.read_handles_max, tuning.readahead_bytes),
             read_pool: ReadPool::new(tuning.threadpool_size)?,
@@ -178,18 +210,14 @@ impl Plfs {
 
     /// A mount from its configuration; opens each backend's store.
     pub fn from_config(mount: &MountConfig, options: Options) -> Result<Plfs> {
-        // Serving an n-n or 1-n mount as containers would write a layout
-        // that mount's later readers do not expect: refuse until built.
-        if mount.workload != crate::config::Workload::SharedFile {
+        // Serving a 1-n mount as containers would write a layout that
+        // mount's later readers do not expect: refuse until built.
+        if mount.workload == Workload::SmallFile {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "{}: workload {} is not built in yet (only shared_file / n-1)",
+                    "{}: workload small_file is not built in yet (only shared_file / n-1 and file_per_proc / n-n)",
                     mount.mount_point.display(),
-                    match mount.workload {
-                        crate::config::Workload::FilePerProc => "file_per_proc",
-                        _ => "small_file",
-                    }
                 ),
             ));
         }
@@ -197,7 +225,8 @@ impl Plfs {
         for backend in &mount.backends {
             backends.push((open_store(&backend.location)?, backend.role));
         }
-        Plfs::new(backends, options)
+        Plfs::with_workload(backends, options, mount.workload)
+            .with_context(|| mount.mount_point.display().to_string())
     }
 
     pub(crate) fn state(&self) -> &MountState {
@@ -232,6 +261,10 @@ impl Plfs {
         if !flags.read && !flags.write {
             return Err(Error::invalid(format!("{path}: open needs read or write access")));
         }
+        if self.state.is_flat() {
+            let file = flat::open(&self.state, &logical, flags, mode, owner).context(path.to_owned())?;
+            return Ok(FileHandle::new(OpenKind::Flat(file), self.state.clone(), flags, writer));
+        }
         let mut created = false;
         if flags.create {
             if !flags.write && !flags.read {
@@ -252,6 +285,7 @@ impl Plfs {
         } else {
             match container::lookup(&self.state, &logical).context(path.to_owned())? {
                 Lookup::File(_) => {}
+                Lookup::FlatFile(_) => return Err(container::flat_in_container_mount(&logical)),
                 Lookup::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
                 Lookup::Symlink(_) => {
                     return Err(Error::invalid(format!(
@@ -261,7 +295,7 @@ impl Plfs {
             }
         }
         let file = self.register_open(&logical, None);
-        let handle = FileHandle { file, state: self.state.clone(), flags, writer, closed: false };
+        let handle = FileHandle::new(OpenKind::Container(file), self.state.clone(), flags, writer);
         if flags.truncate && flags.write && !created {
             handle.truncate(0).context(path.to_owned())?;
         }
@@ -297,13 +331,14 @@ impl Plfs {
         index: LoadedIndex,
     ) -> Result<FileHandle> {
         let file = self.register_open(logical, Some(index));
-        Ok(FileHandle { file, state: self.state.clone(), flags, writer, closed: false })
+        Ok(FileHandle::new(OpenKind::Container(file), self.state.clone(), flags, writer))
     }
 
     /// Fails unless `logical` is a regular file.
     pub(crate) fn check_is_file(&self, logical: &StorePath) -> Result<()> {
         match container::lookup(&self.state, logical)? {
             Lookup::File(_) => Ok(()),
+            Lookup::FlatFile(_) => Err(no_index(logical)),
             Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
             Lookup::Symlink(_) => Err(Error::invalid(format!("/{logical}: is a symbolic link"))),
         }
@@ -315,6 +350,7 @@ impl Plfs {
         let found = container::lookup(&self.state, &logical).context(path.to_owned())?;
         match found {
             Lookup::File(access) => self.file_attr(&logical, &access).context(path.to_owned()),
+            Lookup::FlatFile(metadata) => Ok(flat::file_attr(&self.state, &metadata)),
             Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
                     FileKind::Directory
@@ -415,7 +451,7 @@ impl Plfs {
         let logical = parse_file_path(path)?;
         match container::lookup(&self.state, &logical).context(path.to_owned())? {
             Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
-            Lookup::Symlink(_) => {
+            Lookup::Symlink(_) | Lookup::FlatFile(_) => {
                 let (backend, _) = container::canonical(&self.state, &logical);
                 self.state.store(backend).remove_file(&logical).context(path.to_owned())
             }
@@ -485,6 +521,7 @@ impl Plfs {
                 self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
                 self.state.store(old).remove_file(&source).context(from.to_owned())
             }
+            FileKind::File if self.state.is_flat() => flat::rename_file(&self.state, &source, &target),
             FileKind::File => {
                 self.rename_everywhere(&source, &target)?;
                 let (old, _) = container::canonical(&self.state, &source);
@@ -617,6 +654,8 @@ impl Plfs {
             };
             let kind = match kind {
                 EntryKind::Symlink => FileKind::Symlink,
+                EntryKind::File if self.state.is_flat() => FileKind::File,
+                EntryKind::Directory if self.state.is_flat() => FileKind::Directory,
                 EntryKind::File => continue,
                 EntryKind::Directory => {
                     let access = ContainerPaths::new(logical.join(&name)?).access();
@@ -701,8 +740,14 @@ impl Plfs {
                 Ok(())
             }
             // Owner and times of the link itself (lchown, utimensat with
-            // AT_SYMLINK_NOFOLLOW); Linux has no mode for links.
+            // AT_SYMLINK_NOFOLLOW); Linux has no mode for links. An n-n
+            // file keeps its attributes on its one backend file.
             Lookup::Symlink(_) if symlinks => {
+                let (backend, _) = container::canonical(&self.state, &logical);
+                let store = self.state.store(backend);
+                on_directory(store, &logical).with_context(|| format!("{}: {path}", store.url()))
+            }
+            Lookup::FlatFile(_) => {
                 let (backend, _) = container::canonical(&self.state, &logical);
                 let store = self.state.store(backend);
                 on_directory(store, &logical).with_context(|| format!("{}: {path}", store.url()))
@@ -720,6 +765,10 @@ impl Plfs {
         Ok(match container::lookup(&self.state, logical)? {
             Lookup::File(access) => {
                 Entry { kind: FileKind::File, mode: access.mode, uid: access.uid, gid: access.gid }
+            }
+            Lookup::FlatFile(metadata) => {
+                let attr = flat::file_attr(&self.state, &metadata);
+                Entry { kind: FileKind::File, mode: attr.mode, uid: attr.uid, gid: attr.gid }
             }
             Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
@@ -796,15 +845,28 @@ impl Plfs {
 
     /// Logs of a file on every backend, for tools.
     pub fn inventory(&self, path: &str) -> Result<container::Inventory> {
-        container::inventory(&self.state, &parse_file_path(path)?)
+        let logical = parse_file_path(path)?;
+        if self.state.is_flat() {
+            return Err(no_index(&logical));
+        }
+        container::inventory(&self.state, &logical)
     }
 }
 
-/// A handle on an open file. Handles of one file in one process share the
-/// open file (one merged index per process), each with its own flags.
+/// What a handle has open: a container (n-1), shared by every handle of
+/// the file in this process, or an n-n file's own backend descriptor.
+#[derive(Debug)]
+enum OpenKind {
+    Container(Arc<OpenFile>),
+    Flat(FlatFile),
+}
+
+/// A handle on an open file. Handles of one container file in one process
+/// share the open file (one merged index per process), each with its own
+/// flags; each handle of an n-n file has its own backend descriptor.
 #[derive(Debug)]
 pub struct FileHandle {
-    file: Arc<OpenFile>,
+    open: OpenKind,
     state: Arc<MountState>,
     flags: OpenFlags,
     writer: WriterId,
@@ -812,58 +874,85 @@ pub struct FileHandle {
 }
 
 impl FileHandle {
+    fn new(open: OpenKind, state: Arc<MountState>, flags: OpenFlags, writer: WriterId) -> FileHandle {
+        FileHandle { open, state, flags, writer, closed: false }
+    }
+
+    /// The logical path (as it is now, for a container renamed while open).
+    fn path(&self) -> StorePath {
+        match &self.open {
+            OpenKind::Container(file) => file.path(),
+            OpenKind::Flat(file) => file.path().clone(),
+        }
+    }
+
+    fn refuse_unless(&self, allowed: bool, what: &str) -> Result<()> {
+        if allowed {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::BadHandle, format!("/{}: not open for {what}", self.path())))
+        }
+    }
+
     /// Writes at `offset` as the writer this handle was opened for.
     pub fn write(&self, buf: &[u8], offset: u64) -> Result<usize> {
         self.write_as(buf, offset, self.writer)
     }
 
-    /// Writes at `offset` as `writer` (each writer id has its own logs).
+    /// Writes at `offset` as `writer` (each writer id has its own logs in a
+    /// container; an n-n file has no logs and ignores it).
     pub fn write_as(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
-        if !self.flags.write {
-            return Err(Error::new(
-                ErrorKind::BadHandle,
-                format!("/{}: not open for writing", self.file.path()),
-            ));
+        self.refuse_unless(self.flags.write, "writing")?;
+        match &self.open {
+            OpenKind::Container(file) => file.write(buf, offset, writer),
+            OpenKind::Flat(file) => file.write(buf, offset),
         }
-        self.file.write(buf, offset, writer)
     }
 
     pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        if !self.flags.read {
-            return Err(Error::new(
-                ErrorKind::BadHandle,
-                format!("/{}: not open for reading", self.file.path()),
-            ));
+        self.refuse_unless(self.flags.read, "reading")?;
+        match &self.open {
+            OpenKind::Container(file) => file.read(buf, offset),
+            OpenKind::Flat(file) => file.read(buf, offset),
         }
-        self.file.read(buf, offset)
     }
 
     /// Appends buffered index records to the index logs (no fsync), so
-    /// processes elsewhere see what was written once they reopen.
+    /// processes elsewhere see what was written once they reopen. An n-n
+    /// file buffers nothing.
     pub fn flush(&self) -> Result<()> {
-        self.file.flush_index()
+        match &self.open {
+            OpenKind::Container(file) => file.flush_index(),
+            OpenKind::Flat(_) => Ok(()),
+        }
     }
 
     /// Makes everything written through this process's handles durable.
     pub fn sync(&self) -> Result<()> {
-        self.file.sync()
+        match &self.open {
+            OpenKind::Container(file) => file.sync(),
+            OpenKind::Flat(file) => file.sync(),
+        }
     }
 
-    /// The size as this process sees it (no I/O once known).
+    /// The size as this process sees it (no I/O once known for a
+    /// container; an n-n file asks its backend file).
     pub fn size(&self) -> Result<u64> {
-        self.file.size()
+        match &self.open {
+            OpenKind::Container(file) => file.size(),
+            OpenKind::Flat(file) => file.size(),
+        }
     }
 
     pub fn truncate(&self, size: u64) -> Result<()> {
-        if !self.flags.write {
-            return Err(Error::new(
-                ErrorKind::BadHandle,
-                format!("/{}: not open for writing", self.file.path()),
-            ));
-        }
-        let stamp = self.file.truncate(size, self.writer)?;
+        self.refuse_unless(self.flags.write, "writing")?;
+        let file = match &self.open {
+            OpenKind::Container(file) => file,
+            OpenKind::Flat(file) => return file.truncate(size),
+        };
+        let stamp = file.truncate(size, self.writer)?;
         if size == 0 {
-            container::reclaim_before(&self.state, &self.file.path(), stamp)?;
+            container::reclaim_before(&self.state, &file.path(), stamp)?;
         }
         Ok(())
     }
@@ -879,11 +968,14 @@ impl FileHandle {
     }
 
     fn release(&self) -> Result<()> {
+        let OpenKind::Container(file) = &self.open else {
+            return Ok(()); // an n-n descriptor closes when dropped
+        };
         let last = {
             let mut registry = self.state.registry();
-            let path = self.file.path();
+            let path = file.path();
             match registry.get_mut(&path) {
-                Some(entry) if Arc::ptr_eq(&entry.file, &self.file) => {
+                Some(entry) if Arc::ptr_eq(&entry.file, file) => {
                     entry.opens -= 1;
                     let last = entry.opens == 0;
                     if last {
@@ -894,7 +986,7 @@ impl FileHandle {
                 _ => true,
             }
         };
-        if last { self.file.close() } else { Ok(()) }
+        if last { file.close() } else { Ok(()) }
     }
 }
 
@@ -903,9 +995,18 @@ impl Drop for FileHandle {
         if !self.closed
             && let Err(error) = self.release()
         {
-            tracing::warn!("{}: closing an unclosed handle failed: {error}", self.file.path());
+            tracing::warn!("{}: closing an unclosed handle failed: {error}", self.path());
         }
     }
+}
+
+/// What the index-only calls (collective open, inventory, map) answer for
+/// an n-n file, which is a plain file with no index or logs.
+fn no_index(logical: &StorePath) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("/{logical}: an n-n (file_per_proc) file is one plain file with no container, index or logs"),
+    )
 }
 
 /// Mode reported for an entry whose store keeps no modes.

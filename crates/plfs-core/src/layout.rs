@@ -46,6 +46,7 @@ const OPEN_PREFIX: &str = "open.";
 const SIZE_PREFIX: &str = "size.";
 const NEW_CONTAINER_PREFIX: &str = ".plfs-new.";
 const REMOVED_CONTAINER_PREFIX: &str = ".plfs-gone.";
+const MOVING_FILE_PREFIX: &str = ".plfs-moving.";
 
 /// Identifies one writer's pair of logs: unique because stamps from one
 /// process strictly increase and pid and host tell processes apart.
@@ -243,6 +244,12 @@ pub fn new_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
 /// one step before its pieces are deleted.
 pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
     format!("{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+}
+
+/// Name an n-n file is copied under on its new backend while a rename
+/// moves it between backends; published by a rename once complete.
+pub fn moving_file_name(file_name: &str, stamp: u64, pid: u32) -> String {
+    format!("{MOVING_FILE_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
 }
 
 /// An extended attribute's name as a path component: `%` and `/` are

@@ -11,6 +11,7 @@
 //! - [`index`]: merging index records into one extent map.
 //! - [`container`]: creating, finding and inspecting containers.
 //! - [`file`]: an open logical file (writers, readers, truncate, sync).
+//! - [`flat`]: the n-n layout, one plain backend file per logical file.
 //! - [`fs`]: the file-system API a mount exposes.
 //! - [`config`]: configuration types and the plfsrc parser.
 //! - [`tools`]: map, query, flatten and recover.
@@ -53,6 +54,7 @@ pub mod config;
 pub mod container;
 pub mod error;
 pub mod file;
+pub mod flat;
 pub mod format;
 pub mod fs;
 pub mod index;

@@ -82,6 +82,18 @@ impl Placement {
         self.canonical[name_hash(file_name) as usize % self.canonical.len()]
     }
 
+    /// The backend holding the one plain file of an n-n (file-per-process)
+    /// logical file named `file_name` (last path component): `hash(name) %
+    /// K` over the backends that may hold files, as PLFS's FlatFile did.
+    /// It is deliberately the same choice as [`canonical_backend`], so a
+    /// directory's canonical copy, symlinks and files agree on one rule,
+    /// and renaming a directory never moves the files below it.
+    ///
+    /// [`canonical_backend`]: Placement::canonical_backend
+    pub fn flat_file_backend(&self, file_name: &str) -> BackendId {
+        self.canonical_backend(file_name)
+    }
+
     /// The hostdir all writers on `hostname` share, bounding the number of
     /// entries per directory by hosts rather than by processes.
     pub fn hostdir(&self, hostname: &str) -> HostdirId {
@@ -133,6 +145,30 @@ mod tests {
         // Pinned: placement must never change between releases.
         assert_eq!(name_hash("checkpoint"), crc32c::crc32c(b"checkpoint"));
         assert_eq!(placement.canonical_backend("a"), BackendId(crc32c::crc32c(b"a") as usize % 4));
+    }
+
+    #[test]
+    fn flat_files_spread_evenly_over_every_backend() {
+        for backends in 1..=5 {
+            let placement = Placement::new(&untyped(backends), 32).unwrap();
+            let mut per_backend = vec![0usize; backends];
+            let files = 4000;
+            for i in 0..files {
+                let BackendId(index) = placement.flat_file_backend(&format!("rank.{i}.out"));
+                per_backend[index] += 1;
+            }
+            let even = files / backends;
+            for (index, count) in per_backend.iter().enumerate() {
+                // CRC32C spreads sequential names within 20% of even.
+                assert!(
+                    count * 5 > even * 4 && count * 5 < even * 6,
+                    "{backends} backends: #{index} got {count}"
+                );
+            }
+        }
+        // Stable: only the last component decides, and it is pinned.
+        let placement = Placement::new(&untyped(4), 32).unwrap();
+        assert_eq!(placement.flat_file_backend("a"), BackendId(crc32c::crc32c(b"a") as usize % 4));
     }
 
     #[test]

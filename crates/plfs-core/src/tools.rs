@@ -66,6 +66,8 @@ pub enum PieceKind {
     Hostdir,
     IndexLog,
     DataLog,
+    /// The one plain file of an n-n logical file.
+    FlatFile,
     Unknown,
 }
 
@@ -182,6 +184,9 @@ impl Plfs {
     /// Every physical piece of a file on every backend.
     pub fn query(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
         let state = self.state();
+        if state.is_flat() {
+            return self.query_flat(path);
+        }
         let logical = file_path(state, path)?;
         let (canonical, _) = container::canonical(state, &logical);
         let mut pieces = Vec::new();
@@ -203,6 +208,20 @@ impl Plfs {
         Ok(pieces)
     }
 
+    /// An n-n file's one physical piece: the plain file on its backend.
+    fn query_flat(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
+        let state = self.state();
+        let logical = crate::fs::parse_file_path(path)?;
+        match container::lookup(state, &logical).context(path.to_owned())? {
+            container::Lookup::FlatFile(metadata) => {
+                let store = state.store(crate::flat::backend(state, &logical));
+                Ok(vec![piece(store, &logical, PieceKind::FlatFile, metadata.size)])
+            }
+            container::Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+            _ => Err(Error::invalid(format!("{path}: is a symbolic link"))),
+        }
+    }
+
     /// The logical file (mount-relative) a physical log or container path
     /// belongs to, if it lies inside one of this mount's POSIX backends.
     pub fn logical_of(&self, physical: &Path) -> Result<Option<String>> {
@@ -219,7 +238,9 @@ impl Plfs {
                     break;
                 }
                 prefix = prefix.join(component)?;
-                if let Ok(container::Lookup::File(_)) = container::lookup(state, &prefix) {
+                if let Ok(container::Lookup::File(_) | container::Lookup::FlatFile(_)) =
+                    container::lookup(state, &prefix)
+                {
                     return Ok(Some(format!("/{prefix}")));
                 }
             }
@@ -330,6 +351,13 @@ fn file_path(state: &MountState, path: &str) -> Result<StorePath> {
     let logical = StorePath::parse(path)?;
     match container::lookup(state, &logical).context(path.to_owned())? {
         container::Lookup::File(_) => Ok(logical),
+        container::Lookup::FlatFile(_) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{path}: an n-n (file_per_proc) file is one plain file with no container, index or logs \
+                 (plfs query shows where it lives)"
+            ),
+        )),
         container::Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
         container::Lookup::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
     }

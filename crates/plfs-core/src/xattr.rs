@@ -83,6 +83,7 @@ impl Plfs {
                 Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),
                 Err(error) => return Err(error.context(path.to_owned())),
             },
+            Lookup::FlatFile(_) => return Err(no_flat_xattrs(path)),
             Lookup::Directory(_) => store
                 .list(&logical)
                 .context(path.to_owned())?
@@ -114,6 +115,7 @@ impl Plfs {
                 }
                 ContainerPaths::new(logical).xattr_dir().join(&layout::xattr_component(name)?)?
             }
+            Lookup::FlatFile(_) => return Err(no_flat_xattrs(path)),
             Lookup::Directory(_) => logical.join(&layout::dir_xattr_name(name)?)?,
             Lookup::Symlink(_) => {
                 return Err(Error::new(
@@ -124,6 +126,15 @@ impl Plfs {
         };
         Ok((backend, location))
     }
+}
+
+/// An n-n file is one plain backend file with no container to keep
+/// attributes in; directories of an n-n mount keep theirs as usual.
+fn no_flat_xattrs(path: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("{path}: extended attributes of an n-n (file_per_proc) file are not supported"),
+    )
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use plfs::config::{BackendRole, Tuning};
+use plfs::config::{BackendRole, Tuning, Workload};
 use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
 use plfs::store::SharedStore;
@@ -28,6 +28,26 @@ fn mount(backends: &[PathBuf], tuning: Tuning) -> Plfs {
         })
         .collect();
     Plfs::new(stores, Options::from_environment(tuning)).unwrap()
+}
+
+/// An n-n (file_per_proc) mount over the same backends.
+fn flat_mount(backends: &[PathBuf]) -> Plfs {
+    let stores: Vec<(SharedStore, BackendRole)> = backends
+        .iter()
+        .map(|dir| {
+            let store: SharedStore =
+                Arc::new(PosixStore::new(dir.clone(), format!("posix://{}", dir.display())).unwrap());
+            (store, BackendRole::Any)
+        })
+        .collect();
+    Plfs::with_workload(stores, Options::from_environment(Tuning::default()), Workload::FilePerProc).unwrap()
+}
+
+/// The bytes of n-n storm file `index` of `rank`: its name, repeated to a
+/// length that differs per file, so a swapped or cut file shows.
+fn storm_bytes(rank: u64, index: u64) -> Vec<u8> {
+    let name = format!("rank{rank}.file{index};");
+    name.bytes().cycle().take(16 + (index as usize * 37) % 2000).collect()
 }
 
 fn backends_in(root: &Path, count: usize) -> Vec<PathBuf> {
@@ -122,6 +142,18 @@ fn child() {
                 }
             }
         }
+        "flat-creator" => {
+            // args: rank, files, start_at_ms
+            let (rank, files, start_at) = (args[0], args[1], args[2]);
+            let plfs = flat_mount(&backends);
+            wait_until(start_at);
+            for index in 0..files {
+                let path = format!("/storm/r{rank}.f{index}");
+                let handle = plfs.open(&path, OpenFlags::WRONLY.create().exclusive(), 0o644, rank).unwrap();
+                handle.write(&storm_bytes(rank, index), 0).unwrap();
+                handle.close().unwrap();
+            }
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -198,6 +230,50 @@ fn sixteen_processes_create_one_container() {
         );
     }
     handle.close().unwrap();
+}
+
+/// N-N create storm: 16 processes × 1000 files each on an n-n mount over
+/// 4 POSIX backends; every name and byte is checked afterwards.
+#[test]
+fn sixteen_processes_create_a_thousand_n_n_files_each() {
+    const PROCESSES: u64 = 16;
+    const FILES: u64 = 1000;
+    let root = tempfile::tempdir().unwrap();
+    let backends = backends_in(root.path(), 4);
+    let plfs = flat_mount(&backends);
+    plfs.mkdir("/storm", 0o755).unwrap();
+    let began = Instant::now();
+    let start = start_time_ms(400);
+    let children: Vec<Child> = (0..PROCESSES)
+        .map(|rank| spawn_child("flat-creator", &backends, &[rank, FILES, start].map(|v| v.to_string())))
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    assert!(began.elapsed() < Duration::from_secs(120), "storm took {:?}", began.elapsed());
+    let mut names: Vec<String> = plfs.readdir("/storm").unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    let mut expected: Vec<String> =
+        (0..PROCESSES).flat_map(|r| (0..FILES).map(move |f| format!("r{r}.f{f}"))).collect();
+    expected.sort();
+    assert!(names == expected, "{} names listed, {} expected", names.len(), expected.len());
+    // Every backend holds a share, and each file is on exactly its backend.
+    for (index, dir) in backends.iter().enumerate() {
+        let count = std::fs::read_dir(dir.join("storm")).unwrap().count();
+        assert!(count > (PROCESSES * FILES) as usize / 8, "backend {index} holds only {count} files");
+    }
+    for rank in 0..PROCESSES {
+        for index in 0..FILES {
+            let path = format!("/storm/r{rank}.f{index}");
+            let handle = plfs.open(&path, OpenFlags::RDONLY, 0, 0).unwrap();
+            let expected = storm_bytes(rank, index);
+            assert_eq!(handle.size().unwrap(), expected.len() as u64, "{path}");
+            let mut buf = vec![0u8; expected.len()];
+            assert_eq!(handle.read(&mut buf, 0).unwrap(), expected.len(), "{path}");
+            assert!(buf == expected, "{path} read back differently");
+            handle.close().unwrap();
+        }
+    }
 }
 
 /// A deterministic generator for kill delays (no RNG dependency needed).

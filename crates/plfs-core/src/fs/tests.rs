@@ -805,3 +805,347 @@ fn the_inside_of_a_container_is_not_a_path() {
     plfs.mkdir("/d/meta", 0o755).unwrap();
     assert_eq!(plfs.stat("/d/meta").unwrap().kind, FileKind::Directory);
 }
+
+/// The n-n layout (`workload: file_per_proc`): plain files spread by name.
+mod flat {
+    use super::*;
+    use crate::store::posix::PosixStore;
+
+    fn flat_mount_over(stores: &[SharedStore], options: Options) -> Plfs {
+        let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+        Plfs::with_workload(backends, options, Workload::FilePerProc).unwrap()
+    }
+
+    fn posix_stores(root: &std::path::Path, count: usize) -> Vec<SharedStore> {
+        (0..count)
+            .map(|i| {
+                let dir = root.join(format!("b{i}"));
+                std::fs::create_dir_all(&dir).unwrap();
+                Arc::new(PosixStore::new(dir.clone(), format!("posix://{}", dir.display())).unwrap())
+                    as SharedStore
+            })
+            .collect()
+    }
+
+    fn write_file(plfs: &Plfs, path: &str, data: &[u8]) {
+        let handle = plfs.open(path, OpenFlags::WRONLY.create(), 0o640, 0).unwrap();
+        handle.write(data, 0).unwrap();
+        handle.close().unwrap();
+    }
+
+    fn read_file(plfs: &Plfs, path: &str) -> Vec<u8> {
+        let handle = plfs.open(path, OpenFlags::RDONLY, 0, 0).unwrap();
+        let data = read_all(&handle);
+        handle.close().unwrap();
+        data
+    }
+
+    /// Which backends hold a plain file at `path`.
+    fn holders(stores: &[SharedStore], path: &str) -> Vec<usize> {
+        let logical = StorePath::parse(path).unwrap();
+        (0..stores.len())
+            .filter(|&i| stores[i].metadata(&logical).is_ok_and(|m| m.kind == EntryKind::File))
+            .collect()
+    }
+
+    #[test]
+    fn each_file_is_one_plain_file_on_its_hashed_backend() {
+        let stores = memory_stores(4);
+        let plfs = flat_mount_over(&stores, options(3));
+        for i in 0..64 {
+            let path = format!("/rank.{i}");
+            write_file(&plfs, &path, format!("data {i}").as_bytes());
+            let expected = plfs.placement().flat_file_backend(&format!("rank.{i}")).0;
+            assert_eq!(holders(&stores, &path), vec![expected], "{path}");
+            let raw = stores[expected].read_all(&StorePath::parse(&path).unwrap()).unwrap();
+            assert_eq!(raw, format!("data {i}").as_bytes(), "no container: the bytes are the file");
+        }
+        let used: std::collections::BTreeSet<usize> =
+            (0..64).map(|i| plfs.placement().flat_file_backend(&format!("rank.{i}")).0).collect();
+        assert_eq!(used.len(), 4, "files spread over every backend");
+        assert_eq!(plfs.readdir("/").unwrap().len(), 64);
+        // Index-only tools answer clearly; query names the one file.
+        assert_eq!(plfs.map("/rank.0").unwrap_err().kind(), ErrorKind::Unsupported);
+        assert_eq!(plfs.flatten("/rank.0").unwrap_err().kind(), ErrorKind::Unsupported);
+        assert_eq!(plfs.recover("/rank.0", false).unwrap_err().kind(), ErrorKind::Unsupported);
+        assert_eq!(plfs.inventory("/rank.0").unwrap_err().kind(), ErrorKind::Unsupported);
+        let pieces = plfs.query("/rank.0").unwrap();
+        assert_eq!(pieces.len(), 1);
+        assert_eq!((pieces[0].kind, pieces[0].bytes), (crate::tools::PieceKind::FlatFile, 6));
+        assert_eq!(pieces[0].backend, stores[plfs.placement().flat_file_backend("rank.0").0].url());
+    }
+
+    #[test]
+    fn stat_comes_from_the_backend_file() {
+        let stores = memory_stores(3);
+        let plfs = flat_mount_over(&stores, options(3));
+        write_file(&plfs, "/f", b"0123456789");
+        let attr = plfs.stat("/f").unwrap();
+        assert_eq!((attr.kind, attr.size, attr.mode, attr.nlink), (FileKind::File, 10, 0o640, 1));
+        let backend = plfs.placement().flat_file_backend("f").0;
+        let raw = stores[backend].metadata(&StorePath::parse("/f").unwrap()).unwrap();
+        assert_eq!((Some(attr.mtime), Some(attr.uid)), (raw.mtime, raw.uid));
+        plfs.chmod("/f", 0o600).unwrap();
+        let when = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        plfs.utime("/f", Some(when), Some(when)).unwrap();
+        let attr = plfs.stat("/f").unwrap();
+        assert_eq!((attr.mode, attr.mtime, attr.atime), (0o600, when, when));
+        plfs.truncate("/f", 4).unwrap();
+        assert_eq!(plfs.stat("/f").unwrap().size, 4);
+        assert_eq!(read_file(&plfs, "/f"), b"0123");
+        let who = Credentials { uid: 5, gid: 5, groups: vec![] };
+        assert_eq!(plfs.access("/f", R_OK, &who).unwrap_err().kind(), ErrorKind::PermissionDenied);
+        plfs.access("/f", 0, &who).unwrap();
+        // Extended attributes of n-n files are refused clearly.
+        assert_eq!(
+            plfs.set_xattr("/f", "user.a", b"1", crate::xattr::XattrMode::Any).unwrap_err().kind(),
+            ErrorKind::Unsupported
+        );
+        plfs.unlink("/f").unwrap();
+        assert_eq!(plfs.stat("/f").unwrap_err().kind(), ErrorKind::NotFound);
+        assert!(holders(&stores, "/f").is_empty());
+    }
+
+    #[test]
+    fn open_flags_behave_as_posix() {
+        let plfs = flat_mount_over(&memory_stores(2), options(3));
+        assert_eq!(plfs.open("/missing", OpenFlags::RDONLY, 0, 0).unwrap_err().kind(), ErrorKind::NotFound);
+        write_file(&plfs, "/f", b"abcdef");
+        assert_eq!(
+            plfs.open("/f", OpenFlags::WRONLY.create().exclusive(), 0o644, 0).unwrap_err().kind(),
+            ErrorKind::AlreadyExists
+        );
+        let reader = plfs.open("/f", OpenFlags::RDONLY, 0, 0).unwrap();
+        assert_eq!(reader.write(b"x", 0).unwrap_err().kind(), ErrorKind::BadHandle);
+        let writer = plfs.open("/f", OpenFlags::WRONLY.truncate(), 0, 0).unwrap();
+        assert_eq!(reader.size().unwrap(), 0, "a second handle sees the truncate at once");
+        writer.write(b"xy", 4).unwrap();
+        let mut buf = [9u8; 8];
+        assert_eq!(reader.read(&mut buf, 0).unwrap(), 6);
+        assert_eq!(&buf[..6], b"\0\0\0\0xy");
+        writer.sync().unwrap();
+        writer.close().unwrap();
+        reader.close().unwrap();
+        plfs.mkdir("/d", 0o755).unwrap();
+        assert_eq!(plfs.open("/d", OpenFlags::RDONLY, 0, 0).unwrap_err().kind(), ErrorKind::IsADirectory);
+        assert_eq!(
+            plfs.open("/nodir/f", OpenFlags::WRONLY.create(), 0o644, 0).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn directories_are_mirrored_and_listings_merged() {
+        let stores = memory_stores(3);
+        let plfs = flat_mount_over(&stores, options(3));
+        plfs.mkdir("/d", 0o750).unwrap();
+        for store in &stores {
+            assert_eq!(store.metadata(&StorePath::parse("/d").unwrap()).unwrap().kind, EntryKind::Directory);
+        }
+        assert_eq!(plfs.mkdir("/d", 0o750).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        for i in 0..20 {
+            write_file(&plfs, &format!("/d/f{i}"), b"x");
+        }
+        plfs.mkdir("/d/sub", 0o755).unwrap();
+        plfs.symlink("f1", "/d/link").unwrap();
+        let entries = plfs.readdir("/d").unwrap();
+        assert_eq!(entries.len(), 22, "each name once, however many backends hold the directory");
+        let kinds: BTreeMap<String, FileKind> = entries.into_iter().map(|e| (e.name, e.kind)).collect();
+        assert_eq!(
+            (kinds["f3"], kinds["sub"], kinds["link"]),
+            (FileKind::File, FileKind::Directory, FileKind::Symlink)
+        );
+        assert_eq!(plfs.readlink("/d/link").unwrap(), "f1");
+        assert_eq!(plfs.stat("/d").unwrap().kind, FileKind::Directory);
+        assert_eq!(plfs.rmdir("/d").unwrap_err().kind(), ErrorKind::DirectoryNotEmpty);
+        // A directory rename moves no file between backends.
+        plfs.rename("/d", "/e").unwrap();
+        assert_eq!(read_file(&plfs, "/e/f7"), b"x");
+        for i in 0..20 {
+            plfs.unlink(&format!("/e/f{i}")).unwrap();
+        }
+        plfs.unlink("/e/link").unwrap();
+        plfs.rmdir("/e/sub").unwrap();
+        plfs.rmdir("/e").unwrap();
+        for store in &stores {
+            assert!(!store.exists(&StorePath::parse("/e").unwrap()).unwrap(), "{}", store.url());
+        }
+        assert!(plfs.readdir("/").unwrap().is_empty());
+    }
+
+    #[test]
+    fn rename_moves_files_between_backends() {
+        let stores = memory_stores(4);
+        let plfs = flat_mount_over(&stores, options(3));
+        let placement = plfs.placement().clone();
+        let source = "a";
+        let other = (0..100)
+            .map(|i| format!("b{i}"))
+            .find(|n| placement.flat_file_backend(n) != placement.flat_file_backend(source))
+            .unwrap();
+        let same = (0..100)
+            .map(|i| format!("c{i}"))
+            .find(|n| placement.flat_file_backend(n) == placement.flat_file_backend(source))
+            .unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        write_file(&plfs, "/a", &data);
+        plfs.chmod("/a", 0o604).unwrap();
+        // Across backends: content and mode kept, source gone, no debris.
+        plfs.rename("/a", &format!("/{other}")).unwrap();
+        assert_eq!(plfs.stat("/a").unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(holders(&stores, "/a"), Vec::<usize>::new());
+        assert_eq!(holders(&stores, &format!("/{other}")), vec![placement.flat_file_backend(&other).0]);
+        assert!(read_file(&plfs, &format!("/{other}")) == data);
+        assert_eq!(plfs.stat(&format!("/{other}")).unwrap().mode, 0o604);
+        let names: Vec<String> = plfs.readdir("/").unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, vec![other.clone()]);
+        for store in &stores {
+            assert_eq!(
+                store.list(&StorePath::root()).unwrap().len(),
+                usize::from(*store.url() == *stores[placement.flat_file_backend(&other).0].url())
+            );
+        }
+        // On one backend: a store rename. Over an existing file: replaced.
+        write_file(&plfs, &format!("/{same}"), b"old");
+        plfs.rename(&format!("/{other}"), "/a").unwrap();
+        plfs.rename("/a", &format!("/{same}")).unwrap();
+        assert!(read_file(&plfs, &format!("/{same}")) == data);
+        assert_eq!(plfs.readdir("/").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn backends_without_random_writes_are_refused_by_name() {
+        #[derive(Debug)]
+        struct AppendOnly(MemoryStore);
+        impl Store for AppendOnly {
+            fn url(&self) -> &str {
+                self.0.url()
+            }
+            fn capabilities(&self) -> crate::store::Capabilities {
+                crate::store::Capabilities { random_writes: false, ..self.0.capabilities() }
+            }
+            fn create_dir(&self, p: &StorePath, m: u32) -> Result<()> {
+                self.0.create_dir(p, m)
+            }
+            fn create_dir_all(&self, p: &StorePath) -> Result<()> {
+                self.0.create_dir_all(p)
+            }
+            fn list(&self, p: &StorePath) -> Result<Vec<crate::store::DirEntry>> {
+                self.0.list(p)
+            }
+            fn metadata(&self, p: &StorePath) -> Result<crate::store::Metadata> {
+                self.0.metadata(p)
+            }
+            fn remove_file(&self, p: &StorePath) -> Result<()> {
+                self.0.remove_file(p)
+            }
+            fn remove_dir(&self, p: &StorePath) -> Result<()> {
+                self.0.remove_dir(p)
+            }
+            fn rename(&self, f: &StorePath, t: &StorePath) -> Result<()> {
+                self.0.rename(f, t)
+            }
+            fn create_new(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+                self.0.create_new(p, c)
+            }
+            fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+                self.0.replace(p, c)
+            }
+            fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
+                self.0.create_append(p)
+            }
+            fn open_read(&self, p: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
+                self.0.open_read(p)
+            }
+            fn open_write(
+                &self,
+                p: &StorePath,
+                _: crate::store::WriteOpen,
+            ) -> Result<Box<dyn crate::store::RandomWriter>> {
+                Err(crate::store::unsupported_random_writes(self.url(), p))
+            }
+            fn set_mode(&self, p: &StorePath, m: u32) -> Result<()> {
+                self.0.set_mode(p, m)
+            }
+            fn set_owner(&self, p: &StorePath, u: Option<u32>, g: Option<u32>) -> Result<()> {
+                self.0.set_owner(p, u, g)
+            }
+            fn set_times(&self, p: &StorePath, a: Option<SystemTime>, m: Option<SystemTime>) -> Result<()> {
+                self.0.set_times(p, a, m)
+            }
+            fn symlink(&self, t: &str, p: &StorePath) -> Result<()> {
+                self.0.symlink(t, p)
+            }
+            fn read_link(&self, p: &StorePath) -> Result<String> {
+                self.0.read_link(p)
+            }
+            fn space(&self) -> Result<SpaceInfo> {
+                self.0.space()
+            }
+        }
+        let append_only: SharedStore = Arc::new(AppendOnly(MemoryStore::new("hdfs://nn:8020/plfs")));
+        crate::store::conformance::random_writes(append_only.as_ref());
+        let backends = vec![(memory_stores(1)[0].clone(), BackendRole::Any), (append_only, BackendRole::Any)];
+        let error = Plfs::with_workload(backends.clone(), options(3), Workload::FilePerProc).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unsupported);
+        assert!(error.to_string().contains("hdfs://nn:8020/plfs"), "{error}");
+        // The same backends serve containers, which only append.
+        Plfs::with_workload(backends.clone(), options(3), Workload::SharedFile).unwrap();
+        let error = Plfs::with_workload(backends, options(3), Workload::SmallFile).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unsupported);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// The container layout's byte-model test, on an n-n mount over real
+        /// POSIX backends (sparse files hold the huge offsets).
+        #[test]
+        fn flat_file_matches_byte_model(ops in proptest::collection::vec(op(), 1..60), backends in 1usize..4) {
+            let root = tempfile::tempdir().unwrap();
+            let stores = posix_stores(root.path(), backends);
+            let plfs = flat_mount_over(&stores, options(3));
+            let mut handle = plfs.open("/model", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
+            let mut model = Model::default();
+            for op in &ops {
+                match *op {
+                    Op::Write { writer, offset, length, seed } => {
+                        let data: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
+                        handle.write_as(&data, offset, writer).unwrap();
+                        model.write(offset, &data);
+                    }
+                    Op::Truncate { size, .. } => {
+                        handle.truncate(size).unwrap();
+                        model.truncate(size);
+                    }
+                    Op::Read { offset, length } => {
+                        let mut buf = vec![0xEE; length];
+                        let count = handle.read(&mut buf, offset).unwrap();
+                        prop_assert_eq!(&buf[..count], &model.read(offset, length)[..], "read {} at {}", length, offset);
+                    }
+                    Op::Sync => handle.sync().unwrap(),
+                    Op::Reopen => {
+                        handle.close().unwrap();
+                        handle = plfs.open("/model", OpenFlags::RDWR, 0, 0).unwrap();
+                    }
+                }
+                prop_assert_eq!(handle.size().unwrap(), model.size);
+            }
+            handle.close().unwrap();
+            prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
+            let fresh = flat_mount_over(&stores, options(4));
+            let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
+            let dense = model.size.min(300_000) as usize;
+            let mut buf = vec![0u8; dense];
+            let count = reader.read(&mut buf, 0).unwrap();
+            prop_assert_eq!(&buf[..count], &model.read(0, dense)[..]);
+            if let Some((&first, _)) = model.far.iter().next() {
+                let length = (model.size - first) as usize;
+                let mut buf = vec![0u8; length];
+                prop_assert_eq!(reader.read(&mut buf, first).unwrap(), length);
+                prop_assert_eq!(&buf[..], &model.read(first, length)[..]);
+            }
+            reader.close().unwrap();
+        }
+    }
+}

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::path::NAME_MAX_BYTES;
-use super::{EntryKind, Store, StoreExt, StorePath};
+use super::{EntryKind, Store, StoreExt, StorePath, WriteOpen};
 use crate::error::{ErrorKind, Result};
 
 /// Threads in each race: enough to make a non-atomic store lose often.
@@ -28,6 +28,7 @@ pub fn run_all(store: &dyn Store) {
     replace_overwrites(store);
     append_and_read(store);
     create_append_is_exclusive(store);
+    random_writes(store);
     rename_files(store);
     rename_directories(store);
     rename_race(store);
@@ -213,6 +214,50 @@ pub fn append_and_read(store: &dyn Store) {
     whole.extend_from_slice(b"tail");
     assert!(read(store, &path) == whole, "log read back differently");
     assert_eq!(ok(store.metadata(&path), "metadata log").size, 1007);
+    remove_tree(store, &d);
+}
+
+/// `open_write` writes at any offset, fills gaps with zeros, sets lengths
+/// and creates exclusively; a store without `random_writes` refuses it.
+pub fn random_writes(store: &dyn Store) {
+    let d = scratch(store, "random");
+    let path = at(&d, "plain");
+    if !store.capabilities().random_writes {
+        fails(
+            store.open_write(&path, WriteOpen::CreateNew { mode: 0o644 }),
+            ErrorKind::Unsupported,
+            "open_write",
+        );
+        remove_tree(store, &d);
+        return;
+    }
+    fails(store.open_write(&path, WriteOpen::Existing), ErrorKind::NotFound, "open_write of a missing file");
+    let file = ok(store.open_write(&path, WriteOpen::CreateNew { mode: 0o600 }), "open_write create");
+    fails(
+        store.open_write(&path, WriteOpen::CreateNew { mode: 0o600 }),
+        ErrorKind::AlreadyExists,
+        "open_write create of an existing file",
+    );
+    assert_eq!(ok(file.len(), "len of a new file"), 0);
+    ok(file.write_at(b"world", 6), "write_at 6");
+    ok(file.write_at(b"hello", 0), "write_at 0");
+    ok(file.write_at(b"", 100), "empty write_at");
+    assert_eq!(read(store, &path), b"hello\0world", "the gap reads as zeros");
+    let mut buf = [0u8; 5];
+    assert_eq!(ok(file.read_at(&mut buf, 6), "read_at through the writer"), 5);
+    assert_eq!(&buf, b"world");
+    ok(file.write_at(b"W", 6), "overwrite");
+    ok(file.set_len(8), "set_len shorter");
+    assert_eq!(read(store, &path), b"hello\0Wo");
+    ok(file.set_len(10), "set_len longer");
+    assert_eq!(read(store, &path), b"hello\0Wo\0\0");
+    ok(file.sync(), "sync");
+    let again = ok(store.open_write(&path, WriteOpen::Existing), "open_write existing");
+    ok(again.write_at(b"!", 9), "write_at through a second handle");
+    assert_eq!(ok(file.len(), "len seen by the first handle"), 10);
+    assert_eq!(read(store, &path), b"hello\0Wo\0!");
+    assert_eq!(ok(store.metadata(&path), "metadata").size, 10);
+    drop((file, again));
     remove_tree(store, &d);
 }
 

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use super::{AppendWriter, Capabilities, DirEntry, Metadata, ReadHandle, SpaceInfo, Store, StorePath};
+use super::{
+    AppendWriter, Capabilities, DirEntry, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store, StorePath,
+    WriteOpen,
+};
 use crate::error::Result;
 use crate::layout::{self, ContainerEntry, LogKind};
 
@@ -184,6 +187,13 @@ impl Store for CountingStore {
         }
         let inner = self.inner.open_read(path)?;
         Ok(Box::new(CountingReader { inner, counters: Arc::clone(&self.counters) }))
+    }
+
+    /// Counted as an open; the writes through it are not counted (only
+    /// the container layout's appends are).
+    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
+        self.count(|c| &c.opens);
+        self.inner.open_write(path, how)
     }
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {

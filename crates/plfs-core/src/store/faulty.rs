@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use super::{AppendWriter, Capabilities, DirEntry, Metadata, ReadHandle, SpaceInfo, Store, StorePath};
+use super::{
+    AppendWriter, Capabilities, DirEntry, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store, StorePath,
+    WriteOpen,
+};
 use crate::error::{Error, Result};
 
 /// A call that can be made to fail: every fallible [`Store`] method, plus the
@@ -30,6 +33,7 @@ pub enum Op {
     Replace,
     CreateAppend,
     OpenRead,
+    OpenWrite,
     SetMode,
     SetOwner,
     SetTimes,
@@ -46,6 +50,10 @@ pub enum Op {
     ReadAt,
     /// [`ReadHandle::len`].
     Len,
+    /// [`RandomWriter::write_at`].
+    WriteAt,
+    /// [`RandomWriter::set_len`].
+    SetLen,
 }
 
 impl Op {
@@ -62,6 +70,7 @@ impl Op {
             Op::Replace => "replace",
             Op::CreateAppend => "create_append",
             Op::OpenRead => "open_read",
+            Op::OpenWrite => "open_write",
             Op::SetMode => "set_mode",
             Op::SetOwner => "set_owner",
             Op::SetTimes => "set_times",
@@ -73,6 +82,8 @@ impl Op {
             Op::Close => "close",
             Op::ReadAt => "read_at",
             Op::Len => "len",
+            Op::WriteAt => "write_at",
+            Op::SetLen => "set_len",
         }
     }
 }
@@ -288,6 +299,13 @@ impl Store for FaultyStore {
         Ok(Box::new(FaultyReader { inner, path: path.clone(), faults }))
     }
 
+    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
+        self.faults.guard(Op::OpenWrite, &[path])?;
+        let inner = self.inner.open_write(path, how)?;
+        let faults = Arc::clone(&self.faults);
+        Ok(Box::new(FaultyRandomWriter { inner, path: path.clone(), faults }))
+    }
+
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
         self.faults.guard(Op::SetMode, &[path])?;
         self.inner.set_mode(path, mode)
@@ -381,6 +399,44 @@ impl ReadHandle for FaultyReader {
     }
 }
 
+/// Faults on positional writes are all-or-nothing (`ShortWrite` and
+/// `TornAppend` act as `Eio`): the n-n layout has no torn-tail recovery.
+#[derive(Debug)]
+struct FaultyRandomWriter {
+    inner: Box<dyn RandomWriter>,
+    path: StorePath,
+    faults: Arc<Faults>,
+}
+
+impl ReadHandle for FaultyRandomWriter {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.faults.guard(Op::ReadAt, &[&self.path])?;
+        self.inner.read_at(buf, offset)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.faults.guard(Op::Len, &[&self.path])?;
+        self.inner.len()
+    }
+}
+
+impl RandomWriter for FaultyRandomWriter {
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.faults.guard(Op::WriteAt, &[&self.path])?;
+        self.inner.write_at(buf, offset)
+    }
+
+    fn set_len(&self, size: u64) -> Result<()> {
+        self.faults.guard(Op::SetLen, &[&self.path])?;
+        self.inner.set_len(size)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.faults.guard(Op::Sync, &[&self.path])?;
+        self.inner.sync()
+    }
+}
+
 /// Rules are plain data, so a panic elsewhere cannot leave them inconsistent.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -450,7 +506,7 @@ mod tests {
         let (_memory, faulty) = over_memory();
         faulty.create_new(&p("f"), b"x").unwrap();
         let f = p("f");
-        let calls: [(Op, Call); 17] = [
+        let calls: [(Op, Call); 18] = [
             (Op::CreateDir, |s| s.create_dir(&p("n"), 0o755).err().map(|e| e.kind())),
             (Op::CreateDirAll, |s| s.create_dir_all(&p("n")).err().map(|e| e.kind())),
             (Op::List, |s| s.list(&StorePath::root()).err().map(|e| e.kind())),
@@ -462,6 +518,7 @@ mod tests {
             (Op::Replace, |s| s.replace(&p("f"), b"").err().map(|e| e.kind())),
             (Op::CreateAppend, |s| s.create_append(&p("n")).err().map(|e| e.kind())),
             (Op::OpenRead, |s| s.open_read(&p("f")).err().map(|e| e.kind())),
+            (Op::OpenWrite, |s| s.open_write(&p("f"), WriteOpen::Existing).err().map(|e| e.kind())),
             (Op::SetMode, |s| s.set_mode(&p("f"), 0o600).err().map(|e| e.kind())),
             (Op::SetOwner, |s| s.set_owner(&p("f"), None, None).err().map(|e| e.kind())),
             (Op::SetTimes, |s| s.set_times(&p("f"), None, None).err().map(|e| e.kind())),

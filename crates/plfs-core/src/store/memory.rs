@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use super::{
-    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, ReadHandle, SpaceInfo, Store, StorePath,
+    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store,
+    StorePath, WriteOpen,
 };
 use crate::error::{Error, Result};
 
@@ -157,6 +158,27 @@ impl Store for MemoryStore {
             return Err(self.fail("open", path)(errno(libc::EISDIR)));
         }
         Ok(Box::new(MemoryReadHandle { node: Arc::clone(node) }))
+    }
+
+    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
+        let mut tree = self.tree();
+        let fail = self.fail("open for writing", path);
+        let node = match how {
+            WriteOpen::CreateNew { mode } => {
+                let key = tree.vacant(path).map_err(&fail)?;
+                let node = Node::new(Kind::File, mode & 0o7777);
+                tree.insert(key, Arc::clone(&node));
+                node
+            }
+            WriteOpen::Existing => {
+                let node = tree.node(path, true).map_err(&fail)?;
+                if matches!(node.kind, Kind::Dir) {
+                    return Err(fail(errno(libc::EISDIR)));
+                }
+                Arc::clone(node)
+            }
+        };
+        Ok(Box::new(MemoryRandomWriter { reader: MemoryReadHandle { node } }))
     }
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
@@ -589,6 +611,59 @@ impl ReadHandle for MemoryReadHandle {
 
     fn len(&self) -> Result<u64> {
         Ok(self.node.size())
+    }
+}
+
+#[derive(Debug)]
+struct MemoryRandomWriter {
+    reader: MemoryReadHandle,
+}
+
+impl ReadHandle for MemoryRandomWriter {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.reader.read_at(buf, offset)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.reader.len()
+    }
+}
+
+impl RandomWriter for MemoryRandomWriter {
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        // pwrite(2) of nothing changes nothing, not even the length.
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let start =
+            usize::try_from(offset).map_err(|_| Error::invalid(format!("offset {offset} is too large")))?;
+        let end = start
+            .checked_add(buf.len())
+            .ok_or_else(|| Error::invalid(format!("offset {offset} is too large")))?;
+        self.reader.node.modify(|state| {
+            if state.data.len() < end {
+                state.data.resize(end, 0);
+            }
+            state.data[start..end].copy_from_slice(buf);
+            // Bytes rewritten below the synced length are not durable yet.
+            state.synced = state.synced.min(start);
+        });
+        Ok(())
+    }
+
+    fn set_len(&self, size: u64) -> Result<()> {
+        let size = usize::try_from(size).map_err(|_| Error::invalid(format!("size {size} is too large")))?;
+        self.reader.node.modify(|state| {
+            state.data.resize(size, 0);
+            state.synced = state.synced.min(size);
+        });
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let mut state = self.reader.node.state();
+        state.synced = state.data.len();
+        Ok(())
     }
 }
 

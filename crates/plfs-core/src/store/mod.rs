@@ -41,6 +41,10 @@ pub struct Capabilities {
     pub symlinks: bool,
     /// `rename` of a directory is a single atomic step.
     pub atomic_dir_rename: bool,
+    /// [`Store::open_write`] works: bytes can be written at any offset and
+    /// an object's length set (pwrite, ftruncate). False on HDFS and S3,
+    /// whose objects are written once, front to back.
+    pub random_writes: bool,
 }
 
 impl Capabilities {
@@ -51,6 +55,7 @@ impl Capabilities {
         times: true,
         symlinks: true,
         atomic_dir_rename: true,
+        random_writes: true,
     };
 }
 
@@ -139,6 +144,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Opens an object for positional reads.
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>>;
 
+    /// Opens a plain file for writes at any offset, creating it as `how`
+    /// says. Only the n-n layout needs this; a store without
+    /// `capabilities().random_writes` answers `Unsupported` (see
+    /// [`unsupported_random_writes`]).
+    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>>;
+
     /// Sets permission bits (`Unsupported` without `capabilities().modes`).
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()>;
 
@@ -176,6 +187,40 @@ pub trait AppendWriter: Send + fmt::Debug {
 
     /// Finishes the log. Durability still needs a `sync` first.
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Whether [`Store::open_write`] may or must create the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOpen {
+    /// The object must exist (`NotFound` otherwise).
+    Existing,
+    /// Creates the object with permission bits `mode` (before any umask);
+    /// `AlreadyExists` if anything is at the path.
+    CreateNew { mode: u32 },
+}
+
+/// A plain file open for positional writes and reads (pwrite/pread on one
+/// descriptor), shareable between threads.
+pub trait RandomWriter: ReadHandle {
+    /// Writes all of `buf` at `offset`, extending the object if needed;
+    /// a gap before `offset` reads as zeros.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Cuts or extends (with zeros) the object to `size` bytes.
+    fn set_len(&self, size: u64) -> Result<()>;
+
+    /// Makes every written byte and the length durable.
+    fn sync(&self) -> Result<()>;
+}
+
+/// The answer of a store without random writes, naming it.
+pub fn unsupported_random_writes(store_url: &str, path: &StorePath) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "{store_url}: {path}: this store cannot write at an offset (no pwrite), which the n-n layout needs"
+        ),
+    )
 }
 
 /// Positional reads of one object, shareable between threads.

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, ReadHandle, SpaceInfo, Store, StorePath,
+    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store,
+    StorePath, WriteOpen,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -234,6 +235,17 @@ impl Store for PosixStore {
         Ok(Box::new(PosixReadHandle { file, what }))
     }
 
+    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).custom_flags(libc::O_CLOEXEC);
+        if let WriteOpen::CreateNew { mode } = how {
+            options.create_new(true).mode(mode & 0o7777);
+        }
+        let file = options.open(self.full(path)).map_err(self.fail("open for writing", path))?;
+        let what = format!("{}: {path}", self.url);
+        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what } }))
+    }
+
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
         fs::set_permissions(self.full(path), Permissions::from_mode(mode & 0o7777))
             .map_err(self.fail("chmod", path))
@@ -344,6 +356,41 @@ impl ReadHandle for PosixReadHandle {
     fn len(&self) -> Result<u64> {
         let meta = self.file.metadata().map_err(|error| Error::io(error, self.what.clone()))?;
         Ok(meta.len())
+    }
+}
+
+/// pwrite and pread on one read-write descriptor.
+#[derive(Debug)]
+struct PosixRandomWriter {
+    reader: PosixReadHandle,
+}
+
+impl ReadHandle for PosixRandomWriter {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.reader.read_at(buf, offset)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.reader.len()
+    }
+}
+
+impl RandomWriter for PosixRandomWriter {
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.reader.file.write_all_at(buf, offset).map_err(|error| {
+            Error::io(error, format!("{}: write {} bytes at offset {offset}", self.reader.what, buf.len()))
+        })
+    }
+
+    fn set_len(&self, size: u64) -> Result<()> {
+        self.reader
+            .file
+            .set_len(size)
+            .map_err(|error| Error::io(error, format!("{}: truncate to {size}", self.reader.what)))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.reader.file.sync_all().map_err(|error| Error::io(error, format!("{}: fsync", self.reader.what)))
     }
 }
 
