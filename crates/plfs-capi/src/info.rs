@@ -168,9 +168,9 @@ pub extern "C" fn plfs_wtime() -> c_double {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |since| since.as_secs_f64())
 }
 
-/// Writes buffered small-file data of `dir`. Container (shared_file)
-/// mounts buffer nothing per directory, so, as in 2.5, this succeeds for
-/// them; this build refuses other workloads (ENOTSUP when building the mount).
+/// Publishes this process's buffered small-file records of directory
+/// `dir` on a small_file (1-n) mount (`Plfs::flush_writes`). Other mounts
+/// buffer nothing per directory, so, as in 2.5, this succeeds for them.
 ///
 /// # Safety
 /// `dir` is NULL or a C string.
@@ -178,12 +178,15 @@ pub extern "C" fn plfs_wtime() -> c_double {
 pub unsafe extern "C" fn plfs_flush_writes(dir: *const c_char) -> PlfsError {
     guard(|| {
         // SAFETY: the caller's contract.
-        unsafe { resolve_argument(dir) }.map(drop)
+        let (plfs, inner) = unsafe { resolve_argument(dir) }?;
+        plfs.flush_writes(&inner).map_err(report)
     })
 }
 
-/// Drops cached small-file indexes of `dir`: as plfs_flush_writes, a
-/// success for container mounts, which cache none per directory.
+/// Drops this process's cached view of small-file directory `dir`, so
+/// reads see what other processes published since
+/// (`Plfs::invalidate_read_cache`); a success on other mounts, which cache
+/// none per directory.
 ///
 /// # Safety
 /// `dir` is NULL or a C string.
@@ -191,6 +194,7 @@ pub unsafe extern "C" fn plfs_flush_writes(dir: *const c_char) -> PlfsError {
 pub unsafe extern "C" fn plfs_invalidate_read_cache(dir: *const c_char) -> PlfsError {
     guard(|| {
         // SAFETY: the caller's contract.
-        unsafe { resolve_argument(dir) }.map(drop)
+        let (plfs, inner) = unsafe { resolve_argument(dir) }?;
+        plfs.invalidate_read_cache(&inner).map_err(report)
     })
 }

@@ -34,7 +34,7 @@ fn library_dir() -> PathBuf {
 }
 
 /// A temporary tree: `mnt` and `other` (shared_file mounts), `small` (a
-/// small_file mount, which this build refuses), `outside` (no mount), and
+/// small_file mount), `outside` (no mount), and
 /// the plfsrc naming them.
 struct Fixture {
     dir: tempfile::TempDir,

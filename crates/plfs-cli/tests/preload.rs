@@ -197,6 +197,58 @@ fn n_n_mount_cp_in_and_out_and_ls() {
     assert!(long.contains(&data.len().to_string()), "ls -l shows the size: {long}");
 }
 
+/// A small_file (1-n) mount: cp in and out, ls and ls -l, rm, mv; the files
+/// are names in their directory's container, so the backends hold a few
+/// logs per writing process, not a file per file.
+#[test]
+fn small_file_mount_cp_in_and_out_and_ls() {
+    let setup = Setup::with_workload("small_file");
+    let data = random_bytes(200 * 1024 + 17, 12);
+    let source = setup.scratch("source");
+    fs::write(&source, &data).unwrap();
+    setup.run("mkdir", &[&setup.logical("dir")]);
+    let names: Vec<String> = (0..8).map(|i| format!("small.{i}")).collect();
+    for name in &names {
+        setup.run("cp", &[s(&source), &setup.logical(&format!("dir/{name}"))]);
+    }
+    setup.run("mkdir", &[&setup.logical("dir/sub")]);
+    let listed = String::from_utf8(setup.run("ls", &[&setup.logical("dir")]).stdout).unwrap();
+    let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+    expected.push("sub");
+    assert_eq!(listed.lines().collect::<Vec<_>>(), expected, "ls of the small-file directory");
+    for name in &names {
+        let out = setup.scratch(&format!("{name}.out"));
+        setup.run("cp", &[&setup.logical(&format!("dir/{name}")), s(&out)]);
+        assert!(fs::read(&out).unwrap() == data, "{name} read back differently");
+        for backend in 0..2 {
+            let plain = setup.dir.path().join(format!("backend{backend}/dir/{name}"));
+            assert!(!plain.exists(), "{name} is no backend file: {}", plain.display());
+        }
+    }
+    // One cp process wrote each file: three logs per process, wherever
+    // its session landed.
+    let logs: usize = (0..2)
+        .map(|backend| {
+            fs::read_dir(setup.dir.path().join(format!("backend{backend}/dir/.plfs-smallfile")))
+                .map_or(0, |entries| entries.count())
+        })
+        .sum();
+    assert_eq!(logs, 3 * names.len(), "logs in the directory containers");
+    let long = String::from_utf8(setup.run("ls", &["-l", &setup.logical("dir/small.0")]).stdout).unwrap();
+    assert!(long.contains(&data.len().to_string()), "ls -l shows the size: {long}");
+    setup.run("mv", &[&setup.logical("dir/small.0"), &setup.logical("dir/renamed")]);
+    setup.run("mv", &[&setup.logical("dir/small.1"), &setup.logical("dir/sub/moved")]);
+    setup.run("rm", &[&setup.logical("dir/small.2")]);
+    let cat = setup.run("cat", &[&setup.logical("dir/sub/moved")]);
+    assert!(cat.stdout == data, "the file moved between directories reads back");
+    let listed = String::from_utf8(setup.run("ls", &[&setup.logical("dir")]).stdout).unwrap();
+    assert_eq!(
+        listed.lines().collect::<Vec<_>>(),
+        ["renamed", "small.3", "small.4", "small.5", "small.6", "small.7", "sub"],
+        "ls after mv and rm"
+    );
+}
+
 #[test]
 fn tar_archives_into_the_mount_and_extracts_out() {
     let setup = Setup::new();

@@ -29,6 +29,8 @@ pub enum Lookup {
     File(AccessRecord),
     /// An n-n mount's file: one plain backend file, no container.
     FlatFile(Metadata),
+    /// A small_file (1-N) mount's file: a name in its directory's container.
+    SmallFile(crate::smallfile::FileStat),
     Directory(Metadata),
     Symlink(Metadata),
 }
@@ -47,6 +49,9 @@ pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, Con
 pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     if mount.is_flat() {
         return crate::flat::lookup(mount, path);
+    }
+    if mount.small().is_some() {
+        return crate::smallfile::mount::lookup(mount, path);
     }
     reject_container_insides(mount, path)?;
     lookup_entry(mount, path)
@@ -122,7 +127,7 @@ pub(crate) fn create(
                 return Err(Error::new(ErrorKind::AlreadyExists, path.to_string()));
             }
             Ok(Lookup::File(_)) => return Ok(false),
-            Ok(Lookup::FlatFile(_)) => return Err(flat_in_container_mount(path)),
+            Ok(Lookup::FlatFile(_) | Lookup::SmallFile(_)) => return Err(flat_in_container_mount(path)),
             Ok(Lookup::Directory(_)) => return Err(Error::new(ErrorKind::IsADirectory, path.to_string())),
             Ok(Lookup::Symlink(_)) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_string())),
             Err(error) if error.kind() == ErrorKind::NotFound => {}

@@ -16,6 +16,8 @@ use crate::layout::{self, ContainerPaths};
 use crate::load::LoadedIndex;
 use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
+use crate::smallfile::mount::{self as small, SmallFile, SmallMount};
+use crate::smallfile::{SmallFileOptions, SmallFileStore};
 use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StoreExt, StorePath, posix::PosixStore};
 
 /// Who this process is, as recorded in logs and access files.
@@ -74,6 +76,8 @@ pub(crate) struct MountState {
     pub(crate) log_cache: LogCache,
     pub(crate) read_pool: ReadPool,
     open_files: Mutex<HashMap<StorePath, OpenEntry>>,
+    /// The 1-N engine of a small_file mount.
+    small: Option<SmallMount>,
 }
 
 #[derive(Debug)]
@@ -90,6 +94,11 @@ impl MountState {
     /// Whether files are plain backend files (n-n) rather than containers.
     pub(crate) fn is_flat(&self) -> bool {
         self.workload == Workload::FilePerProc
+    }
+
+    /// The 1-N engine, on a small_file mount.
+    pub(crate) fn small(&self) -> Option<&SmallMount> {
+        self.small.as_ref()
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
@@ -170,22 +179,36 @@ impl Plfs {
 
     /// A mount laid out for `workload`: containers for shared_file (n-1),
     /// one plain file per logical file for file_per_proc (n-n, whose
-    /// backends must all write in place). small_file is not built yet.
+    /// backends must all write in place), and one small-file store over
+    /// all backends for small_file (1-N; see `smallfile::mount`).
     pub fn with_workload(
         backends: Vec<(SharedStore, BackendRole)>,
         options: Options,
         workload: Workload,
     ) -> Result<Plfs> {
+        Plfs::build(backends, options, workload, crate::smallfile::DEFAULT_MAX_CONTAINERS)
+    }
+
+    fn build(
+        backends: Vec<(SharedStore, BackendRole)>,
+        options: Options,
+        workload: Workload,
+        max_smallfile_containers: usize,
+    ) -> Result<Plfs> {
+        let mut small = None;
         match workload {
             Workload::SharedFile => {}
             Workload::FilePerProc => {
                 flat::check_backends(&backends.iter().map(|(store, _)| store.as_ref()).collect::<Vec<_>>())?
             }
             Workload::SmallFile => {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    "workload small_file is not built in yet (only shared_file / n-1 and file_per_proc / n-n)",
-                ));
+                let mut engine_options =
+                    SmallFileOptions::new(options.stamper.clone(), options.pid, options.hostname.clone());
+                if let Some(max) = std::num::NonZeroUsize::new(max_smallfile_containers) {
+                    engine_options.max_containers = max;
+                }
+                let stores = backends.iter().map(|(store, _)| store.clone()).collect();
+                small = Some(SmallMount { engine: SmallFileStore::new(stores, engine_options)? });
             }
         }
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
@@ -204,28 +227,19 @@ impl Plfs {
             gid: options.gid,
             stamper: options.stamper,
             open_files: Mutex::new(HashMap::new()),
+            small,
         };
         Ok(Plfs { state: Arc::new(state) })
     }
 
     /// A mount from its configuration; opens each backend's store.
     pub fn from_config(mount: &MountConfig, options: Options) -> Result<Plfs> {
-        // Serving a 1-n mount as containers would write a layout that
-        // mount's later readers do not expect: refuse until built.
-        if mount.workload == Workload::SmallFile {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "{}: workload small_file is not built in yet (only shared_file / n-1 and file_per_proc / n-n)",
-                    mount.mount_point.display(),
-                ),
-            ));
-        }
         let mut backends = Vec::with_capacity(mount.backends.len());
         for backend in &mount.backends {
             backends.push((open_store(&backend.location)?, backend.role));
         }
-        Plfs::with_workload(backends, options, mount.workload)
+        let max_containers = usize::try_from(mount.max_smallfile_containers).unwrap_or(usize::MAX);
+        Plfs::build(backends, options, mount.workload, max_containers)
             .with_context(|| mount.mount_point.display().to_string())
     }
 
@@ -265,6 +279,10 @@ impl Plfs {
             let file = flat::open(&self.state, &logical, flags, mode, owner).context(path.to_owned())?;
             return Ok(FileHandle::new(OpenKind::Flat(file), self.state.clone(), flags, writer));
         }
+        if self.state.small().is_some() {
+            let file = small::open(&self.state, &logical, flags, writer).context(path.to_owned())?;
+            return Ok(FileHandle::new(OpenKind::Small(file), self.state.clone(), flags, writer));
+        }
         let mut created = false;
         if flags.create {
             if !flags.write && !flags.read {
@@ -285,7 +303,9 @@ impl Plfs {
         } else {
             match container::lookup(&self.state, &logical).context(path.to_owned())? {
                 Lookup::File(_) => {}
-                Lookup::FlatFile(_) => return Err(container::flat_in_container_mount(&logical)),
+                Lookup::FlatFile(_) | Lookup::SmallFile(_) => {
+                    return Err(container::flat_in_container_mount(&logical));
+                }
                 Lookup::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
                 Lookup::Symlink(_) => {
                     return Err(Error::invalid(format!(
@@ -338,7 +358,7 @@ impl Plfs {
     pub(crate) fn check_is_file(&self, logical: &StorePath) -> Result<()> {
         match container::lookup(&self.state, logical)? {
             Lookup::File(_) => Ok(()),
-            Lookup::FlatFile(_) => Err(no_index(logical)),
+            Lookup::FlatFile(_) | Lookup::SmallFile(_) => Err(no_index(logical)),
             Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
             Lookup::Symlink(_) => Err(Error::invalid(format!("/{logical}: is a symbolic link"))),
         }
@@ -351,6 +371,7 @@ impl Plfs {
         match found {
             Lookup::File(access) => self.file_attr(&logical, &access).context(path.to_owned()),
             Lookup::FlatFile(metadata) => Ok(flat::file_attr(&self.state, &metadata)),
+            Lookup::SmallFile(stat) => Ok(small::file_attr(&self.state, &stat)),
             Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
                     FileKind::Directory
@@ -456,6 +477,7 @@ impl Plfs {
                 self.state.store(backend).remove_file(&logical).context(path.to_owned())
             }
             Lookup::File(_) => self.remove_container(&logical).context(path.to_owned()),
+            Lookup::SmallFile(_) => small::unlink(&self.state, &logical).context(path.to_owned()),
         }
     }
 
@@ -513,7 +535,12 @@ impl Plfs {
             Err(error) => return Err(error.context(to.to_owned())),
         }
         match kind {
-            FileKind::Directory => self.rename_everywhere(&source, &target),
+            FileKind::Directory => {
+                if self.state.small().is_some() {
+                    small::close_under(&self.state, &source)?;
+                }
+                self.rename_everywhere(&source, &target)
+            }
             FileKind::Symlink => {
                 let text = self.readlink(from)?;
                 let (old, _) = container::canonical(&self.state, &source);
@@ -522,6 +549,9 @@ impl Plfs {
                 self.state.store(old).remove_file(&source).context(from.to_owned())
             }
             FileKind::File if self.state.is_flat() => flat::rename_file(&self.state, &source, &target),
+            FileKind::File if self.state.small().is_some() => {
+                small::rename_file(&self.state, &source, &target)
+            }
             FileKind::File => {
                 self.rename_everywhere(&source, &target)?;
                 let (old, _) = container::canonical(&self.state, &source);
@@ -588,6 +618,14 @@ impl Plfs {
     /// Like [`mkdir`](Self::mkdir), owned by `owner` where the stores keep owners.
     pub fn mkdir_as(&self, path: &str, mode: u32, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
+        if self.state.small().is_some() {
+            // A small file of that name has no backend entry to collide with.
+            match self.entry(&logical) {
+                Ok(_) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned())),
+                Err(error) if error.kind() == ErrorKind::NotFound => {}
+                Err(error) => return Err(error.context(path.to_owned())),
+            }
+        }
         let (canonical, _) = container::canonical(&self.state, &logical);
         let store = self.state.store(canonical);
         store.create_dir(&logical, mode & 0o7777).context(path.to_owned())?;
@@ -615,6 +653,10 @@ impl Plfs {
         }
         if !self.readdir(path)?.is_empty() {
             return Err(Error::new(ErrorKind::DirectoryNotEmpty, path.to_owned()));
+        }
+        if self.state.small().is_some() {
+            // Its container holds no live file; close it here before it goes.
+            small::close_under(&self.state, &logical).context(path.to_owned())?;
         }
         let (canonical, _) = container::canonical(&self.state, &logical);
         let others = self.state.placement.all_backends().filter(|backend| *backend != canonical);
@@ -655,7 +697,9 @@ impl Plfs {
             let kind = match kind {
                 EntryKind::Symlink => FileKind::Symlink,
                 EntryKind::File if self.state.is_flat() => FileKind::File,
-                EntryKind::Directory if self.state.is_flat() => FileKind::Directory,
+                EntryKind::Directory if self.state.is_flat() || self.state.small().is_some() => {
+                    FileKind::Directory
+                }
                 EntryKind::File => continue,
                 EntryKind::Directory => {
                     let access = ContainerPaths::new(logical.join(&name)?).access();
@@ -668,6 +712,20 @@ impl Plfs {
                 }
             };
             result.push(DirEntryInfo { name, kind });
+        }
+        if self.state.small().is_some() {
+            // The directory's small files, from this process's view of its
+            // container; a real entry of the same name (a racing mkdir) wins.
+            let files = small::list(&self.state, &logical).context(path.to_owned())?;
+            let taken: std::collections::HashSet<String> =
+                result.iter().map(|entry| entry.name.clone()).collect();
+            result.extend(
+                files
+                    .into_iter()
+                    .filter(|name| !taken.contains(name))
+                    .map(|name| DirEntryInfo { name, kind: FileKind::File }),
+            );
+            result.sort_by(|a, b| a.name.cmp(&b.name));
         }
         Ok(result)
     }
@@ -695,6 +753,14 @@ impl Plfs {
 
     /// Sets access and modification times; `None` leaves one unchanged.
     pub fn utime(&self, path: &str, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> Result<()> {
+        if self.state.small().is_some() {
+            let logical = StorePath::parse(path)?;
+            if let Lookup::SmallFile(stat) =
+                container::lookup(&self.state, &logical).context(path.to_owned())?
+            {
+                return small::utime(&self.state, &logical, &stat, atime, mtime).context(path.to_owned());
+            }
+        }
         let stamp = self.state.stamper.next();
         self.update_attributes(
             path,
@@ -752,6 +818,9 @@ impl Plfs {
                 let store = self.state.store(backend);
                 on_directory(store, &logical).with_context(|| format!("{}: {path}", store.url()))
             }
+            // The engine keeps no modes or owners: accepted and ignored
+            // (utime of a small file does not come here).
+            Lookup::SmallFile(_) => Ok(()),
             Lookup::Symlink(_) => {
                 Err(Error::new(ErrorKind::Unsupported, format!("{path}: the mode of a symbolic link")))
             }
@@ -770,6 +839,12 @@ impl Plfs {
                 let attr = flat::file_attr(&self.state, &metadata);
                 Entry { kind: FileKind::File, mode: attr.mode, uid: attr.uid, gid: attr.gid }
             }
+            Lookup::SmallFile(_) => Entry {
+                kind: FileKind::File,
+                mode: small::SMALL_FILE_MODE,
+                uid: self.state.uid,
+                gid: self.state.gid,
+            },
             Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
                     FileKind::Directory
@@ -846,10 +921,34 @@ impl Plfs {
     /// Logs of a file on every backend, for tools.
     pub fn inventory(&self, path: &str) -> Result<container::Inventory> {
         let logical = parse_file_path(path)?;
-        if self.state.is_flat() {
+        if self.state.is_flat() || self.state.small().is_some() {
             return Err(no_index(&logical));
         }
         container::inventory(&self.state, &logical)
+    }
+
+    /// Publishes this process's pending small-file records of directory
+    /// `dir` (`plfs_flush_writes`): other processes see them once they
+    /// open the files or invalidate their cache. Other mounts buffer
+    /// nothing per directory: a no-op.
+    pub fn flush_writes(&self, dir: &str) -> Result<()> {
+        let logical = StorePath::parse(dir)?;
+        if self.state.small().is_none() {
+            return Ok(());
+        }
+        small::flush_writes(&self.state, &logical).context(dir.to_owned())
+    }
+
+    /// Drops this process's cached view of small-file directory `dir`
+    /// (`plfs_invalidate_read_cache`): the next read, stat or readdir
+    /// there sees what other processes published since. A no-op on other
+    /// mounts.
+    pub fn invalidate_read_cache(&self, dir: &str) -> Result<()> {
+        let logical = StorePath::parse(dir)?;
+        if self.state.small().is_some() {
+            small::invalidate_read_cache(&self.state, &logical);
+        }
+        Ok(())
     }
 }
 
@@ -859,6 +958,8 @@ impl Plfs {
 enum OpenKind {
     Container(Arc<OpenFile>),
     Flat(FlatFile),
+    /// A small_file mount's file: a name in its directory's container.
+    Small(SmallFile),
 }
 
 /// A handle on an open file. Handles of one container file in one process
@@ -883,6 +984,7 @@ impl FileHandle {
         match &self.open {
             OpenKind::Container(file) => file.path(),
             OpenKind::Flat(file) => file.path().clone(),
+            OpenKind::Small(file) => file.path(),
         }
     }
 
@@ -906,6 +1008,7 @@ impl FileHandle {
         match &self.open {
             OpenKind::Container(file) => file.write(buf, offset, writer),
             OpenKind::Flat(file) => file.write(buf, offset),
+            OpenKind::Small(file) => file.write(&self.state, buf, offset, writer),
         }
     }
 
@@ -914,24 +1017,28 @@ impl FileHandle {
         match &self.open {
             OpenKind::Container(file) => file.read(buf, offset),
             OpenKind::Flat(file) => file.read(buf, offset),
+            OpenKind::Small(file) => file.read(&self.state, buf, offset),
         }
     }
 
     /// Appends buffered index records to the index logs (no fsync), so
     /// processes elsewhere see what was written once they reopen. An n-n
-    /// file buffers nothing.
+    /// file buffers nothing; a small file publishes its directory's records.
     pub fn flush(&self) -> Result<()> {
         match &self.open {
             OpenKind::Container(file) => file.flush_index(),
             OpenKind::Flat(_) => Ok(()),
+            OpenKind::Small(file) => file.sync(&self.state),
         }
     }
 
-    /// Makes everything written through this process's handles durable.
+    /// Makes everything written through this process's handles durable
+    /// (for a small file: publishes its directory, `flush_writes`).
     pub fn sync(&self) -> Result<()> {
         match &self.open {
             OpenKind::Container(file) => file.sync(),
             OpenKind::Flat(file) => file.sync(),
+            OpenKind::Small(file) => file.sync(&self.state),
         }
     }
 
@@ -941,6 +1048,7 @@ impl FileHandle {
         match &self.open {
             OpenKind::Container(file) => file.size(),
             OpenKind::Flat(file) => file.size(),
+            OpenKind::Small(file) => Ok(file.size()),
         }
     }
 
@@ -949,6 +1057,7 @@ impl FileHandle {
         let file = match &self.open {
             OpenKind::Container(file) => file,
             OpenKind::Flat(file) => return file.truncate(size),
+            OpenKind::Small(file) => return file.truncate(&self.state, size, self.writer),
         };
         let stamp = file.truncate(size, self.writer)?;
         if size == 0 {
@@ -968,8 +1077,11 @@ impl FileHandle {
     }
 
     fn release(&self) -> Result<()> {
-        let OpenKind::Container(file) = &self.open else {
-            return Ok(()); // an n-n descriptor closes when dropped
+        let file = match &self.open {
+            OpenKind::Container(file) => file,
+            OpenKind::Flat(_) => return Ok(()), // the descriptor closes when dropped
+            // Close-to-open: what this handle changed is published.
+            OpenKind::Small(file) => return file.close(&self.state),
         };
         let last = {
             let mut registry = self.state.registry();
@@ -1005,7 +1117,9 @@ impl Drop for FileHandle {
 fn no_index(logical: &StorePath) -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        format!("/{logical}: an n-n (file_per_proc) file is one plain file with no container, index or logs"),
+        format!(
+            "/{logical}: an n-n (file_per_proc) file or a small_file (1-n) file has no container, index or logs of its own"
+        ),
     )
 }
 

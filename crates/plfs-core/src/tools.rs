@@ -358,6 +358,12 @@ fn file_path(state: &MountState, path: &str) -> Result<StorePath> {
                  (plfs query shows where it lives)"
             ),
         )),
+        container::Lookup::SmallFile(_) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{path}: a small_file (1-n) file is a name in its directory's container, not a container"
+            ),
+        )),
         container::Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
         container::Lookup::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
     }

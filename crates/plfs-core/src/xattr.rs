@@ -83,7 +83,7 @@ impl Plfs {
                 Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),
                 Err(error) => return Err(error.context(path.to_owned())),
             },
-            Lookup::FlatFile(_) => return Err(no_flat_xattrs(path)),
+            Lookup::FlatFile(_) | Lookup::SmallFile(_) => return Err(no_flat_xattrs(path)),
             Lookup::Directory(_) => store
                 .list(&logical)
                 .context(path.to_owned())?
@@ -115,7 +115,7 @@ impl Plfs {
                 }
                 ContainerPaths::new(logical).xattr_dir().join(&layout::xattr_component(name)?)?
             }
-            Lookup::FlatFile(_) => return Err(no_flat_xattrs(path)),
+            Lookup::FlatFile(_) | Lookup::SmallFile(_) => return Err(no_flat_xattrs(path)),
             Lookup::Directory(_) => logical.join(&layout::dir_xattr_name(name)?)?,
             Lookup::Symlink(_) => {
                 return Err(Error::new(
@@ -133,7 +133,9 @@ impl Plfs {
 fn no_flat_xattrs(path: &str) -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        format!("{path}: extended attributes of an n-n (file_per_proc) file are not supported"),
+        format!(
+            "{path}: extended attributes of an n-n (file_per_proc) or small_file (1-n) file are not supported"
+        ),
     )
 }
 

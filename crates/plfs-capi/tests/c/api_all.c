@@ -4,7 +4,7 @@
  *
  * usage: api_all <mount> <other mount> <small_file mount> <outside dir>
  *   <mount>, <other mount>: shared_file mounts of the plfsrc in $PLFSRC;
- *   <small_file mount>: a small_file mount (which this build refuses);
+ *   <small_file mount>: a small_file (1-n) mount;
  *   <outside dir>: an existing directory no mount covers.
  */
 #define _GNU_SOURCE
@@ -90,12 +90,26 @@ static void paths_and_mounts(const char *mnt, const char *small, const char *out
     CHECK(index_type == CI_UNKNOWN);
     CHECK(plfs_get_fileinfo(inside, NULL) == CONTAINER);
 
-    /* Container mounts keep no small-file caches; this build serves no
-     * small_file mounts. */
+    /* Container mounts keep no small-file caches: a success. On a
+     * small_file mount, flush_writes publishes what an open handle wrote
+     * before its close, and a read after invalidate_read_cache sees it. */
     EXPECT(plfs_flush_writes(mnt), PLFS_SUCCESS);
     EXPECT(plfs_invalidate_read_cache(mnt), PLFS_SUCCESS);
-    EXPECT(plfs_flush_writes(small), PLFS_ENOTSUP);
-    EXPECT(plfs_invalidate_read_cache(small), PLFS_ENOTSUP);
+    Plfs_fd *small_fd = NULL, *small_reader = NULL;
+    pid_t pid = getpid();
+    ssize_t small_written = -1, small_read = -1;
+    char small_buffer[2 * RECORD_BYTES];
+    int small_refs = -1;
+    EXPECT(plfs_open(&small_fd, small_file, O_CREAT | O_WRONLY, pid, 0644, NULL), PLFS_SUCCESS);
+    EXPECT(plfs_write(small_fd, RECORD, RECORD_BYTES, 0, pid, &small_written), PLFS_SUCCESS);
+    EXPECT(plfs_flush_writes(small), PLFS_SUCCESS);
+    EXPECT(plfs_invalidate_read_cache(small), PLFS_SUCCESS);
+    EXPECT(plfs_open(&small_reader, small_file, O_RDONLY, pid, 0, NULL), PLFS_SUCCESS);
+    EXPECT(plfs_read(small_reader, small_buffer, sizeof small_buffer, 0, &small_read), PLFS_SUCCESS);
+    CHECK(small_read == RECORD_BYTES && memcmp(small_buffer, RECORD, RECORD_BYTES) == 0);
+    EXPECT(plfs_close(small_reader, pid, getuid(), O_RDONLY, NULL, &small_refs), PLFS_SUCCESS);
+    EXPECT(plfs_close(small_fd, pid, getuid(), O_WRONLY, NULL, &small_refs), PLFS_SUCCESS);
+    CHECK(small_refs == 0);
     EXPECT(plfs_flush_writes(outside_file), PLFS_ENOENT);
     EXPECT(plfs_flush_writes(NULL), PLFS_EINVAL);
     EXPECT(plfs_invalidate_read_cache(NULL), PLFS_EINVAL);

@@ -1091,8 +1091,8 @@ mod flat {
         assert!(error.to_string().contains("hdfs://nn:8020/plfs"), "{error}");
         // The same backends serve containers, which only append.
         Plfs::with_workload(backends.clone(), options(3), Workload::SharedFile).unwrap();
-        let error = Plfs::with_workload(backends, options(3), Workload::SmallFile).unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Unsupported);
+        // And small files, which only append too.
+        Plfs::with_workload(backends, options(3), Workload::SmallFile).unwrap();
     }
 
     proptest! {
@@ -1134,6 +1134,238 @@ mod flat {
             handle.close().unwrap();
             prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
             let fresh = flat_mount_over(&stores, options(4));
+            let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
+            let dense = model.size.min(300_000) as usize;
+            let mut buf = vec![0u8; dense];
+            let count = reader.read(&mut buf, 0).unwrap();
+            prop_assert_eq!(&buf[..count], &model.read(0, dense)[..]);
+            if let Some((&first, _)) = model.far.iter().next() {
+                let length = (model.size - first) as usize;
+                let mut buf = vec![0u8; length];
+                prop_assert_eq!(reader.read(&mut buf, first).unwrap(), length);
+                prop_assert_eq!(&buf[..], &model.read(first, length)[..]);
+            }
+            reader.close().unwrap();
+        }
+    }
+}
+
+/// The 1-N layout (`workload: small_file`): files are names in their
+/// directory's container (`smallfile::mount`).
+mod small {
+    use super::*;
+
+    fn small_mount_over(stores: &[SharedStore], options: Options) -> Plfs {
+        let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+        Plfs::with_workload(backends, options, Workload::SmallFile).unwrap()
+    }
+
+    fn write_file(plfs: &Plfs, path: &str, data: &[u8]) {
+        let handle = plfs.open(path, OpenFlags::WRONLY.create().truncate(), 0o644, 1).unwrap();
+        handle.write(data, 0).unwrap();
+        handle.close().unwrap();
+    }
+
+    fn contents(plfs: &Plfs, path: &str) -> Vec<u8> {
+        let handle = plfs.open(path, OpenFlags::RDONLY, 0, 1).unwrap();
+        let bytes = read_all(&handle);
+        handle.close().unwrap();
+        bytes
+    }
+
+    fn names(plfs: &Plfs, path: &str) -> Vec<(String, FileKind)> {
+        plfs.readdir(path).unwrap().into_iter().map(|entry| (entry.name, entry.kind)).collect()
+    }
+
+    /// Backend files below every `.plfs-smallfile` directory container.
+    fn container_files(stores: &[SharedStore], dir: &str) -> usize {
+        let container = StorePath::parse(dir).unwrap().join(crate::layout::smallfile::CONTAINER_DIR).unwrap();
+        stores.iter().map(|store| store.list(&container).map_or(0, |entries| entries.len())).sum()
+    }
+
+    #[test]
+    fn readdir_stat_unlink_rename_through_plfs() {
+        let stores = memory_stores(3);
+        let plfs = small_mount_over(&stores, options(3));
+        plfs.mkdir("/d", 0o755).unwrap();
+        plfs.mkdir("/d/sub", 0o755).unwrap();
+        plfs.mkdir("/e", 0o755).unwrap();
+        write_file(&plfs, "/d/a", b"alpha");
+        write_file(&plfs, "/d/b", b"bravo!");
+        write_file(&plfs, "/top", b"at the root");
+        plfs.symlink("a", "/d/link").unwrap();
+        assert_eq!(
+            names(&plfs, "/d"),
+            vec![
+                ("a".to_owned(), FileKind::File),
+                ("b".to_owned(), FileKind::File),
+                ("link".to_owned(), FileKind::Symlink),
+                ("sub".to_owned(), FileKind::Directory),
+            ]
+        );
+        assert!(names(&plfs, "/").contains(&("top".to_owned(), FileKind::File)));
+        let attr = plfs.stat("/d/b").unwrap();
+        assert_eq!(
+            (attr.kind, attr.size, attr.mode, attr.uid, attr.nlink),
+            (FileKind::File, 6, 0o644, 1000, 1)
+        );
+        assert_eq!(plfs.stat("/d/sub").unwrap().kind, FileKind::Directory);
+        assert_eq!(plfs.stat("/d/missing").unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(plfs.stat("/d/.plfs-smallfile").unwrap_err().kind(), ErrorKind::NotFound);
+        // Names collide across files and directories.
+        assert_eq!(plfs.mkdir("/d/a", 0o755).unwrap_err().kind(), ErrorKind::AlreadyExists);
+        assert_eq!(
+            plfs.open("/d/sub", OpenFlags::RDWR.create(), 0o644, 1).unwrap_err().kind(),
+            ErrorKind::IsADirectory
+        );
+        let excl = plfs.open("/d/a", OpenFlags::WRONLY.create().exclusive(), 0o644, 1).unwrap_err();
+        assert_eq!(excl.kind(), ErrorKind::AlreadyExists);
+        assert_eq!(
+            plfs.open("/nodir/f", OpenFlags::WRONLY.create(), 0o644, 1).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        // Modes and owners are not kept: accepted, ignored.
+        plfs.chmod("/d/a", 0o600).unwrap();
+        plfs.chown("/d/a", Some(1), Some(2)).unwrap();
+        assert_eq!(plfs.stat("/d/a").unwrap().mode, 0o644);
+        let who = Credentials { uid: 1000, gid: 100, groups: vec![] };
+        plfs.access("/d/a", R_OK | W_OK, &who).unwrap();
+        assert_eq!(plfs.access("/d/a", X_OK, &who).unwrap_err().kind(), ErrorKind::PermissionDenied);
+        let when = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_234_567);
+        plfs.utime("/d/a", Some(when), Some(when)).unwrap();
+        assert_eq!(plfs.stat("/d/a").unwrap().mtime, when);
+
+        // Rename within the directory replaces the target.
+        plfs.rename("/d/a", "/d/b").unwrap();
+        assert_eq!(contents(&plfs, "/d/b"), b"alpha");
+        assert_eq!(plfs.stat("/d/a").unwrap_err().kind(), ErrorKind::NotFound);
+        // Across directories: copied, then unlinked; times kept.
+        plfs.rename("/d/b", "/e/moved").unwrap();
+        assert_eq!(contents(&plfs, "/e/moved"), b"alpha");
+        assert_eq!(plfs.stat("/e/moved").unwrap().mtime, when);
+        assert_eq!(plfs.stat("/d/b").unwrap_err().kind(), ErrorKind::NotFound);
+        // A directory holding small files moves with them.
+        plfs.rename("/e", "/f").unwrap();
+        assert_eq!(contents(&plfs, "/f/moved"), b"alpha");
+        write_file(&plfs, "/f/second", b"2");
+
+        plfs.unlink("/d/link").unwrap();
+        assert_eq!(plfs.rmdir("/f").unwrap_err().kind(), ErrorKind::DirectoryNotEmpty);
+        plfs.unlink("/f/moved").unwrap();
+        plfs.unlink("/f/second").unwrap();
+        assert_eq!(plfs.unlink("/f/second").unwrap_err().kind(), ErrorKind::NotFound);
+        plfs.rmdir("/f").unwrap();
+        assert_eq!(plfs.stat("/f").unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(names(&plfs, "/d"), vec![("sub".to_owned(), FileKind::Directory)]);
+        plfs.truncate("/top", 2).unwrap();
+        assert_eq!(contents(&plfs, "/top"), b"at");
+
+        // Another process sees what is published, and only after its close.
+        let other = small_mount_over(&stores, options(4));
+        assert_eq!(contents(&other, "/top"), b"at");
+        let handle = plfs.open("/d/late", OpenFlags::WRONLY.create().truncate(), 0o644, 1).unwrap();
+        handle.write(b"pending", 0).unwrap();
+        assert_eq!(other.open("/d/late", OpenFlags::RDONLY, 0, 1).unwrap_err().kind(), ErrorKind::NotFound);
+        handle.close().unwrap();
+        // Its open reloads the directory it had cached without the name.
+        assert_eq!(contents(&other, "/d/late"), b"pending");
+        // A change to a file it already knows shows after an invalidate.
+        write_file(&plfs, "/d/late", b"newer");
+        assert_eq!(contents(&other, "/d/late"), b"pending");
+        other.invalidate_read_cache("/d").unwrap();
+        assert_eq!(contents(&other, "/d/late"), b"newer");
+        // flush_writes publishes without a close.
+        let handle = plfs.open("/d/late", OpenFlags::WRONLY, 0, 2).unwrap();
+        handle.write(b"N", 0).unwrap();
+        plfs.flush_writes("/d").unwrap();
+        other.invalidate_read_cache("/d").unwrap();
+        assert_eq!(contents(&other, "/d/late"), b"Newer");
+        handle.close().unwrap();
+        assert_eq!(plfs.inventory("/d/late").unwrap_err().kind(), ErrorKind::Unsupported);
+    }
+
+    /// 16 writers create 1000 files each in one directory: every name and
+    /// byte reads back, and the directory container holds 3 logs per
+    /// writer, not a file per file.
+    #[test]
+    fn create_storm_in_one_directory() {
+        const WRITERS: u64 = 16;
+        const FILES: u64 = 1000;
+        let stores = memory_stores(3);
+        let plfs = small_mount_over(&stores, options(3));
+        plfs.mkdir("/storm", 0o755).unwrap();
+        let body =
+            |writer: u64, file: u64| format!("writer {writer} file {file} ").repeat(1 + (file % 7) as usize);
+        std::thread::scope(|scope| {
+            for writer in 0..WRITERS {
+                let plfs = plfs.clone();
+                scope.spawn(move || {
+                    for file in 0..FILES {
+                        let path = format!("/storm/w{writer}.f{file}");
+                        let handle =
+                            plfs.open(&path, OpenFlags::WRONLY.create().truncate(), 0o644, writer).unwrap();
+                        handle.write(body(writer, file).as_bytes(), 0).unwrap();
+                        handle.close().unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(container_files(&stores, "/storm"), 3 * WRITERS as usize);
+        let mut expected: Vec<String> =
+            (0..WRITERS).flat_map(|w| (0..FILES).map(move |f| format!("w{w}.f{f}"))).collect();
+        expected.sort();
+        for reader in [plfs.clone(), small_mount_over(&stores, options(4))] {
+            let listed: Vec<String> = reader.readdir("/storm").unwrap().into_iter().map(|e| e.name).collect();
+            assert_eq!(listed, expected);
+            for writer in 0..WRITERS {
+                for file in 0..FILES {
+                    let path = format!("/storm/w{writer}.f{file}");
+                    assert_eq!(contents(&reader, &path), body(writer, file).as_bytes(), "{path}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// The container layout's byte-model test on a small-file mount. A
+        /// handle reads its own writes (a read after a write publishes
+        /// first); another mount ("process") sees the file after close.
+        #[test]
+        fn small_file_matches_byte_model(ops in proptest::collection::vec(op(), 1..60), backends in 1usize..4) {
+            let stores = memory_stores(backends);
+            let plfs = small_mount_over(&stores, options(3));
+            let mut handle = plfs.open("/model", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
+            let mut model = Model::default();
+            for op in &ops {
+                match *op {
+                    Op::Write { writer, offset, length, seed } => {
+                        let data: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
+                        handle.write_as(&data, offset, writer).unwrap();
+                        model.write(offset, &data);
+                    }
+                    Op::Truncate { size, .. } => {
+                        handle.truncate(size).unwrap();
+                        model.truncate(size);
+                    }
+                    Op::Read { offset, length } => {
+                        let mut buf = vec![0xEE; length];
+                        let count = handle.read(&mut buf, offset).unwrap();
+                        prop_assert_eq!(&buf[..count], &model.read(offset, length)[..], "read {} at {}", length, offset);
+                    }
+                    Op::Sync => handle.sync().unwrap(),
+                    Op::Reopen => {
+                        handle.close().unwrap();
+                        handle = plfs.open("/model", OpenFlags::RDWR, 0, 0).unwrap();
+                    }
+                }
+                prop_assert_eq!(handle.size().unwrap(), model.size);
+            }
+            handle.close().unwrap();
+            prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
+            let fresh = small_mount_over(&stores, options(4));
+            prop_assert_eq!(fresh.stat("/model").unwrap().size, model.size);
             let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
             let dense = model.size.min(300_000) as usize;
             let mut buf = vec![0u8; dense];

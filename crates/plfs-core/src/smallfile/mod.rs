@@ -30,6 +30,7 @@
 //!   orphan that readers ignore.
 
 mod format;
+pub(crate) mod mount;
 mod view;
 
 #[cfg(test)]
@@ -238,6 +239,37 @@ impl SmallFileStore {
         if let Some(container) = self.lock().peek_mut(dir) {
             container.view = None;
         }
+    }
+
+    /// Whether `name` exists in this process's knowledge of `dir`: the
+    /// cached view plus this process's unflushed changes (what `write`,
+    /// `unlink` and friends require).
+    pub fn exists(&self, dir: &StorePath, name: &str) -> Result<bool> {
+        validate_component(name)?;
+        self.with_container(dir, |this, container| match container.require(this, name) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == crate::ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(error),
+        })
+        .with_context(|| logical(dir, name))
+    }
+
+    /// Flushes and closes the containers of `dir` and of every directory
+    /// below it (before the directory is removed or renamed on the
+    /// backends, so no cached log handle or view outlives it).
+    pub fn close_under(&self, dir: &StorePath) -> Result<()> {
+        let mut containers = self.lock();
+        let doomed: Vec<StorePath> =
+            containers.iter().map(|(path, _)| path.clone()).filter(|path| path.starts_with(dir)).collect();
+        let mut first_error = None;
+        for path in doomed {
+            if let Some(container) = containers.pop(&path)
+                && let Err(error) = container.close()
+            {
+                first_error.get_or_insert(error.context(path.to_string()));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Directory containers currently open (at most `max_containers`).

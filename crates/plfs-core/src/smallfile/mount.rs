@@ -1,0 +1,378 @@
+//! A `workload: small_file` (1-N) mount: [`crate::fs::Plfs`] over one
+//! [`SmallFileStore`]. `Plfs` calls here for files only; directories and
+//! symlinks are served by the same code as the other layouts.
+//!
+//! - **Directories** are real directories mirrored on every backend, as in
+//!   the n-n and container layouts (mkdir on all, canonical first). Each
+//!   holds, on the backends its writers use, the directory container
+//!   (`.plfs-smallfile/`, hidden by readdir like every `.plfs-` name).
+//! - **Files** live in the directory container of their parent: `/d/f` is
+//!   the name `f` of directory `d` in the engine. Symlinks are real
+//!   symlinks on their canonical backend, as in the other layouts.
+//! - **Visibility is close-to-open.** A handle's writes, its create and its
+//!   truncates are records buffered in this process until the handle's
+//!   `sync` or `close` (or [`crate::fs::Plfs::flush_writes`] of the
+//!   directory) publishes them. A read through a handle that wrote flushes
+//!   first, so a handle reads its own writes. Path operations that change
+//!   the namespace (`unlink`, `rename`, `utime`) flush at once. This process
+//!   reads a directory from a view cached on first use: an `open` that does
+//!   not find its name reloads it once (so files other processes closed
+//!   since are found); other changes made elsewhere show after
+//!   [`crate::fs::Plfs::invalidate_read_cache`].
+//! - **Modes and owners**: the engine keeps none. A small file reports mode
+//!   0644 and the mount's owner; `chmod` and `chown` of a small file are
+//!   accepted and ignored (so `cp -p` and `tar` work), `access` checks
+//!   against 0644.
+//! - **rename** within a directory is one engine record; between
+//!   directories it copies the bytes into the target directory's container,
+//!   publishes them, then unlinks the source (a crash in between leaves a
+//!   copy, never a loss).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+use crate::clock::{ns_to_system_time, system_time_to_ns};
+use crate::container::{self, Lookup};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::file::{OpenFlags, WriterId};
+use crate::fs::{FileAttr, FileKind, MountState};
+use crate::layout;
+use crate::store::{EntryKind, StorePath};
+
+use super::{FileStat, SmallFileStore};
+
+/// Mode reported for every small file (the engine keeps no modes).
+pub(crate) const SMALL_FILE_MODE: u32 = 0o644;
+
+/// Bytes copied per step when a rename moves a file between directories.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// The engine of one small-file mount. Dropping it publishes what is
+/// still pending (the engine loses unflushed records at drop otherwise).
+#[derive(Debug)]
+pub(crate) struct SmallMount {
+    pub(crate) engine: SmallFileStore,
+}
+
+impl Drop for SmallMount {
+    fn drop(&mut self) {
+        if let Err(error) = self.engine.close() {
+            tracing::warn!("closing the small-file store of a mount failed: {error}");
+        }
+    }
+}
+
+fn engine(mount: &MountState) -> &SmallFileStore {
+    &mount.small().expect("called for small-file mounts only").engine
+}
+
+/// The directory and the name of a file path (not the root).
+fn split(logical: &StorePath) -> Result<(StorePath, &str)> {
+    let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+    Ok((logical.parent().unwrap_or_default(), name))
+}
+
+fn writer_of(mount: &MountState) -> u64 {
+    u64::from(mount.pid)
+}
+
+/// What is at `path`: a real directory or symlink on its canonical backend,
+/// else a small file of its parent's container. This process's own
+/// unflushed files are published first, so they are found.
+pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
+    if path.components().any(layout::is_reserved) {
+        return Err(Error::new(ErrorKind::NotFound, format!("/{path}: a reserved plfs name")));
+    }
+    let (backend, _) = container::canonical(mount, path);
+    let store = mount.store(backend);
+    let missing = match store.metadata(path) {
+        Ok(metadata) => {
+            return match metadata.kind {
+                EntryKind::Directory => Ok(Lookup::Directory(metadata)),
+                EntryKind::Symlink => Ok(Lookup::Symlink(metadata)),
+                EntryKind::File => Err(Error::corrupt(format!(
+                    "{}: {path} is a plain file where a small-file mount keeps only directories",
+                    store.url()
+                ))),
+            };
+        }
+        Err(error) if error.kind() == ErrorKind::NotFound && !path.is_root() => error,
+        Err(error) => return Err(error),
+    };
+    let (dir, name) = split(path)?;
+    let engine = engine(mount);
+    match engine.stat(&dir, name) {
+        Ok(stat) => return Ok(Lookup::SmallFile(stat)),
+        Err(error) if error.kind() == ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    if engine.exists(&dir, name)? {
+        engine.flush_writes(&dir)?;
+        return Ok(Lookup::SmallFile(engine.stat(&dir, name)?));
+    }
+    Err(missing)
+}
+
+/// `stat` of a small file.
+pub(crate) fn file_attr(mount: &MountState, stat: &FileStat) -> FileAttr {
+    FileAttr {
+        kind: FileKind::File,
+        size: stat.size,
+        blocks: stat.size.div_ceil(512),
+        mode: SMALL_FILE_MODE,
+        uid: mount.uid,
+        gid: mount.gid,
+        nlink: 1,
+        atime: ns_to_system_time(stat.atime_ns),
+        mtime: ns_to_system_time(stat.mtime_ns),
+        ctime: ns_to_system_time(stat.ctime_ns.max(stat.mtime_ns)),
+    }
+}
+
+/// Fails unless `dir` is a real directory.
+fn require_directory(mount: &MountState, dir: &StorePath) -> Result<()> {
+    let (backend, _) = container::canonical(mount, dir);
+    match mount.store(backend).metadata(dir)?.kind {
+        EntryKind::Directory => Ok(()),
+        _ => Err(Error::new(ErrorKind::NotADirectory, format!("/{dir}"))),
+    }
+}
+
+/// Opens (with `flags.create`, creates) a small file for `writer`.
+pub(crate) fn open(
+    mount: &MountState,
+    logical: &StorePath,
+    flags: OpenFlags,
+    writer: WriterId,
+) -> Result<SmallFile> {
+    let (dir, name) = split(logical)?;
+    if layout::is_reserved(name) {
+        return Err(Error::invalid(format!(
+            "/{logical}: names starting {} are plfs's",
+            layout::RESERVED_PREFIX
+        )));
+    }
+    require_directory(mount, &dir)?;
+    let (backend, _) = container::canonical(mount, logical);
+    match mount.store(backend).metadata(logical) {
+        Ok(metadata) if metadata.kind == EntryKind::Directory => {
+            return Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}")));
+        }
+        Ok(_) => {
+            return Err(Error::invalid(format!(
+                "/{logical}: is a symbolic link (the core does not follow links)"
+            )));
+        }
+        Err(error) if error.kind() == ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    let engine = engine(mount);
+    let file = SmallFile::new(dir.clone(), name.to_owned());
+    if flags.create && flags.truncate && flags.write && !flags.exclusive {
+        // Exactly the engine's create: no need to know what exists, so a
+        // create storm loads no view of the directory.
+        engine.create(&dir, name, writer)?;
+        file.dirty.store(true, Ordering::Relaxed);
+        return Ok(file);
+    }
+    let mut exists = engine.exists(&dir, name)?;
+    if !exists && (!flags.create || flags.exclusive) {
+        // Close-to-open: a file another process closed since this process
+        // cached the directory is found by a fresh view. (A plain O_CREAT
+        // decides on the cached view, so it costs no reload.)
+        engine.invalidate_read_cache(&dir);
+        exists = engine.exists(&dir, name)?;
+    }
+    if exists {
+        if flags.create && flags.exclusive {
+            return Err(Error::new(ErrorKind::AlreadyExists, format!("/{logical}")));
+        }
+        if flags.truncate && flags.write {
+            engine.truncate(&dir, name, writer, 0)?;
+            file.dirty.store(true, Ordering::Relaxed);
+        } else {
+            let stat = match engine.stat(&dir, name) {
+                Err(error) if error.kind() == ErrorKind::NotFound => {
+                    // Only this process's unflushed records know it yet.
+                    engine.flush_writes(&dir)?;
+                    engine.stat(&dir, name)?
+                }
+                other => other?,
+            };
+            *file.lock_size() = stat.size;
+        }
+    } else if flags.create {
+        engine.create(&dir, name, writer)?;
+        file.dirty.store(true, Ordering::Relaxed);
+    } else {
+        return Err(Error::new(ErrorKind::NotFound, format!("/{logical}")));
+    }
+    Ok(file)
+}
+
+/// Names of the small files of `dir` (this process's view).
+pub(crate) fn list(mount: &MountState, dir: &StorePath) -> Result<Vec<String>> {
+    engine(mount).list(dir)
+}
+
+pub(crate) fn unlink(mount: &MountState, logical: &StorePath) -> Result<()> {
+    let (dir, name) = split(logical)?;
+    let engine = engine(mount);
+    engine.unlink(&dir, name, writer_of(mount))?;
+    engine.flush_writes(&dir)
+}
+
+/// Sets times; `None` keeps the current one.
+pub(crate) fn utime(
+    mount: &MountState,
+    logical: &StorePath,
+    stat: &FileStat,
+    atime: Option<SystemTime>,
+    mtime: Option<SystemTime>,
+) -> Result<()> {
+    let (dir, name) = split(logical)?;
+    let engine = engine(mount);
+    let atime_ns = atime.map_or(stat.atime_ns, system_time_to_ns);
+    let mtime_ns = mtime.map_or(stat.mtime_ns, system_time_to_ns);
+    engine.utime(&dir, name, writer_of(mount), atime_ns, mtime_ns)?;
+    engine.flush_writes(&dir)
+}
+
+/// Moves a small file whose target name is free or a small file (which is
+/// replaced). Within a directory: one rename record. Between directories:
+/// copy into the target's container and publish it, then unlink the source.
+pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &StorePath) -> Result<()> {
+    let (from_dir, from) = split(source)?;
+    let (to_dir, to) = split(target)?;
+    if layout::is_reserved(to) {
+        return Err(Error::invalid(format!(
+            "/{target}: names starting {} are plfs's",
+            layout::RESERVED_PREFIX
+        )));
+    }
+    let engine = engine(mount);
+    let writer = writer_of(mount);
+    if from_dir == to_dir {
+        engine.rename(&from_dir, from, to, writer)?;
+        return engine.flush_writes(&from_dir);
+    }
+    require_directory(mount, &to_dir)?;
+    // The lookup that found the source published it, so the view has it.
+    let stat = engine.stat(&from_dir, from)?;
+    engine.create(&to_dir, to, writer)?;
+    let mut buffer = vec![0u8; COPY_CHUNK_BYTES.min(usize::try_from(stat.size).unwrap_or(COPY_CHUNK_BYTES))];
+    let mut offset = 0;
+    while offset < stat.size {
+        let count = engine.read(&from_dir, from, offset, &mut buffer)?;
+        if count == 0 {
+            break;
+        }
+        engine.write(&to_dir, to, writer, offset, &buffer[..count])?;
+        offset += count as u64;
+    }
+    if offset < stat.size {
+        engine.truncate(&to_dir, to, writer, stat.size)?;
+    }
+    engine.utime(&to_dir, to, writer, stat.atime_ns, stat.mtime_ns)?;
+    engine.flush_writes(&to_dir)?;
+    engine.unlink(&from_dir, from, writer)?;
+    engine.flush_writes(&from_dir)
+}
+
+/// Publishes this process's pending small-file records of `dir`.
+pub(crate) fn flush_writes(mount: &MountState, dir: &StorePath) -> Result<()> {
+    engine(mount).flush_writes(dir)
+}
+
+pub(crate) fn invalidate_read_cache(mount: &MountState, dir: &StorePath) {
+    engine(mount).invalidate_read_cache(dir);
+}
+
+/// Before a directory is removed or renamed on the backends: publish and
+/// close its containers (and those below it) in this process.
+pub(crate) fn close_under(mount: &MountState, dir: &StorePath) -> Result<()> {
+    engine(mount).close_under(dir)
+}
+
+/// One open of a small file. The size is tracked from the open on (the
+/// view's size, or 0 when the open created or truncated it) through this
+/// handle's writes and truncates, so `size` costs no I/O.
+#[derive(Debug)]
+pub(crate) struct SmallFile {
+    dir: StorePath,
+    name: String,
+    size: Mutex<u64>,
+    /// Records of this handle not yet published.
+    dirty: AtomicBool,
+}
+
+impl SmallFile {
+    fn new(dir: StorePath, name: String) -> SmallFile {
+        SmallFile { dir, name, size: Mutex::new(0), dirty: AtomicBool::new(false) }
+    }
+
+    fn lock_size(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.size.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn path(&self) -> StorePath {
+        self.dir.join(&self.name).unwrap_or_else(|_| self.dir.clone())
+    }
+
+    fn context(&self) -> String {
+        format!("/{}", self.path())
+    }
+
+    pub(crate) fn write(
+        &self,
+        mount: &MountState,
+        buf: &[u8],
+        offset: u64,
+        writer: WriterId,
+    ) -> Result<usize> {
+        engine(mount).write(&self.dir, &self.name, writer, offset, buf)?;
+        self.dirty.store(true, Ordering::Relaxed);
+        if !buf.is_empty() {
+            let mut size = self.lock_size();
+            *size = (*size).max(offset + buf.len() as u64);
+        }
+        Ok(buf.len())
+    }
+
+    /// Reads what is published; a handle that wrote publishes first, so it
+    /// reads its own writes.
+    pub(crate) fn read(&self, mount: &MountState, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if self.dirty.load(Ordering::Relaxed) {
+            self.sync(mount)?;
+        }
+        engine(mount).read(&self.dir, &self.name, offset, buf)
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        *self.lock_size()
+    }
+
+    pub(crate) fn truncate(&self, mount: &MountState, size: u64, writer: WriterId) -> Result<()> {
+        engine(mount).truncate(&self.dir, &self.name, writer, size)?;
+        self.dirty.store(true, Ordering::Relaxed);
+        *self.lock_size() = size;
+        Ok(())
+    }
+
+    /// Publishes (appends and fsyncs) this process's pending records of the
+    /// file's directory.
+    pub(crate) fn sync(&self, mount: &MountState) -> Result<()> {
+        self.dirty.store(false, Ordering::Relaxed);
+        let result = engine(mount).flush_writes(&self.dir).with_context(|| self.context());
+        if result.is_err() {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// At close a handle that changed anything publishes it (close-to-open).
+    pub(crate) fn close(&self, mount: &MountState) -> Result<()> {
+        if self.dirty.load(Ordering::Relaxed) { self.sync(mount) } else { Ok(()) }
+    }
+}
