@@ -13,7 +13,7 @@ mod fuse_support;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -183,6 +183,81 @@ fn cp_round_trip() {
     // The logical files are plfs containers on the backends, not plain copies.
     let totals = mount.map_totals("cp/big.bin");
     assert_eq!(totals["eof"], 3 * 1024 * 1024 + 7, "{totals}");
+}
+
+/// The other workloads through the mount: a tree copied in and out with
+/// cp -a (then renamed and partly removed), compared file by file, and the
+/// backends hold what the workload promises.
+#[test]
+fn n_n_and_small_file_mounts_round_trip() {
+    let _serial = serial();
+    for workload in ["file_per_proc", "small_file"] {
+        let mount = PlfsMount::with_workload(workload, &[]);
+        let src = mount.scratch("tree");
+        make_tree(&src);
+        let into = mount.path("cp");
+        let out = mount.scratch("cp-out");
+        run_ok(Command::new(system_tool("cp")).arg("-a").arg(&src).arg(&into), 2 * MIN);
+        // Small files keep no modes (they report 0644; docs/ARCHITECTURE.md).
+        let compare = |expected: &Path, actual: &Path| match workload {
+            "file_per_proc" => compare_trees(expected, actual, true),
+            _ => compare_contents(expected, actual),
+        };
+        compare(&src, &into);
+        run_ok(Command::new(system_tool("cp")).arg("-a").arg(&into).arg(&out), 2 * MIN);
+        compare(&src, &out);
+        let moved = mount.path("moved");
+        fs::rename(&into, &moved).unwrap();
+        fs::remove_file(moved.join("big.bin")).unwrap();
+        assert!(!moved.join("big.bin").exists(), "{workload}");
+        let backend_files: Vec<PathBuf> =
+            mount.backends.iter().flat_map(|backend| walk_files(backend)).collect();
+        match workload {
+            // One plain file per logical file, no container.
+            "file_per_proc" => assert!(
+                backend_files.iter().all(|file| !file.to_string_lossy().contains("hostdir.")),
+                "{backend_files:?}"
+            ),
+            // Files are records in per-directory logs, never backend files of their own.
+            _ => assert!(
+                backend_files.iter().all(|file| file.to_string_lossy().contains(".plfs-smallfile/")),
+                "{backend_files:?}"
+            ),
+        }
+    }
+}
+
+/// Same names, kinds, bytes and link targets; modes and times not compared.
+fn compare_contents(expected: &Path, actual: &Path) {
+    for entry in fs::read_dir(expected).unwrap() {
+        let entry = entry.unwrap();
+        let (from, to) = (entry.path(), actual.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            assert!(to.is_dir(), "{} is not a directory", to.display());
+            compare_contents(&from, &to);
+        } else if kind.is_symlink() {
+            assert_eq!(fs::read_link(&from).unwrap(), fs::read_link(&to).unwrap(), "{}", to.display());
+        } else {
+            assert!(fs::read(&from).unwrap() == fs::read(&to).unwrap(), "{} differs", to.display());
+        }
+    }
+    let count = |dir: &Path| fs::read_dir(dir).unwrap().count();
+    assert_eq!(count(expected), count(actual), "{} has other entries", actual.display());
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            files.extend(walk_files(&entry.path()));
+        } else if kind.is_file() {
+            files.push(entry.path());
+        }
+    }
+    files
 }
 
 #[test]

@@ -243,6 +243,12 @@ const UNMOUNT_TIMEOUT: Duration = Duration::from_secs(20);
 impl PlfsMount {
     /// Mounts with `-o` options (e.g. `["allow_other"]`).
     pub fn new(options: &[&str]) -> PlfsMount {
+        PlfsMount::with_workload("shared_file", options)
+    }
+
+    /// Mounts a mount of the given plfsrc `workload` (shared_file,
+    /// file_per_proc, small_file).
+    pub fn with_workload(workload: &str, options: &[&str]) -> PlfsMount {
         require_root();
         let dir = tempfile::Builder::new().prefix("plfs-fuse-test.").tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -258,7 +264,7 @@ impl PlfsMount {
         fs::create_dir(&mountpoint).unwrap();
         let config = root.join("plfsrc");
         let mut text =
-            format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mountpoint.display());
+            format!("- mount_point: {}\n  workload: {workload}\n  backends:\n", mountpoint.display());
         for backend in &backends {
             text.push_str(&format!("    - location: posix://{}\n", backend.display()));
         }
