@@ -32,6 +32,10 @@ fn mount(backends: &[PathBuf], tuning: Tuning) -> Plfs {
 
 /// An n-n (file_per_proc) mount over the same backends.
 fn flat_mount(backends: &[PathBuf]) -> Plfs {
+    workload_mount(backends, Workload::FilePerProc)
+}
+
+fn workload_mount(backends: &[PathBuf], workload: Workload) -> Plfs {
     let stores: Vec<(SharedStore, BackendRole)> = backends
         .iter()
         .map(|dir| {
@@ -40,7 +44,7 @@ fn flat_mount(backends: &[PathBuf]) -> Plfs {
             (store, BackendRole::Any)
         })
         .collect();
-    Plfs::with_workload(stores, Options::from_environment(Tuning::default()), Workload::FilePerProc).unwrap()
+    Plfs::with_workload(stores, Options::from_environment(Tuning::default()), workload).unwrap()
 }
 
 /// The bytes of n-n storm file `index` of `rank`: its name, repeated to a
@@ -142,14 +146,22 @@ fn child() {
                 }
             }
         }
-        "flat-creator" => {
+        "flat-creator" | "small-creator" => {
             // args: rank, files, start_at_ms
             let (rank, files, start_at) = (args[0], args[1], args[2]);
-            let plfs = flat_mount(&backends);
+            let small = role == "small-creator";
+            let plfs =
+                workload_mount(&backends, if small { Workload::SmallFile } else { Workload::FilePerProc });
+            // Small files: O_CREAT|O_TRUNC, as cp does (a create record, no lookup).
+            let flags = if small {
+                OpenFlags::WRONLY.create().truncate()
+            } else {
+                OpenFlags::WRONLY.create().exclusive()
+            };
             wait_until(start_at);
             for index in 0..files {
                 let path = format!("/storm/r{rank}.f{index}");
-                let handle = plfs.open(&path, OpenFlags::WRONLY.create().exclusive(), 0o644, rank).unwrap();
+                let handle = plfs.open(&path, flags, 0o644, rank).unwrap();
                 handle.write(&storm_bytes(rank, index), 0).unwrap();
                 handle.close().unwrap();
             }
@@ -262,6 +274,51 @@ fn sixteen_processes_create_a_thousand_n_n_files_each() {
         let count = std::fs::read_dir(dir.join("storm")).unwrap().count();
         assert!(count > (PROCESSES * FILES) as usize / 8, "backend {index} holds only {count} files");
     }
+    for rank in 0..PROCESSES {
+        for index in 0..FILES {
+            let path = format!("/storm/r{rank}.f{index}");
+            let handle = plfs.open(&path, OpenFlags::RDONLY, 0, 0).unwrap();
+            let expected = storm_bytes(rank, index);
+            assert_eq!(handle.size().unwrap(), expected.len() as u64, "{path}");
+            let mut buf = vec![0u8; expected.len()];
+            assert_eq!(handle.read(&mut buf, 0).unwrap(), expected.len(), "{path}");
+            assert!(buf == expected, "{path} read back differently");
+            handle.close().unwrap();
+        }
+    }
+}
+
+/// 1-N create storm: 16 processes × 1000 files each in one small_file
+/// directory over 4 POSIX backends: every name and byte checked by a fresh
+/// mount, and the backends hold three logs per writer, not a file per file.
+#[test]
+fn sixteen_processes_create_a_thousand_small_files_each() {
+    const PROCESSES: u64 = 16;
+    const FILES: u64 = 1000;
+    let root = tempfile::tempdir().unwrap();
+    let backends = backends_in(root.path(), 4);
+    workload_mount(&backends, Workload::SmallFile).mkdir("/storm", 0o755).unwrap();
+    let began = Instant::now();
+    let start = start_time_ms(400);
+    let children: Vec<Child> = (0..PROCESSES)
+        .map(|rank| spawn_child("small-creator", &backends, &[rank, FILES, start].map(|v| v.to_string())))
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    assert!(began.elapsed() < Duration::from_secs(120), "storm took {:?}", began.elapsed());
+    let plfs = workload_mount(&backends, Workload::SmallFile);
+    let mut names: Vec<String> = plfs.readdir("/storm").unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    let mut expected: Vec<String> =
+        (0..PROCESSES).flat_map(|r| (0..FILES).map(move |f| format!("r{r}.f{f}"))).collect();
+    expected.sort();
+    assert!(names == expected, "{} names listed, {} expected", names.len(), expected.len());
+    let backend_files: usize = backends
+        .iter()
+        .map(|dir| std::fs::read_dir(dir.join("storm/.plfs-smallfile")).map_or(0, |entries| entries.count()))
+        .sum();
+    assert_eq!(backend_files as u64, 3 * PROCESSES, "a name, an index and a data log per writer");
     for rank in 0..PROCESSES {
         for index in 0..FILES {
             let path = format!("/storm/r{rank}.f{index}");
