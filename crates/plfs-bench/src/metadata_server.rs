@@ -46,8 +46,10 @@ impl MetadataServer {
         Ok(Arc::new(MetadataServer { lock: Mutex::new(lock), service }))
     }
 
-    /// Holds the server for one service time.
-    fn serve(&self) {
+    /// Holds the server for one service time (callers that do not go
+    /// through a [`MetadataServerStore`], e.g. plain-file baselines, call
+    /// it before each metadata call).
+    pub fn serve(&self) {
         let file = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         // SAFETY: flock on a descriptor we own; failure only loses the
         // cross-process queueing, never memory safety.
