@@ -205,6 +205,8 @@ pub struct MdWorkerResult {
     pub began_ns: u64,
     pub end_ns: u64,
     pub ops: u64,
+    /// Requests the emulated metadata servers served (0 without them).
+    pub server_ops: u64,
     /// Stats that failed or found the wrong size.
     pub bad: u64,
     pub first_bad: Option<String>,
@@ -232,11 +234,9 @@ fn lock_path(backend_dir: &Path) -> PathBuf {
 /// The directory as one process sees it.
 enum Namespace {
     /// `dir` is the plain directory; every metadata call queues at `server`.
-    Direct {
-        dir: PathBuf,
-        server: Option<Arc<MetadataServer>>,
-    },
-    Plfs(Plfs),
+    Direct { dir: PathBuf, server: Option<Arc<MetadataServer>> },
+    /// `servers`: one per backend when emulated, else none.
+    Plfs { plfs: Plfs, servers: Vec<Arc<MetadataServer>> },
 }
 
 impl Namespace {
@@ -266,19 +266,29 @@ impl Namespace {
             MdTarget::SmallFile => return Err(target.not_built_in().unwrap_or_default().to_owned()),
         };
         let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
+        let mut servers = Vec::new();
         for dir in &dirs {
             let url = format!("posix://{}", dir.display());
             let mut store: SharedStore = Arc::new(
                 PosixStore::new(dir.clone(), url).map_err(|e| format!("backend {}: {e}", dir.display()))?,
             );
             if let Some(server) = server(dir)? {
+                servers.push(server.clone());
                 store = Arc::new(MetadataServerStore::new(store, server));
             }
             stores.push((store, BackendRole::Any));
         }
         Plfs::with_workload(stores, Options::from_environment(Tuning::default()), workload)
-            .map(Namespace::Plfs)
+            .map(|plfs| Namespace::Plfs { plfs, servers })
             .map_err(|e| format!("mounting {target} over {backends} backends: {e}"))
+    }
+
+    /// Requests this process's emulated servers have served so far.
+    fn served(&self) -> u64 {
+        match self {
+            Namespace::Direct { server, .. } => server.as_ref().map_or(0, |s| s.served()),
+            Namespace::Plfs { servers, .. } => servers.iter().map(|s| s.served()).sum(),
+        }
     }
 
     fn serve(&self) {
@@ -296,7 +306,7 @@ impl Namespace {
                     fs::File::create_new(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
                 file.write_all(bytes).map_err(|e| format!("write {}: {e}", path.display()))
             }
-            Namespace::Plfs(plfs) => {
+            Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
                 let handle = plfs
                     .open(&path, OpenFlags::WRONLY.create(), 0o644, writer)
@@ -318,7 +328,7 @@ impl Namespace {
                 self.serve();
                 fs::metadata(&path).map(|m| m.len()).map_err(|e| format!("stat {}: {e}", path.display()))
             }
-            Namespace::Plfs(plfs) => {
+            Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
                 plfs.stat(&path).map(|attr| attr.size).map_err(|e| format!("plfs stat {path}: {e}"))
             }
@@ -332,7 +342,7 @@ impl Namespace {
                 self.serve();
                 fs::remove_file(&path).map_err(|e| format!("unlink {}: {e}", path.display()))
             }
-            Namespace::Plfs(plfs) => {
+            Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
                 plfs.unlink(&path).map_err(|e| format!("plfs unlink {path}: {e}"))
             }
@@ -348,7 +358,7 @@ impl Namespace {
                     entries.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
                 })
                 .map_err(|e| format!("listing {}: {e}", dir.display())),
-            Namespace::Plfs(plfs) => plfs
+            Namespace::Plfs { plfs, .. } => plfs
                 .readdir(&format!("/{DIR_NAME}"))
                 .map(|entries| entries.into_iter().map(|e| e.name).collect())
                 .map_err(|e| format!("plfs readdir /{DIR_NAME}: {e}")),
@@ -360,7 +370,7 @@ impl Namespace {
             Namespace::Direct { dir, .. } => {
                 fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))
             }
-            Namespace::Plfs(plfs) => {
+            Namespace::Plfs { plfs, .. } => {
                 plfs.mkdir(&format!("/{DIR_NAME}"), 0o755).map_err(|e| format!("plfs mkdir /{DIR_NAME}: {e}"))
             }
         }
@@ -375,6 +385,7 @@ fn run_worker_phase(
     start_ns: u64,
 ) -> Result<MdWorkerResult, String> {
     wait_until(start_ns);
+    let served_before = namespace.served();
     let began_ns = now_ns();
     let (mut bad, mut first_bad) = (0u64, None);
     // Stats look at the next rank's files, so each checks what another
@@ -408,6 +419,7 @@ fn run_worker_phase(
         began_ns,
         end_ns: now_ns(),
         ops: spec.files as u64,
+        server_ops: namespace.served() - served_before,
         bad,
         first_bad,
     })
@@ -474,6 +486,9 @@ pub struct MdPhaseReport {
     pub ops: u64,
     pub seconds: f64,
     pub ops_per_sec: f64,
+    /// Backend metadata requests per file operation, counted at the
+    /// emulated servers (0 without them).
+    pub server_ops_per_op: f64,
     /// How late the last rank left the barrier.
     pub max_start_lag_ms: f64,
 }
@@ -512,6 +527,9 @@ pub struct MdCaseSummary {
     pub creates_per_sec: Spread,
     pub stats_per_sec: Spread,
     pub removes_per_sec: Spread,
+    /// Backend metadata requests per create, stat and remove, counted at
+    /// the emulated servers in the first run (zeros without them).
+    pub server_ops_per_op: [f64; 3],
     pub verified: bool,
 }
 
@@ -546,6 +564,9 @@ impl MdtestSummary {
                     creates_per_sec: of(|c| c.creates_per_sec),
                     stats_per_sec: of(|c| c.stats_per_sec),
                     removes_per_sec: of(|c| c.removes_per_sec),
+                    server_ops_per_op: MdPhase::ALL.map(|phase| {
+                        case.phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.server_ops_per_op)
+                    }),
                     verified: runs.iter().all(|run| run.cases.get(index).is_some_and(|c| c.verified)),
                 });
             }
@@ -581,8 +602,13 @@ impl MdtestSummary {
         );
         let _ = writeln!(
             text,
-            "{:<12} {:>3} {:>26} {:>26} {:>26}  verified",
-            "target", "K", "creates/s", "stats/s", "removes/s"
+            "{:<12} {:>3} {:>26} {:>26} {:>26}  verified{}",
+            "target",
+            "K",
+            "creates/s",
+            "stats/s",
+            "removes/s",
+            if self.mds_service_us > 0 { "  server requests per create/stat/remove" } else { "" }
         );
         let cell = |s: &Spread| {
             if self.repeat == 1 {
@@ -594,13 +620,20 @@ impl MdtestSummary {
         for case in &self.cases {
             let _ = writeln!(
                 text,
-                "{:<12} {:>3} {:>26} {:>26} {:>26}  {}",
+                "{:<12} {:>3} {:>26} {:>26} {:>26}  {:<8}{}",
                 case.target.as_str(),
                 case.backends,
                 cell(&case.creates_per_sec),
                 cell(&case.stats_per_sec),
                 cell(&case.removes_per_sec),
-                if case.verified { "yes" } else { "NO" }
+                if case.verified { "yes" } else { "NO" },
+                match self.mds_service_us {
+                    0 => String::new(),
+                    _ => {
+                        let [c, s, r] = case.server_ops_per_op;
+                        format!("  {c:.1} / {s:.1} / {r:.1}")
+                    }
+                }
             );
         }
         for skipped in &self.skipped {
@@ -820,6 +853,7 @@ fn run_case(
             ops,
             seconds,
             ops_per_sec: ops as f64 / seconds,
+            server_ops_per_op: results.iter().map(|r| r.server_ops).sum::<u64>() as f64 / ops.max(1) as f64,
             max_start_lag_ms: lag as f64 / 1e6,
         });
         let bad: u64 = results.iter().map(|r| r.bad).sum();

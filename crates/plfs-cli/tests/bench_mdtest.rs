@@ -43,6 +43,12 @@ fn check(report: &Value, mds_service_us: u64) {
         for figure in ["creates_per_sec", "stats_per_sec", "removes_per_sec"] {
             assert!(case[figure]["median"].as_f64().unwrap() > 0.0, "{figure}: {case:#}");
         }
+        // Every create, stat and remove asks the emulated servers at least
+        // once when there are servers, and never when there are none.
+        for requests in case["server_ops_per_op"].as_array().unwrap() {
+            let requests = requests.as_f64().unwrap();
+            assert!(if mds_service_us > 0 { requests >= 1.0 } else { requests == 0.0 }, "{case:#}");
+        }
     }
     for run in report["runs"].as_array().unwrap() {
         for case in run["cases"].as_array().unwrap() {
