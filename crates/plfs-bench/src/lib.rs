@@ -21,6 +21,7 @@
 //! ```
 
 pub mod index;
+pub mod mdtest;
 pub mod metadata_server;
 mod open;
 mod pattern;

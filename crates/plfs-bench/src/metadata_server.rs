@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -34,6 +35,8 @@ pub struct MetadataServer {
     /// open file, which they share); flock queues the processes.
     lock: Mutex<File>,
     service: Duration,
+    /// Requests this process has had served.
+    served: AtomicU64,
 }
 
 impl MetadataServer {
@@ -43,11 +46,14 @@ impl MetadataServer {
             .append(true)
             .open(lock_path)
             .map_err(|error| Error::io(error, lock_path.display().to_string()))?;
-        Ok(Arc::new(MetadataServer { lock: Mutex::new(lock), service }))
+        Ok(Arc::new(MetadataServer { lock: Mutex::new(lock), service, served: AtomicU64::new(0) }))
     }
 
-    /// Holds the server for one service time.
-    fn serve(&self) {
+    /// Holds the server for one service time (callers that do not go
+    /// through a [`MetadataServerStore`], e.g. plain-file baselines, call
+    /// it before each metadata call).
+    pub fn serve(&self) {
+        self.served.fetch_add(1, Ordering::Relaxed);
         let file = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         // SAFETY: flock on a descriptor we own; failure only loses the
         // cross-process queueing, never memory safety.
@@ -55,6 +61,14 @@ impl MetadataServer {
         std::thread::sleep(self.service);
         // SAFETY: as above.
         unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+impl MetadataServer {
+    /// How many requests this process has had served (every process of a
+    /// run counts its own).
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
     }
 }
 

@@ -17,7 +17,7 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(values: impl Iterator<Item = Option<f64>>) -> Option<Spread> {
+    pub(crate) fn of(values: impl Iterator<Item = Option<f64>>) -> Option<Spread> {
         let mut values: Vec<f64> = values.flatten().collect();
         if values.is_empty() {
             return None;

@@ -235,7 +235,7 @@ pub fn now_ns() -> u64 {
 
 /// Sleeps, then spins the last stretch, so every worker leaves the barrier
 /// within scheduler latency of the common instant.
-fn wait_until(instant_ns: u64) {
+pub(crate) fn wait_until(instant_ns: u64) {
     loop {
         let now = now_ns();
         if now >= instant_ns {

@@ -110,6 +110,9 @@ impl Opts {
 enum BenchCommand {
     /// Collective open of an N-writer file by M ranks, per strategy (run under mpirun).
     Open(super::bench_open::Opts),
+    /// Create, stat and remove F files per process in one directory, on
+    /// plain files and plfs mounts over K backends (federated metadata).
+    Mdtest(super::bench_mdtest::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -140,8 +143,10 @@ impl From<WorkloadArg> for Workload {
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
-    if let Some(BenchCommand::Open(open)) = &opts.command {
-        return super::bench_open::run(open);
+    match &opts.command {
+        Some(BenchCommand::Open(open)) => return super::bench_open::run(open),
+        Some(BenchCommand::Mdtest(mdtest)) => return super::bench_mdtest::run(mdtest),
+        None => {}
     }
     if matches!(opts.workload, Some(WorkloadArg::Fuse)) {
         return super::bench_fuse::run(opts.into());
@@ -285,6 +290,12 @@ pub fn worker_command() -> Result<WorkerCommand> {
 }
 
 pub fn worker(args: &[String]) -> Result<ExitCode> {
+    if let Some((first, rest)) = args.split_first()
+        && first == plfs_bench::mdtest::MDTEST_WORKER_ARG
+    {
+        plfs_bench::mdtest::worker_main(rest).map_err(|e| anyhow!(e))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     plfs_bench::worker_main(args).map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,927 @@
+//! An mdtest-style metadata benchmark: N processes each create (create,
+//! write a few bytes, close), stat and remove F files in ONE logical
+//! directory, phase by phase, every phase timed between barriers. The
+//! paper's federated metadata (§5) spreads that directory's metadata over
+//! K backends, each its own metadata server; [`MdTarget`] says what the
+//! directory is: plain files in one directory (the baseline), an n-n mount
+//! over K backends, containers (n-1) over K backends, or (not yet) 1-n.
+//!
+//! On one node the page cache serves metadata at memory speed, so spreading
+//! it hides nothing; with a service time each backend directory gets an
+//! emulated metadata server of its own ([`MetadataServer`], one lock file
+//! per backend), so K backends are K servers, and `direct` gets one.
+//!
+//! Protocol: the parent starts one worker process per rank (`plfs
+//! bench-worker mdtest <json>`); each mounts, prints `PLFS-MDTEST-READY`,
+//! then for each phase reads `GO <unix-ns> <phase>` on stdin, waits for
+//! that instant, runs the phase and prints `PLFS-MDTEST-RESULT <json>`
+//! (or `PLFS-MDTEST-ERROR <message>`); `EXIT` ends it. Between phases the
+//! parent checks the directory (untimed).
+
+use std::fmt::{self, Write as _};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use plfs::config::{BackendRole, Tuning, Workload as MountWorkload};
+use plfs::file::OpenFlags;
+use plfs::fs::{Options, Plfs};
+use plfs::store::SharedStore;
+use plfs::store::posix::PosixStore;
+use serde::{Deserialize, Serialize};
+
+use crate::WorkerCommand;
+use crate::metadata_server::{MetadataServer, MetadataServerStore};
+use crate::repeat::Spread;
+use crate::worker::{now_ns, wait_until};
+
+/// First argument of `plfs bench-worker` that routes to [`worker_main`].
+pub const MDTEST_WORKER_ARG: &str = "mdtest";
+
+const MARKER: &str = "PLFS-MDTEST-";
+/// The one logical directory every rank works in.
+const DIR_NAME: &str = "mdtest";
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+const PHASE_TIMEOUT: Duration = Duration::from_secs(3600);
+const GO_DELAY: Duration = Duration::from_millis(100);
+
+/// What the benchmark's directory is. Adding a layout is one arm in
+/// [`Namespace::open`] (and its name here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdTarget {
+    /// Plain files in one directory of one file system (the baseline).
+    #[serde(rename = "direct")]
+    Direct,
+    /// A plfs n-n (file_per_proc) mount over K backends: one plain file
+    /// per logical file, on the backend its name hashes to.
+    #[serde(rename = "n-n")]
+    FilePerProc,
+    /// A plfs 1-n (small_file) mount over K backends.
+    #[serde(rename = "1-n")]
+    SmallFile,
+    /// A plfs n-1 (shared_file) mount: one container per file.
+    #[serde(rename = "shared-file")]
+    SharedFile,
+}
+
+impl MdTarget {
+    /// Every target, in the order they run.
+    pub const ALL: [MdTarget; 4] =
+        [MdTarget::Direct, MdTarget::FilePerProc, MdTarget::SmallFile, MdTarget::SharedFile];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MdTarget::Direct => "direct",
+            MdTarget::FilePerProc => "n-n",
+            MdTarget::SmallFile => "1-n",
+            MdTarget::SharedFile => "shared-file",
+        }
+    }
+
+    /// Why this target cannot run yet. Wiring 1-n in: return None here and
+    /// map it to its mount workload in [`Namespace::open`].
+    pub fn not_built_in(self) -> Option<&'static str> {
+        match self {
+            MdTarget::SmallFile => Some(
+                "the 1-n workload: small_file mounts are not built in yet (plfs-core's \
+                 Plfs::with_workload refuses them); run direct, n-n or shared-file",
+            ),
+            MdTarget::Direct | MdTarget::FilePerProc | MdTarget::SharedFile => None,
+        }
+    }
+
+    /// Runs over K backends (direct is one directory whatever K is).
+    fn federated(self) -> bool {
+        self != MdTarget::Direct
+    }
+}
+
+impl fmt::Display for MdTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for MdTarget {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<MdTarget, String> {
+        MdTarget::ALL.into_iter().find(|t| t.as_str() == text).ok_or_else(|| {
+            format!("unknown mdtest workload {text:?} (expected direct, n-n, 1-n, shared-file or all)")
+        })
+    }
+}
+
+/// One `plfs bench mdtest` run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MdtestSpec {
+    pub procs: usize,
+    /// Files per process.
+    pub files: usize,
+    /// The K values each federated target runs with.
+    pub backends: Vec<usize>,
+    pub targets: Vec<MdTarget>,
+    /// Where the run's files go (a fresh subdirectory).
+    pub dir: PathBuf,
+    /// Service time of the emulated metadata servers; zero: none.
+    pub mds_service: Duration,
+    pub keep: bool,
+    /// Leave out (and list as skipped) targets not built in yet instead of
+    /// failing: `--workload all`.
+    pub skip_not_built_in: bool,
+}
+
+impl MdtestSpec {
+    /// (target, K) in the order they run.
+    fn cases(&self) -> Vec<(MdTarget, usize)> {
+        let mut cases = Vec::new();
+        for target in self.targets.iter().filter(|t| t.not_built_in().is_none()) {
+            if target.federated() {
+                cases.extend(self.backends.iter().map(|k| (*target, *k)));
+            } else {
+                cases.push((*target, 1));
+            }
+        }
+        cases
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.procs == 0 || self.files == 0 {
+            return Err("mdtest: --procs and --files must be positive".to_owned());
+        }
+        if self.targets.is_empty() {
+            return Err("mdtest: no workload to run".to_owned());
+        }
+        if self.backends.is_empty() || self.backends.contains(&0) {
+            return Err("mdtest: --backends must list positive counts".to_owned());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MdPhase {
+    Create,
+    Stat,
+    Remove,
+}
+
+impl MdPhase {
+    const ALL: [MdPhase; 3] = [MdPhase::Create, MdPhase::Stat, MdPhase::Remove];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            MdPhase::Create => "create",
+            MdPhase::Stat => "stat",
+            MdPhase::Remove => "remove",
+        }
+    }
+}
+
+/// Everything one worker needs; sent as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdWorkerSpec {
+    pub target: MdTarget,
+    pub rank: usize,
+    pub procs: usize,
+    pub files: usize,
+    /// The case's directory: backend dirs b0..b{K-1} and their lock files.
+    pub case_dir: PathBuf,
+    pub backends: usize,
+    pub mds_service_us: u64,
+}
+
+/// One rank's phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdWorkerResult {
+    pub rank: usize,
+    pub phase: MdPhase,
+    pub began_ns: u64,
+    pub end_ns: u64,
+    pub ops: u64,
+    /// Requests the emulated metadata servers served (0 without them).
+    pub server_ops: u64,
+    /// Stats that failed or found the wrong size.
+    pub bad: u64,
+    pub first_bad: Option<String>,
+}
+
+/// The name rank `rank`'s `i`-th file has in the directory.
+fn file_name(rank: usize, i: usize) -> String {
+    format!("f.{rank}.{i}")
+}
+
+/// The few bytes that file holds (so its size tells it apart).
+fn contents(rank: usize, i: usize) -> Vec<u8> {
+    format!("mdtest {rank} {i}\n").into_bytes()
+}
+
+fn backend_dirs(case_dir: &Path, backends: usize) -> Vec<PathBuf> {
+    (0..backends).map(|i| case_dir.join(format!("b{i}"))).collect()
+}
+
+/// Beside its backend dir, not in it, so it never shows in a listing.
+fn lock_path(backend_dir: &Path) -> PathBuf {
+    backend_dir.with_extension("mds.lock")
+}
+
+/// The directory as one process sees it.
+enum Namespace {
+    /// `dir` is the plain directory; every metadata call queues at `server`.
+    Direct { dir: PathBuf, server: Option<Arc<MetadataServer>> },
+    /// `servers`: one per backend when emulated, else none.
+    Plfs { plfs: Plfs, servers: Vec<Arc<MetadataServer>> },
+}
+
+impl Namespace {
+    /// `servers`: each backend behind its own emulated metadata server.
+    fn open(
+        target: MdTarget,
+        case_dir: &Path,
+        backends: usize,
+        service: Duration,
+    ) -> Result<Namespace, String> {
+        let dirs = backend_dirs(case_dir, backends);
+        let server = |dir: &Path| -> Result<Option<Arc<MetadataServer>>, String> {
+            if service.is_zero() {
+                return Ok(None);
+            }
+            MetadataServer::new(&lock_path(dir), service)
+                .map(Some)
+                .map_err(|e| format!("metadata server of {}: {e}", dir.display()))
+        };
+        let workload = match target {
+            MdTarget::Direct => {
+                let dir = dirs.first().ok_or("direct needs a directory")?;
+                return Ok(Namespace::Direct { dir: dir.join(DIR_NAME), server: server(dir)? });
+            }
+            MdTarget::FilePerProc => MountWorkload::FilePerProc,
+            MdTarget::SharedFile => MountWorkload::SharedFile,
+            MdTarget::SmallFile => return Err(target.not_built_in().unwrap_or_default().to_owned()),
+        };
+        let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
+        let mut servers = Vec::new();
+        for dir in &dirs {
+            let url = format!("posix://{}", dir.display());
+            let mut store: SharedStore = Arc::new(
+                PosixStore::new(dir.clone(), url).map_err(|e| format!("backend {}: {e}", dir.display()))?,
+            );
+            if let Some(server) = server(dir)? {
+                servers.push(server.clone());
+                store = Arc::new(MetadataServerStore::new(store, server));
+            }
+            stores.push((store, BackendRole::Any));
+        }
+        Plfs::with_workload(stores, Options::from_environment(Tuning::default()), workload)
+            .map(|plfs| Namespace::Plfs { plfs, servers })
+            .map_err(|e| format!("mounting {target} over {backends} backends: {e}"))
+    }
+
+    /// Requests this process's emulated servers have served so far.
+    fn served(&self) -> u64 {
+        match self {
+            Namespace::Direct { server, .. } => server.as_ref().map_or(0, |s| s.served()),
+            Namespace::Plfs { servers, .. } => servers.iter().map(|s| s.served()).sum(),
+        }
+    }
+
+    fn serve(&self) {
+        if let Namespace::Direct { server: Some(server), .. } = self {
+            server.serve();
+        }
+    }
+
+    fn create(&self, name: &str, bytes: &[u8], writer: u64) -> Result<(), String> {
+        match self {
+            Namespace::Direct { dir, .. } => {
+                let path = dir.join(name);
+                self.serve();
+                let mut file =
+                    fs::File::create_new(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+                file.write_all(bytes).map_err(|e| format!("write {}: {e}", path.display()))
+            }
+            Namespace::Plfs { plfs, .. } => {
+                let path = format!("/{DIR_NAME}/{name}");
+                let handle = plfs
+                    .open(&path, OpenFlags::WRONLY.create(), 0o644, writer)
+                    .map_err(|e| format!("plfs create {path}: {e}"))?;
+                let count = handle.write(bytes, 0).map_err(|e| format!("plfs write {path}: {e}"))?;
+                handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
+                if count != bytes.len() {
+                    return Err(format!("plfs write {path}: {count} of {} bytes", bytes.len()));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn size(&self, name: &str) -> Result<u64, String> {
+        match self {
+            Namespace::Direct { dir, .. } => {
+                let path = dir.join(name);
+                self.serve();
+                fs::metadata(&path).map(|m| m.len()).map_err(|e| format!("stat {}: {e}", path.display()))
+            }
+            Namespace::Plfs { plfs, .. } => {
+                let path = format!("/{DIR_NAME}/{name}");
+                plfs.stat(&path).map(|attr| attr.size).map_err(|e| format!("plfs stat {path}: {e}"))
+            }
+        }
+    }
+
+    fn remove(&self, name: &str) -> Result<(), String> {
+        match self {
+            Namespace::Direct { dir, .. } => {
+                let path = dir.join(name);
+                self.serve();
+                fs::remove_file(&path).map_err(|e| format!("unlink {}: {e}", path.display()))
+            }
+            Namespace::Plfs { plfs, .. } => {
+                let path = format!("/{DIR_NAME}/{name}");
+                plfs.unlink(&path).map_err(|e| format!("plfs unlink {path}: {e}"))
+            }
+        }
+    }
+
+    /// The directory's names (untimed checks; not behind the servers when
+    /// opened with no service time).
+    fn list(&self) -> Result<Vec<String>, String> {
+        match self {
+            Namespace::Direct { dir, .. } => fs::read_dir(dir)
+                .and_then(|entries| {
+                    entries.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
+                })
+                .map_err(|e| format!("listing {}: {e}", dir.display())),
+            Namespace::Plfs { plfs, .. } => plfs
+                .readdir(&format!("/{DIR_NAME}"))
+                .map(|entries| entries.into_iter().map(|e| e.name).collect())
+                .map_err(|e| format!("plfs readdir /{DIR_NAME}: {e}")),
+        }
+    }
+
+    fn make_dir(&self) -> Result<(), String> {
+        match self {
+            Namespace::Direct { dir, .. } => {
+                fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))
+            }
+            Namespace::Plfs { plfs, .. } => {
+                plfs.mkdir(&format!("/{DIR_NAME}"), 0o755).map_err(|e| format!("plfs mkdir /{DIR_NAME}: {e}"))
+            }
+        }
+    }
+}
+
+/// One phase of one rank, from the barrier on.
+fn run_worker_phase(
+    spec: &MdWorkerSpec,
+    namespace: &Namespace,
+    phase: MdPhase,
+    start_ns: u64,
+) -> Result<MdWorkerResult, String> {
+    wait_until(start_ns);
+    let served_before = namespace.served();
+    let began_ns = now_ns();
+    let (mut bad, mut first_bad) = (0u64, None);
+    // Stats look at the next rank's files, so each checks what another
+    // process made.
+    let stat_rank = (spec.rank + 1) % spec.procs;
+    for i in 0..spec.files {
+        match phase {
+            MdPhase::Create => {
+                namespace.create(&file_name(spec.rank, i), &contents(spec.rank, i), spec.rank as u64)?
+            }
+            MdPhase::Stat => {
+                let expected = contents(stat_rank, i).len() as u64;
+                let problem = match namespace.size(&file_name(stat_rank, i)) {
+                    Ok(size) if size == expected => None,
+                    Ok(size) => {
+                        Some(format!("{}: size {size}, expected {expected}", file_name(stat_rank, i)))
+                    }
+                    Err(error) => Some(error),
+                };
+                if let Some(problem) = problem {
+                    bad += 1;
+                    first_bad.get_or_insert(problem);
+                }
+            }
+            MdPhase::Remove => namespace.remove(&file_name(spec.rank, i))?,
+        }
+    }
+    Ok(MdWorkerResult {
+        rank: spec.rank,
+        phase,
+        began_ns,
+        end_ns: now_ns(),
+        ops: spec.files as u64,
+        server_ops: namespace.served() - served_before,
+        bad,
+        first_bad,
+    })
+}
+
+/// Entry point of `plfs bench-worker mdtest <json>` (the arguments after
+/// [`MDTEST_WORKER_ARG`]).
+pub fn worker_main(args: &[String]) -> Result<(), String> {
+    let result = worker_protocol(args);
+    if let Err(error) = &result {
+        let _ = emit(&format!("{MARKER}ERROR {}", error.replace('\n', " | ")));
+    }
+    result
+}
+
+fn worker_protocol(args: &[String]) -> Result<(), String> {
+    let [json] = args else {
+        return Err(format!("mdtest worker: expected one JSON spec argument, got {}", args.len()));
+    };
+    let spec: MdWorkerSpec =
+        serde_json::from_str(json).map_err(|e| format!("mdtest worker spec {json:?}: {e}"))?;
+    if spec.rank >= spec.procs {
+        return Err(format!("mdtest worker rank {} of {}", spec.rank, spec.procs));
+    }
+    let service = Duration::from_micros(spec.mds_service_us);
+    let namespace = Namespace::open(spec.target, &spec.case_dir, spec.backends, service)?;
+    emit(&format!("{MARKER}READY {}", spec.rank))?;
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stdin.lock().read_line(&mut line).map_err(|e| format!("mdtest worker: reading stdin: {e}"))? == 0 {
+            return Ok(());
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (start_ns, phase) = match words.as_slice() {
+            ["EXIT"] => return Ok(()),
+            ["GO", ns, phase] => (
+                ns.parse::<u64>().map_err(|e| format!("mdtest worker: GO {ns}: {e}"))?,
+                MdPhase::ALL
+                    .into_iter()
+                    .find(|p| p.as_str() == *phase)
+                    .ok_or_else(|| format!("mdtest worker: unknown phase {phase:?}"))?,
+            ),
+            _ => return Err(format!("mdtest worker: expected \"GO <ns> <phase>\", got {line:?}")),
+        };
+        let result = run_worker_phase(&spec, &namespace, phase, start_ns)?;
+        let json =
+            serde_json::to_string(&result).map_err(|e| format!("mdtest worker: encoding result: {e}"))?;
+        emit(&format!("{MARKER}RESULT {json}"))?;
+    }
+}
+
+fn emit(line: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| format!("mdtest worker stdout: {e}"))
+}
+
+/// One phase's figures: total operations over the time from the common
+/// start to the last rank's end.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MdPhaseReport {
+    pub phase: MdPhase,
+    pub ops: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    /// Backend metadata requests per file operation, counted at the
+    /// emulated servers (0 without them).
+    pub server_ops_per_op: f64,
+    /// How late the last rank left the barrier.
+    pub max_start_lag_ms: f64,
+}
+
+/// One target over K backends.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MdCaseReport {
+    pub target: MdTarget,
+    pub backends: usize,
+    pub creates_per_sec: f64,
+    pub stats_per_sec: f64,
+    pub removes_per_sec: f64,
+    pub phases: Vec<MdPhaseReport>,
+    /// Every file was there with its size after create, and none after remove.
+    pub verified: bool,
+    pub problems: Vec<String>,
+}
+
+/// One run of every case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MdtestReport {
+    pub procs: usize,
+    pub files_per_proc: usize,
+    pub mds_service_us: u64,
+    pub cases: Vec<MdCaseReport>,
+    /// Targets asked for (by `all`) that are not built in, and why.
+    pub skipped: Vec<String>,
+    pub verified: bool,
+}
+
+/// A case's rates over the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MdCaseSummary {
+    pub target: MdTarget,
+    pub backends: usize,
+    pub creates_per_sec: Spread,
+    pub stats_per_sec: Spread,
+    pub removes_per_sec: Spread,
+    /// Backend metadata requests per create, stat and remove, counted at
+    /// the emulated servers in the first run (zeros without them).
+    pub server_ops_per_op: [f64; 3],
+    pub verified: bool,
+}
+
+/// What `plfs bench mdtest` prints: medians (with ranges) over the runs,
+/// and every run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MdtestSummary {
+    pub procs: usize,
+    pub files_per_proc: usize,
+    pub mds_service_us: u64,
+    pub repeat: usize,
+    pub verified: bool,
+    pub cases: Vec<MdCaseSummary>,
+    pub skipped: Vec<String>,
+    pub runs: Vec<MdtestReport>,
+}
+
+impl MdtestSummary {
+    pub fn new(runs: Vec<MdtestReport>) -> MdtestSummary {
+        let first = runs.first();
+        let mut cases = Vec::new();
+        if let Some(first) = first {
+            for (index, case) in first.cases.iter().enumerate() {
+                let of =
+                    |figure: fn(&MdCaseReport) -> f64| {
+                        Spread::of(runs.iter().map(|run| run.cases.get(index).map(figure)))
+                            .unwrap_or(Spread { median: 0.0, min: 0.0, max: 0.0 })
+                    };
+                cases.push(MdCaseSummary {
+                    target: case.target,
+                    backends: case.backends,
+                    creates_per_sec: of(|c| c.creates_per_sec),
+                    stats_per_sec: of(|c| c.stats_per_sec),
+                    removes_per_sec: of(|c| c.removes_per_sec),
+                    server_ops_per_op: MdPhase::ALL.map(|phase| {
+                        case.phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.server_ops_per_op)
+                    }),
+                    verified: runs.iter().all(|run| run.cases.get(index).is_some_and(|c| c.verified)),
+                });
+            }
+        }
+        MdtestSummary {
+            procs: first.map_or(0, |r| r.procs),
+            files_per_proc: first.map_or(0, |r| r.files_per_proc),
+            mds_service_us: first.map_or(0, |r| r.mds_service_us),
+            repeat: runs.len(),
+            verified: !runs.is_empty() && runs.iter().all(|r| r.verified),
+            cases,
+            skipped: first.map_or_else(Vec::new, |r| r.skipped.clone()),
+            runs,
+        }
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut text = String::new();
+        let server = match self.mds_service_us {
+            0 => "no emulated metadata server".to_owned(),
+            us => format!("one emulated metadata server per backend, {us} us per op"),
+        };
+        let _ = writeln!(
+            text,
+            "mdtest: {} processes x {} files in one directory ({}); {}",
+            self.procs,
+            self.files_per_proc,
+            server,
+            match self.repeat {
+                1 => "1 run".to_owned(),
+                n => format!("median of {n} runs [min-max]"),
+            }
+        );
+        let _ = writeln!(
+            text,
+            "{:<12} {:>3} {:>26} {:>26} {:>26}  verified{}",
+            "target",
+            "K",
+            "creates/s",
+            "stats/s",
+            "removes/s",
+            if self.mds_service_us > 0 { "  server requests per create/stat/remove" } else { "" }
+        );
+        let cell = |s: &Spread| {
+            if self.repeat == 1 {
+                format!("{:.0}", s.median)
+            } else {
+                format!("{:.0} [{:.0}-{:.0}]", s.median, s.min, s.max)
+            }
+        };
+        for case in &self.cases {
+            let _ = writeln!(
+                text,
+                "{:<12} {:>3} {:>26} {:>26} {:>26}  {:<8}{}",
+                case.target.as_str(),
+                case.backends,
+                cell(&case.creates_per_sec),
+                cell(&case.stats_per_sec),
+                cell(&case.removes_per_sec),
+                if case.verified { "yes" } else { "NO" },
+                match self.mds_service_us {
+                    0 => String::new(),
+                    _ => {
+                        let [c, s, r] = case.server_ops_per_op;
+                        format!("  {c:.1} / {s:.1} / {r:.1}")
+                    }
+                }
+            );
+        }
+        for skipped in &self.skipped {
+            let _ = writeln!(text, "skipped {skipped}");
+        }
+        for run in &self.runs {
+            for case in run.cases.iter().filter(|c| !c.problems.is_empty()) {
+                for problem in &case.problems {
+                    let _ = writeln!(text, "problem: {} K={}: {problem}", case.target, case.backends);
+                }
+            }
+        }
+        text
+    }
+}
+
+/// Runs every case of `spec` once.
+pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestReport, String> {
+    spec.validate()?;
+    let mut skipped = Vec::new();
+    for target in &spec.targets {
+        if let Some(why) = target.not_built_in() {
+            if !spec.skip_not_built_in {
+                return Err(why.to_owned());
+            }
+            skipped.push(format!("{target}: {why}"));
+        }
+    }
+    if spec.cases().is_empty() {
+        return Err("mdtest: no workload that can run".to_owned());
+    }
+    fs::create_dir_all(&spec.dir).map_err(|e| format!("creating {}: {e}", spec.dir.display()))?;
+    let parent = fs::canonicalize(&spec.dir).map_err(|e| format!("resolving {}: {e}", spec.dir.display()))?;
+    let work = WorkDir::create(&parent, spec.keep)?;
+    let mut cases = Vec::new();
+    for (target, backends) in spec.cases() {
+        let case_dir = work.path.join(format!("{}-k{backends}", target.as_str()));
+        cases.push(run_case(spec, workers, target, backends, &case_dir)?);
+    }
+    let verified = cases.iter().all(|c| c.verified);
+    Ok(MdtestReport {
+        procs: spec.procs,
+        files_per_proc: spec.files,
+        mds_service_us: spec.mds_service.as_micros() as u64,
+        cases,
+        skipped,
+        verified,
+    })
+}
+
+struct WorkDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl WorkDir {
+    fn create(parent: &Path, keep: bool) -> Result<WorkDir, String> {
+        let path = parent.join(format!("plfs-mdtest.{}.{}", std::process::id(), now_ns()));
+        fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        Ok(WorkDir { path, keep })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if !self.keep
+            && let Err(error) = fs::remove_dir_all(&self.path)
+        {
+            eprintln!("plfs bench mdtest: removing {}: {error}", self.path.display());
+        }
+    }
+}
+
+/// The case's processes; killed and reaped if the case fails.
+struct Ranks {
+    children: Vec<Child>,
+    stdins: Vec<ChildStdin>,
+}
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        self.stdins.clear();
+        for child in &mut self.children {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+enum Event {
+    Ready,
+    Result(MdWorkerResult),
+    Error(String),
+    Eof,
+}
+
+fn next_event(
+    events: &Receiver<(usize, Event)>,
+    deadline: Instant,
+    what: &str,
+) -> Result<(usize, Event), String> {
+    events.recv_timeout(deadline.saturating_duration_since(Instant::now())).map_err(|error| match error {
+        RecvTimeoutError::Timeout => format!("{what}: ranks still busy at the deadline"),
+        RecvTimeoutError::Disconnected => format!("{what}: every rank's output closed"),
+    })
+}
+
+fn run_case(
+    spec: &MdtestSpec,
+    command: &WorkerCommand,
+    target: MdTarget,
+    backends: usize,
+    case_dir: &Path,
+) -> Result<MdCaseReport, String> {
+    let name = format!("mdtest {target} K={backends}");
+    for dir in backend_dirs(case_dir, backends) {
+        fs::create_dir_all(&dir).map_err(|e| format!("{name}: creating {}: {e}", dir.display()))?;
+    }
+    // The parent's own view: no servers, so its checks cost no queueing.
+    let checker =
+        Namespace::open(target, case_dir, backends, Duration::ZERO).map_err(|e| format!("{name}: {e}"))?;
+    checker.make_dir().map_err(|e| format!("{name}: {e}"))?;
+
+    let (sender, events) = mpsc::channel();
+    let mut ranks = Ranks { children: Vec::new(), stdins: Vec::new() };
+    for rank in 0..spec.procs {
+        let worker = MdWorkerSpec {
+            target,
+            rank,
+            procs: spec.procs,
+            files: spec.files,
+            case_dir: case_dir.to_path_buf(),
+            backends,
+            mds_service_us: spec.mds_service.as_micros() as u64,
+        };
+        let json = serde_json::to_string(&worker).map_err(|e| format!("{name}: encoding spec: {e}"))?;
+        let mut child = Command::new(&command.program)
+            .args(&command.args_prefix)
+            .arg(MDTEST_WORKER_ARG)
+            .arg(&json)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("{name}: starting rank {rank} ({}): {e}", command.program.display()))?;
+        let stdout = child.stdout.take().ok_or_else(|| format!("{name}: rank {rank} has no stdout"))?;
+        ranks.stdins.push(child.stdin.take().ok_or_else(|| format!("{name}: rank {rank} has no stdin"))?);
+        ranks.children.push(child);
+        let sender = sender.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Some(at) = line.find(MARKER) else { continue };
+                let rest = &line[at + MARKER.len()..];
+                let event = if rest.starts_with("READY") {
+                    Event::Ready
+                } else if let Some(json) = rest.strip_prefix("RESULT ") {
+                    match serde_json::from_str(json) {
+                        Ok(result) => Event::Result(result),
+                        Err(error) => Event::Error(format!("unreadable result {json:?}: {error}")),
+                    }
+                } else if let Some(message) = rest.strip_prefix("ERROR ") {
+                    Event::Error(message.to_owned())
+                } else {
+                    continue;
+                };
+                if sender.send((rank, event)).is_err() {
+                    return;
+                }
+            }
+            let _ = sender.send((rank, Event::Eof));
+        });
+    }
+    drop(sender);
+
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let mut ready = vec![false; spec.procs];
+    while ready.iter().any(|r| !r) {
+        match next_event(&events, deadline, &name)? {
+            (rank, Event::Ready) => ready[rank] = true,
+            (rank, Event::Error(message)) => return Err(format!("{name}: rank {rank}: {message}")),
+            (rank, _) => return Err(format!("{name}: rank {rank} stopped before it was ready")),
+        }
+    }
+
+    let mut phases = Vec::new();
+    let mut problems = Vec::new();
+    for phase in MdPhase::ALL {
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
+        let start_ns = now_ns() + GO_DELAY.as_nanos() as u64;
+        for (rank, stdin) in ranks.stdins.iter_mut().enumerate() {
+            writeln!(stdin, "GO {start_ns} {}", phase.as_str())
+                .and_then(|()| stdin.flush())
+                .map_err(|e| format!("{name}: starting rank {rank}'s {}: {e}", phase.as_str()))?;
+        }
+        let deadline = Instant::now() + PHASE_TIMEOUT;
+        let mut results: Vec<Option<MdWorkerResult>> = vec![None; spec.procs];
+        while results.iter().any(Option::is_none) {
+            match next_event(&events, deadline, &name)? {
+                (rank, Event::Result(result)) if result.phase == phase => results[rank] = Some(result),
+                (rank, Event::Error(message)) => {
+                    return Err(format!("{name}: {}: rank {rank}: {message}", phase.as_str()));
+                }
+                (rank, _) => return Err(format!("{name}: {}: rank {rank} stopped", phase.as_str())),
+            }
+        }
+        let results: Vec<MdWorkerResult> = results.into_iter().flatten().collect();
+        let end_ns = results.iter().map(|r| r.end_ns).max().unwrap_or(start_ns);
+        let seconds = end_ns.saturating_sub(start_ns).max(1) as f64 / 1e9;
+        let ops: u64 = results.iter().map(|r| r.ops).sum();
+        let lag = results.iter().map(|r| r.began_ns.saturating_sub(start_ns)).max().unwrap_or(0);
+        phases.push(MdPhaseReport {
+            phase,
+            ops,
+            seconds,
+            ops_per_sec: ops as f64 / seconds,
+            server_ops_per_op: results.iter().map(|r| r.server_ops).sum::<u64>() as f64 / ops.max(1) as f64,
+            max_start_lag_ms: lag as f64 / 1e6,
+        });
+        let bad: u64 = results.iter().map(|r| r.bad).sum();
+        if bad > 0 {
+            let first = results.iter().find_map(|r| r.first_bad.clone()).unwrap_or_default();
+            problems.push(format!(
+                "{}: {bad} files missing or of the wrong size, first: {first}",
+                phase.as_str()
+            ));
+        }
+        // Untimed: after create every name is there, after remove none.
+        let mut listed = checker.list().map_err(|e| format!("{name}: {e}"))?;
+        listed.sort();
+        match phase {
+            MdPhase::Create | MdPhase::Stat => {
+                let mut expected: Vec<String> = (0..spec.procs)
+                    .flat_map(|rank| (0..spec.files).map(move |i| file_name(rank, i)))
+                    .collect();
+                expected.sort();
+                if listed != expected {
+                    problems.push(format!(
+                        "after {}: the directory lists {} names, expected the {} created",
+                        phase.as_str(),
+                        listed.len(),
+                        expected.len()
+                    ));
+                }
+            }
+            MdPhase::Remove => {
+                if !listed.is_empty() {
+                    problems.push(format!(
+                        "after remove: {} names remain, first {}",
+                        listed.len(),
+                        listed[0]
+                    ));
+                }
+                // Nothing of any file may be left on any backend either.
+                for dir in backend_dirs(case_dir, backends) {
+                    let left = fs::read_dir(dir.join(DIR_NAME)).map(Iterator::count).unwrap_or(0);
+                    if left > 0 {
+                        problems.push(format!(
+                            "after remove: {left} entries left in {}",
+                            dir.join(DIR_NAME).display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for stdin in &mut ranks.stdins {
+        let _ = writeln!(stdin, "EXIT");
+    }
+    ranks.stdins.clear();
+    for (rank, child) in ranks.children.iter_mut().enumerate() {
+        let status = child.wait().map_err(|e| format!("{name}: waiting for rank {rank}: {e}"))?;
+        if !status.success() {
+            return Err(format!("{name}: rank {rank} exited with {status}"));
+        }
+    }
+    let rate = |phase: MdPhase| phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.ops_per_sec);
+    Ok(MdCaseReport {
+        target,
+        backends,
+        creates_per_sec: rate(MdPhase::Create),
+        stats_per_sec: rate(MdPhase::Stat),
+        removes_per_sec: rate(MdPhase::Remove),
+        verified: problems.is_empty(),
+        phases: phases.clone(),
+        problems,
+    })
+}
