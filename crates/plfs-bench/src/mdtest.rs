@@ -83,18 +83,6 @@ impl MdTarget {
         }
     }
 
-    /// Why this target cannot run yet. Wiring 1-n in: return None here and
-    /// map it to its mount workload in [`Namespace::open`].
-    pub fn not_built_in(self) -> Option<&'static str> {
-        match self {
-            MdTarget::SmallFile => Some(
-                "the 1-n workload: small_file mounts are not built in yet (plfs-core's \
-                 Plfs::with_workload refuses them); run direct, n-n or shared-file",
-            ),
-            MdTarget::Direct | MdTarget::FilePerProc | MdTarget::SharedFile => None,
-        }
-    }
-
     /// Runs over K backends (direct is one directory whatever K is).
     fn federated(self) -> bool {
         self != MdTarget::Direct
@@ -131,16 +119,13 @@ pub struct MdtestSpec {
     /// Service time of the emulated metadata servers; zero: none.
     pub mds_service: Duration,
     pub keep: bool,
-    /// Leave out (and list as skipped) targets not built in yet instead of
-    /// failing: `--workload all`.
-    pub skip_not_built_in: bool,
 }
 
 impl MdtestSpec {
     /// (target, K) in the order they run.
     fn cases(&self) -> Vec<(MdTarget, usize)> {
         let mut cases = Vec::new();
-        for target in self.targets.iter().filter(|t| t.not_built_in().is_none()) {
+        for target in &self.targets {
             if target.federated() {
                 cases.extend(self.backends.iter().map(|k| (*target, *k)));
             } else {
@@ -263,7 +248,7 @@ impl Namespace {
             }
             MdTarget::FilePerProc => MountWorkload::FilePerProc,
             MdTarget::SharedFile => MountWorkload::SharedFile,
-            MdTarget::SmallFile => return Err(target.not_built_in().unwrap_or_default().to_owned()),
+            MdTarget::SmallFile => MountWorkload::SmallFile,
         };
         let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
         let mut servers = Vec::new();
@@ -309,7 +294,9 @@ impl Namespace {
             Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
                 let handle = plfs
-                    .open(&path, OpenFlags::WRONLY.create(), 0o644, writer)
+                    // O_TRUNC: on small_file mounts a create record with no
+                    // lookup (as cp does); the same as O_CREAT for new names.
+                    .open(&path, OpenFlags::WRONLY.create().truncate(), 0o644, writer)
                     .map_err(|e| format!("plfs create {path}: {e}"))?;
                 let count = handle.write(bytes, 0).map_err(|e| format!("plfs write {path}: {e}"))?;
                 handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
@@ -358,10 +345,15 @@ impl Namespace {
                     entries.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
                 })
                 .map_err(|e| format!("listing {}: {e}", dir.display())),
-            Namespace::Plfs { plfs, .. } => plfs
-                .readdir(&format!("/{DIR_NAME}"))
-                .map(|entries| entries.into_iter().map(|e| e.name).collect())
-                .map_err(|e| format!("plfs readdir /{DIR_NAME}: {e}")),
+            Namespace::Plfs { plfs, .. } => {
+                let dir = format!("/{DIR_NAME}");
+                // Small-file mounts show other processes' changes after an
+                // invalidate (a no-op on other workloads).
+                plfs.invalidate_read_cache(&dir).map_err(|e| format!("plfs invalidate {dir}: {e}"))?;
+                plfs.readdir(&dir)
+                    .map(|entries| entries.into_iter().map(|e| e.name).collect())
+                    .map_err(|e| format!("plfs readdir {dir}: {e}"))
+            }
         }
     }
 
@@ -514,8 +506,6 @@ pub struct MdtestReport {
     pub files_per_proc: usize,
     pub mds_service_us: u64,
     pub cases: Vec<MdCaseReport>,
-    /// Targets asked for (by `all`) that are not built in, and why.
-    pub skipped: Vec<String>,
     pub verified: bool,
 }
 
@@ -543,7 +533,6 @@ pub struct MdtestSummary {
     pub repeat: usize,
     pub verified: bool,
     pub cases: Vec<MdCaseSummary>,
-    pub skipped: Vec<String>,
     pub runs: Vec<MdtestReport>,
 }
 
@@ -578,7 +567,6 @@ impl MdtestSummary {
             repeat: runs.len(),
             verified: !runs.is_empty() && runs.iter().all(|r| r.verified),
             cases,
-            skipped: first.map_or_else(Vec::new, |r| r.skipped.clone()),
             runs,
         }
     }
@@ -636,9 +624,6 @@ impl MdtestSummary {
                 }
             );
         }
-        for skipped in &self.skipped {
-            let _ = writeln!(text, "skipped {skipped}");
-        }
         for run in &self.runs {
             for case in run.cases.iter().filter(|c| !c.problems.is_empty()) {
                 for problem in &case.problems {
@@ -653,15 +638,6 @@ impl MdtestSummary {
 /// Runs every case of `spec` once.
 pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestReport, String> {
     spec.validate()?;
-    let mut skipped = Vec::new();
-    for target in &spec.targets {
-        if let Some(why) = target.not_built_in() {
-            if !spec.skip_not_built_in {
-                return Err(why.to_owned());
-            }
-            skipped.push(format!("{target}: {why}"));
-        }
-    }
     if spec.cases().is_empty() {
         return Err("mdtest: no workload that can run".to_owned());
     }
@@ -679,7 +655,6 @@ pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestRe
         files_per_proc: spec.files,
         mds_service_us: spec.mds_service.as_micros() as u64,
         cases,
-        skipped,
         verified,
     })
 }
@@ -890,9 +865,19 @@ fn run_case(
                         listed[0]
                     ));
                 }
-                // Nothing of any file may be left on any backend either.
+                // Nothing of any file may be left on any backend either
+                // (but a 1-n directory keeps its logs: a remove is a record).
                 for dir in backend_dirs(case_dir, backends) {
-                    let left = fs::read_dir(dir.join(DIR_NAME)).map(Iterator::count).unwrap_or(0);
+                    let left = fs::read_dir(dir.join(DIR_NAME))
+                        .map(|entries| {
+                            entries
+                                .filter_map(|entry| entry.ok())
+                                .filter(|entry| {
+                                    target != MdTarget::SmallFile || entry.file_name() != ".plfs-smallfile"
+                                })
+                                .count()
+                        })
+                        .unwrap_or(0);
                     if left > 0 {
                         problems.push(format!(
                             "after remove: {left} entries left in {}",

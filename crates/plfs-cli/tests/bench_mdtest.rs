@@ -2,8 +2,7 @@
 //! containers, with K = 1 and 2 backends, with and without emulated
 //! metadata servers; every case must verify (every name there with its
 //! size after create, none after remove) and report a positive rate per
-//! phase. No timing is asserted. The 1-n target must fail clearly until
-//! small_file mounts are built into Plfs.
+//! phase. No timing is asserted. `all` adds the 1-n (small_file) target.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -87,17 +86,8 @@ fn mdtest_with_one_metadata_server_per_backend_verifies() {
 }
 
 #[test]
-fn mdtest_one_to_n_fails_clearly_until_small_file_mounts_are_built_in() {
+fn mdtest_all_runs_every_workload_including_one_to_n() {
     let dir = tempfile::Builder::new().prefix("plfs-bench-mdtest.").tempdir().unwrap();
-    for workload in ["1-n", "direct,1-n"] {
-        let output = mdtest(dir.path(), workload, &[]);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{workload}: {stderr}");
-        assert!(stderr.contains("small_file mounts are not built in yet"), "{workload}: {stderr}");
-        assert!(output.stdout.is_empty(), "{workload}");
-    }
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    // `all` runs what is built in and lists 1-n as skipped, with why.
     let output = Command::new(PLFS)
         .args(["bench", "mdtest", "--procs", "2", "--files", "5", "--backends", "2"])
         .args(["--workload", "all", "--json", "--dir"])
@@ -110,8 +100,5 @@ fn mdtest_one_to_n_fails_clearly_until_small_file_mounts_are_built_in() {
     assert_eq!(report["verified"], true, "{report:#}");
     let targets: Vec<&str> =
         report["cases"].as_array().unwrap().iter().map(|c| c["target"].as_str().unwrap()).collect();
-    assert_eq!(targets, ["direct", "n-n", "shared-file"], "{report:#}");
-    let skipped = report["skipped"].as_array().unwrap();
-    assert_eq!(skipped.len(), 1, "{report:#}");
-    assert!(skipped[0].as_str().unwrap().contains("small_file mounts are not built in yet"));
+    assert_eq!(targets, ["direct", "n-n", "1-n", "shared-file"], "{report:#}");
 }

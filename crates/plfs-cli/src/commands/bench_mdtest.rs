@@ -28,9 +28,8 @@ pub struct Opts {
     #[arg(long, default_value = "1,2,4,8")]
     backends: String,
     /// Targets, comma-separated: direct (plain files in one directory), n-n
-    /// (plfs file_per_proc), 1-n (plfs small_file; not built in yet, an
-    /// error), shared-file (plfs containers), or all (those built in; the
-    /// rest are listed as skipped).
+    /// (plfs file_per_proc), 1-n (plfs small_file), shared-file (plfs
+    /// containers), or all.
     #[arg(long, default_value = "direct,n-n,shared-file")]
     workload: String,
     /// Emulate metadata servers: every backend metadata call queues for this
@@ -79,7 +78,6 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         dir: opts.dir.clone(),
         mds_service: Duration::from_micros(opts.mds_service_us),
         keep: opts.keep,
-        skip_not_built_in: opts.workload == "all",
     };
     if spec.procs == 0 || spec.files == 0 {
         bail!("--procs and --files must be positive");
