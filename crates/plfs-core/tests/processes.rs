@@ -263,29 +263,13 @@ fn sixteen_processes_create_a_thousand_n_n_files_each() {
         assert!(child.wait().unwrap().success());
     }
     assert!(began.elapsed() < Duration::from_secs(120), "storm took {:?}", began.elapsed());
-    let mut names: Vec<String> = plfs.readdir("/storm").unwrap().into_iter().map(|e| e.name).collect();
-    names.sort();
-    let mut expected: Vec<String> =
-        (0..PROCESSES).flat_map(|r| (0..FILES).map(move |f| format!("r{r}.f{f}"))).collect();
-    expected.sort();
-    assert!(names == expected, "{} names listed, {} expected", names.len(), expected.len());
+    assert_storm_names(&plfs, PROCESSES, FILES);
     // Every backend holds a share, and each file is on exactly its backend.
     for (index, dir) in backends.iter().enumerate() {
         let count = std::fs::read_dir(dir.join("storm")).unwrap().count();
         assert!(count > (PROCESSES * FILES) as usize / 8, "backend {index} holds only {count} files");
     }
-    for rank in 0..PROCESSES {
-        for index in 0..FILES {
-            let path = format!("/storm/r{rank}.f{index}");
-            let handle = plfs.open(&path, OpenFlags::RDONLY, 0, 0).unwrap();
-            let expected = storm_bytes(rank, index);
-            assert_eq!(handle.size().unwrap(), expected.len() as u64, "{path}");
-            let mut buf = vec![0u8; expected.len()];
-            assert_eq!(handle.read(&mut buf, 0).unwrap(), expected.len(), "{path}");
-            assert!(buf == expected, "{path} read back differently");
-            handle.close().unwrap();
-        }
-    }
+    assert_storm_bytes(&plfs, PROCESSES, FILES);
 }
 
 /// 1-N create storm: 16 processes × 1000 files each in one small_file
@@ -308,19 +292,29 @@ fn sixteen_processes_create_a_thousand_small_files_each() {
     }
     assert!(began.elapsed() < Duration::from_secs(120), "storm took {:?}", began.elapsed());
     let plfs = workload_mount(&backends, Workload::SmallFile);
-    let mut names: Vec<String> = plfs.readdir("/storm").unwrap().into_iter().map(|e| e.name).collect();
-    names.sort();
-    let mut expected: Vec<String> =
-        (0..PROCESSES).flat_map(|r| (0..FILES).map(move |f| format!("r{r}.f{f}"))).collect();
-    expected.sort();
-    assert!(names == expected, "{} names listed, {} expected", names.len(), expected.len());
+    assert_storm_names(&plfs, PROCESSES, FILES);
     let backend_files: usize = backends
         .iter()
         .map(|dir| std::fs::read_dir(dir.join("storm/.plfs-smallfile")).map_or(0, |entries| entries.count()))
         .sum();
     assert_eq!(backend_files as u64, 3 * PROCESSES, "a name, an index and a data log per writer");
-    for rank in 0..PROCESSES {
-        for index in 0..FILES {
+    assert_storm_bytes(&plfs, PROCESSES, FILES);
+}
+
+/// Every storm file `r{rank}.f{index}` is listed in /storm, and nothing else.
+fn assert_storm_names(plfs: &Plfs, processes: u64, files: u64) {
+    let mut names: Vec<String> = plfs.readdir("/storm").unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    let mut expected: Vec<String> =
+        (0..processes).flat_map(|r| (0..files).map(move |f| format!("r{r}.f{f}"))).collect();
+    expected.sort();
+    assert!(names == expected, "{} names listed, {} expected", names.len(), expected.len());
+}
+
+/// Every storm file holds exactly its bytes.
+fn assert_storm_bytes(plfs: &Plfs, processes: u64, files: u64) {
+    for rank in 0..processes {
+        for index in 0..files {
             let path = format!("/storm/r{rank}.f{index}");
             let handle = plfs.open(&path, OpenFlags::RDONLY, 0, 0).unwrap();
             let expected = storm_bytes(rank, index);

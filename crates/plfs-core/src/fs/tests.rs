@@ -341,7 +341,7 @@ fn many_writers_stay_within_the_handle_cap() {
 #[derive(Debug, Clone)]
 enum Op {
     Write { writer: u64, offset: u64, length: usize, seed: u8 },
-    Truncate { writer: u64, size: u64 },
+    Truncate { size: u64 },
     Read { offset: u64, length: usize },
     Sync,
     Reopen,
@@ -351,7 +351,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         10 => (0u64..8, prop_oneof![0u64..5000, 0u64..200_000, Just(1u64 << 40)], 1usize..3000, any::<u8>())
             .prop_map(|(writer, offset, length, seed)| Op::Write { writer, offset, length, seed }),
-        1 => (0u64..8, prop_oneof![0u64..6000, Just(0u64)]).prop_map(|(writer, size)| Op::Truncate { writer, size }),
+        1 => prop_oneof![0u64..6000, Just(0u64)].prop_map(|size| Op::Truncate { size }),
         3 => (0u64..8000, 1usize..9000).prop_map(|(offset, length)| Op::Read { offset, length }),
         1 => Just(Op::Sync),
         1 => Just(Op::Reopen),
@@ -410,6 +410,60 @@ impl Model {
     }
 }
 
+/// Runs `ops` on `/model` through `plfs` against a byte model, then checks
+/// that `fresh` (another process's mount of the same backends) reads the
+/// closed file back exactly: the shared body of every workload's model test.
+fn check_model(ops: &[Op], plfs: &Plfs, fresh: &Plfs) -> std::result::Result<(), TestCaseError> {
+    let mut handle = plfs.open("/model", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
+    let mut model = Model::default();
+    for op in ops {
+        match *op {
+            Op::Write { writer, offset, length, seed } => {
+                let data: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
+                handle.write_as(&data, offset, writer).unwrap();
+                model.write(offset, &data);
+            }
+            Op::Truncate { size } => {
+                handle.truncate(size).unwrap();
+                model.truncate(size);
+            }
+            Op::Read { offset, length } => {
+                let mut buf = vec![0xEE; length];
+                let count = handle.read(&mut buf, offset).unwrap();
+                prop_assert_eq!(
+                    &buf[..count],
+                    &model.read(offset, length)[..],
+                    "read {} at {}",
+                    length,
+                    offset
+                );
+            }
+            Op::Sync => handle.sync().unwrap(),
+            Op::Reopen => {
+                handle.close().unwrap();
+                handle = plfs.open("/model", OpenFlags::RDWR, 0, 0).unwrap();
+            }
+        }
+        prop_assert_eq!(handle.size().unwrap(), model.size);
+    }
+    handle.close().unwrap();
+    prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
+    prop_assert_eq!(fresh.stat("/model").unwrap().size, model.size);
+    let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
+    let dense = model.size.min(300_000) as usize;
+    let mut buf = vec![0u8; dense];
+    let count = reader.read(&mut buf, 0).unwrap();
+    prop_assert_eq!(&buf[..count], &model.read(0, dense)[..]);
+    if let Some((&first, _)) = model.far.iter().next() {
+        let length = (model.size - first) as usize;
+        let mut buf = vec![0u8; length];
+        prop_assert_eq!(reader.read(&mut buf, first).unwrap(), length);
+        prop_assert_eq!(&buf[..], &model.read(first, length)[..]);
+    }
+    reader.close().unwrap();
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -419,49 +473,7 @@ proptest! {
     #[test]
     fn file_matches_byte_model(ops in proptest::collection::vec(op(), 1..60), backends in 1usize..4) {
         let stores = memory_stores(backends);
-        let plfs = mount_over(&stores, options(3));
-        let mut handle = plfs.open("/model", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
-        let mut model = Model::default();
-        for op in &ops {
-            match *op {
-                Op::Write { writer, offset, length, seed } => {
-                    let data: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
-                    handle.write_as(&data, offset, writer).unwrap();
-                    model.write(offset, &data);
-                }
-                Op::Truncate { writer, size } => {
-                    let _ = writer;
-                    handle.truncate(size).unwrap();
-                    model.truncate(size);
-                }
-                Op::Read { offset, length } => {
-                    let mut buf = vec![0xEE; length];
-                    let count = handle.read(&mut buf, offset).unwrap();
-                    prop_assert_eq!(&buf[..count], &model.read(offset, length)[..], "read {} at {}", length, offset);
-                }
-                Op::Sync => handle.sync().unwrap(),
-                Op::Reopen => {
-                    handle.close().unwrap();
-                    handle = plfs.open("/model", OpenFlags::RDWR, 0, 0).unwrap();
-                }
-            }
-            prop_assert_eq!(handle.size().unwrap(), model.size);
-        }
-        handle.close().unwrap();
-        prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
-        let fresh = mount_over(&stores, options(4));
-        let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
-        let dense = model.size.min(300_000) as usize;
-        let mut buf = vec![0u8; dense];
-        let count = reader.read(&mut buf, 0).unwrap();
-        prop_assert_eq!(&buf[..count], &model.read(0, dense)[..]);
-        if let Some((&first, _)) = model.far.iter().next() {
-            let length = (model.size - first) as usize;
-            let mut buf = vec![0u8; length];
-            prop_assert_eq!(reader.read(&mut buf, first).unwrap(), length);
-            prop_assert_eq!(&buf[..], &model.read(first, length)[..]);
-        }
-        reader.close().unwrap();
+        check_model(&ops, &mount_over(&stores, options(3)), &mount_over(&stores, options(4)))?;
     }
 }
 
@@ -1104,48 +1116,7 @@ mod flat {
         fn flat_file_matches_byte_model(ops in proptest::collection::vec(op(), 1..60), backends in 1usize..4) {
             let root = tempfile::tempdir().unwrap();
             let stores = posix_stores(root.path(), backends);
-            let plfs = flat_mount_over(&stores, options(3));
-            let mut handle = plfs.open("/model", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
-            let mut model = Model::default();
-            for op in &ops {
-                match *op {
-                    Op::Write { writer, offset, length, seed } => {
-                        let data: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
-                        handle.write_as(&data, offset, writer).unwrap();
-                        model.write(offset, &data);
-                    }
-                    Op::Truncate { size, .. } => {
-                        handle.truncate(size).unwrap();
-                        model.truncate(size);
-                    }
-                    Op::Read { offset, length } => {
-                        let mut buf = vec![0xEE; length];
-                        let count = handle.read(&mut buf, offset).unwrap();
-                        prop_assert_eq!(&buf[..count], &model.read(offset, length)[..], "read {} at {}", length, offset);
-                    }
-                    Op::Sync => handle.sync().unwrap(),
-                    Op::Reopen => {
-                        handle.close().unwrap();
-                        handle = plfs.open("/model", OpenFlags::RDWR, 0, 0).unwrap();
-                    }
-                }
-                prop_assert_eq!(handle.size().unwrap(), model.size);
-            }
-            handle.close().unwrap();
-            prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
-            let fresh = flat_mount_over(&stores, options(4));
-            let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
-            let dense = model.size.min(300_000) as usize;
-            let mut buf = vec![0u8; dense];
-            let count = reader.read(&mut buf, 0).unwrap();
-            prop_assert_eq!(&buf[..count], &model.read(0, dense)[..]);
-            if let Some((&first, _)) = model.far.iter().next() {
-                let length = (model.size - first) as usize;
-                let mut buf = vec![0u8; length];
-                prop_assert_eq!(reader.read(&mut buf, first).unwrap(), length);
-                prop_assert_eq!(&buf[..], &model.read(first, length)[..]);
-            }
-            reader.close().unwrap();
+            check_model(&ops, &flat_mount_over(&stores, options(3)), &flat_mount_over(&stores, options(4)))?;
         }
     }
 }
@@ -1335,49 +1306,7 @@ mod small {
         #[test]
         fn small_file_matches_byte_model(ops in proptest::collection::vec(op(), 1..60), backends in 1usize..4) {
             let stores = memory_stores(backends);
-            let plfs = small_mount_over(&stores, options(3));
-            let mut handle = plfs.open("/model", OpenFlags::RDWR.create(), 0o644, 0).unwrap();
-            let mut model = Model::default();
-            for op in &ops {
-                match *op {
-                    Op::Write { writer, offset, length, seed } => {
-                        let data: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
-                        handle.write_as(&data, offset, writer).unwrap();
-                        model.write(offset, &data);
-                    }
-                    Op::Truncate { size, .. } => {
-                        handle.truncate(size).unwrap();
-                        model.truncate(size);
-                    }
-                    Op::Read { offset, length } => {
-                        let mut buf = vec![0xEE; length];
-                        let count = handle.read(&mut buf, offset).unwrap();
-                        prop_assert_eq!(&buf[..count], &model.read(offset, length)[..], "read {} at {}", length, offset);
-                    }
-                    Op::Sync => handle.sync().unwrap(),
-                    Op::Reopen => {
-                        handle.close().unwrap();
-                        handle = plfs.open("/model", OpenFlags::RDWR, 0, 0).unwrap();
-                    }
-                }
-                prop_assert_eq!(handle.size().unwrap(), model.size);
-            }
-            handle.close().unwrap();
-            prop_assert_eq!(plfs.stat("/model").unwrap().size, model.size);
-            let fresh = small_mount_over(&stores, options(4));
-            prop_assert_eq!(fresh.stat("/model").unwrap().size, model.size);
-            let reader = fresh.open("/model", OpenFlags::RDONLY, 0, 0).unwrap();
-            let dense = model.size.min(300_000) as usize;
-            let mut buf = vec![0u8; dense];
-            let count = reader.read(&mut buf, 0).unwrap();
-            prop_assert_eq!(&buf[..count], &model.read(0, dense)[..]);
-            if let Some((&first, _)) = model.far.iter().next() {
-                let length = (model.size - first) as usize;
-                let mut buf = vec![0u8; length];
-                prop_assert_eq!(reader.read(&mut buf, first).unwrap(), length);
-                prop_assert_eq!(&buf[..], &model.read(first, length)[..]);
-            }
-            reader.close().unwrap();
+            check_model(&ops, &small_mount_over(&stores, options(3)), &small_mount_over(&stores, options(4)))?;
         }
     }
 }
