@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::WorkerCommand;
 use crate::metadata_server::{MetadataServer, MetadataServerStore};
 use crate::repeat::Spread;
+use crate::runner::WorkDir;
 use crate::worker::{now_ns, wait_until};
 
 /// First argument of `plfs bench-worker` that routes to [`worker_main`].
@@ -646,7 +647,7 @@ pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestRe
     let work = WorkDir::create(&parent, spec.keep)?;
     let mut cases = Vec::new();
     for (target, backends) in spec.cases() {
-        let case_dir = work.path.join(format!("{}-k{backends}", target.as_str()));
+        let case_dir = work.path().join(format!("{}-k{backends}", target.as_str()));
         cases.push(run_case(spec, workers, target, backends, &case_dir)?);
     }
     let verified = cases.iter().all(|c| c.verified);
@@ -657,29 +658,6 @@ pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestRe
         cases,
         verified,
     })
-}
-
-struct WorkDir {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl WorkDir {
-    fn create(parent: &Path, keep: bool) -> Result<WorkDir, String> {
-        let path = parent.join(format!("plfs-mdtest.{}.{}", std::process::id(), now_ns()));
-        fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-        Ok(WorkDir { path, keep })
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if !self.keep
-            && let Err(error) = fs::remove_dir_all(&self.path)
-        {
-            eprintln!("plfs bench mdtest: removing {}: {error}", self.path.display());
-        }
-    }
 }
 
 /// The case's processes; killed and reaped if the case fails.

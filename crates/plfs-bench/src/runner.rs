@@ -162,19 +162,21 @@ fn interface_mount(spec: &BenchSpec, work: &Path, target: Target) -> Result<(), 
 
 /// The run's own directory, removed on drop (success or failure) unless
 /// asked to keep it.
-struct WorkDir {
+/// A fresh directory for one run, removed at drop unless kept (also by
+/// `plfs bench mdtest`).
+pub(crate) struct WorkDir {
     path: PathBuf,
     keep: bool,
 }
 
 impl WorkDir {
-    fn create(parent: &Path, keep: bool) -> Result<WorkDir, String> {
+    pub(crate) fn create(parent: &Path, keep: bool) -> Result<WorkDir, String> {
         let path = parent.join(format!("plfs-bench.{}.{}", std::process::id(), now_ns()));
         fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
         Ok(WorkDir { path, keep })
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }

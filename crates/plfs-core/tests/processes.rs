@@ -18,16 +18,19 @@ use plfs::store::posix::PosixStore;
 
 const RECORD_BYTES: usize = 47001;
 
-fn mount(backends: &[PathBuf], tuning: Tuning) -> Plfs {
-    let stores: Vec<(SharedStore, BackendRole)> = backends
+fn posix_backends(backends: &[PathBuf]) -> Vec<(SharedStore, BackendRole)> {
+    backends
         .iter()
         .map(|dir| {
             let store: SharedStore =
                 Arc::new(PosixStore::new(dir.clone(), format!("posix://{}", dir.display())).unwrap());
             (store, BackendRole::Any)
         })
-        .collect();
-    Plfs::new(stores, Options::from_environment(tuning)).unwrap()
+        .collect()
+}
+
+fn mount(backends: &[PathBuf], tuning: Tuning) -> Plfs {
+    Plfs::new(posix_backends(backends), Options::from_environment(tuning)).unwrap()
 }
 
 /// An n-n (file_per_proc) mount over the same backends.
@@ -36,15 +39,8 @@ fn flat_mount(backends: &[PathBuf]) -> Plfs {
 }
 
 fn workload_mount(backends: &[PathBuf], workload: Workload) -> Plfs {
-    let stores: Vec<(SharedStore, BackendRole)> = backends
-        .iter()
-        .map(|dir| {
-            let store: SharedStore =
-                Arc::new(PosixStore::new(dir.clone(), format!("posix://{}", dir.display())).unwrap());
-            (store, BackendRole::Any)
-        })
-        .collect();
-    Plfs::with_workload(stores, Options::from_environment(Tuning::default()), workload).unwrap()
+    Plfs::with_workload(posix_backends(backends), Options::from_environment(Tuning::default()), workload)
+        .unwrap()
 }
 
 /// The bytes of n-n storm file `index` of `rank`: its name, repeated to a
