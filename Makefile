@@ -2,7 +2,7 @@
 CARGO ?= cargo
 PLFS := target/release/plfs
 
-.PHONY: all deps test-tools build lib install install-lib demo test clippy fmt clean
+.PHONY: all deps test-tools test-servers build lib install install-lib demo test clippy fmt clean
 
 all: build
 
@@ -12,6 +12,12 @@ deps:
 # fsx and pjdfstest for the FUSE tests, built once into target/tools/bin.
 test-tools: deps
 	@CARGO="$(CARGO)" scripts/install-test-tools.sh
+
+# The HDFS (MiniDFSCluster) and S3 servers the store tests start: fetched
+# and built once (Maven and Go caches), so no test waits on a download.
+test-servers: deps
+	scripts/servers hdfs prepare
+	scripts/servers s3 prepare
 
 build: deps
 	$(CARGO) build --release --workspace
@@ -64,7 +70,7 @@ demo: build
 # tests link it.
 test: export PLFS_TEST_TOOLS := $(CURDIR)/target/tools/bin
 test: export PLFS_REQUIRE_MPI := 1
-test: deps test-tools
+test: deps test-tools test-servers
 	$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast
 
