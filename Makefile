@@ -70,6 +70,7 @@ demo: build
 # tests link it.
 test: export PLFS_TEST_TOOLS := $(CURDIR)/target/tools/bin
 test: export PLFS_REQUIRE_MPI := 1
+test: export PLFS_REQUIRE_SERVERS := 1
 test: deps test-tools test-servers
 	$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast

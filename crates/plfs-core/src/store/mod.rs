@@ -16,6 +16,7 @@ pub mod faulty;
 pub mod memory;
 pub mod path;
 pub mod posix;
+pub mod test_server;
 
 use std::fmt;
 use std::sync::Arc;
