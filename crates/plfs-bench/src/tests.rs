@@ -17,6 +17,7 @@ fn spec(work: &Path, workload: Workload, target: Target, op: Op, rank: usize, wr
         dir: work.to_path_buf(),
         backends: 3,
         fuse_dir: None,
+        store: None,
     }
 }
 
