@@ -70,7 +70,8 @@ pub fn parse(json: &str) -> Result<Snapshot, String> {
                 .and_then(serde_json::Value::as_u64)
                 .ok_or_else(|| format!("JMX bean {name:?} has no numeric {field}"))
         };
-        let counters = Counters { bytes_read: counter("BytesRead")?, bytes_written: counter("BytesWritten")? };
+        let counters =
+            Counters { bytes_read: counter("BytesRead")?, bytes_written: counter("BytesWritten")? };
         merge(&mut snapshot, datanode_label(address), counters);
     }
     Ok(snapshot)
@@ -104,7 +105,9 @@ pub fn snapshot(urls: &[String]) -> Result<Snapshot, String> {
         let body = http_get(url, &format!("/jmx?qry={DATANODE_ACTIVITY_QUERY}"))?;
         let one = parse(&body).map_err(|e| format!("DataNode JMX {url}: {e}"))?;
         if one.is_empty() {
-            return Err(format!("DataNode JMX {url}: no {BEAN_PREFIX}* bean (is this a DataNode's HTTP address?)"));
+            return Err(format!(
+                "DataNode JMX {url}: no {BEAN_PREFIX}* bean (is this a DataNode's HTTP address?)"
+            ));
         }
         for (datanode, counters) in one {
             merge(&mut all, datanode, counters);
@@ -144,7 +147,11 @@ pub fn read_datanode_file(path: &Path) -> Result<Vec<String>, String> {
         }
         let mut fields = line.split_whitespace();
         let (Some(index), Some(url), None) = (fields.next(), fields.next(), fields.next()) else {
-            return Err(format!("{}:{}: expected \"index http://host:port\", got {line:?}", path.display(), number + 1));
+            return Err(format!(
+                "{}:{}: expected \"index http://host:port\", got {line:?}",
+                path.display(),
+                number + 1
+            ));
         };
         if index.parse::<u32>().is_err() {
             return Err(format!("{}:{}: {index:?} is not a DataNode index", path.display(), number + 1));
@@ -221,7 +228,8 @@ pub fn http_get(url: &str, path: &str) -> Result<String, String> {
     // A server may chunk even a 1.0 answer; the body is small, decode it whole.
     let chunked = lines.any(|line| {
         line.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case("transfer-encoding") && value.trim().eq_ignore_ascii_case("chunked")
+            name.trim().eq_ignore_ascii_case("transfer-encoding")
+                && value.trim().eq_ignore_ascii_case("chunked")
         })
     });
     if chunked { dechunk(body).map_err(fail) } else { Ok(body.to_owned()) }
@@ -233,7 +241,8 @@ fn dechunk(mut body: &str) -> Result<String, String> {
     loop {
         let (size_line, rest) = body.split_once("\r\n").ok_or("truncated chunked body")?;
         let size_text = size_line.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
+        let size =
+            usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
         if size == 0 {
             return Ok(out);
         }
@@ -290,7 +299,8 @@ mod tests {
     fn rejects_answers_without_the_counters() {
         assert!(parse("<html>").unwrap_err().contains("not JSON"));
         assert!(parse("{}").unwrap_err().contains("beans"));
-        let missing = r#"{"beans":[{"name":"Hadoop:service=DataNode,name=DataNodeActivity-h-1","BytesRead":"x"}]}"#;
+        let missing =
+            r#"{"beans":[{"name":"Hadoop:service=DataNode,name=DataNodeActivity-h-1","BytesRead":"x"}]}"#;
         let error = parse(missing).unwrap_err();
         assert!(error.contains("BytesRead") && error.contains("DataNodeActivity-h-1"), "{error}");
     }
@@ -332,7 +342,10 @@ mod tests {
                         b.len()
                     )
                 } else {
-                    format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                    format!(
+                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
                 };
                 stream.write_all(answer.as_bytes()).unwrap();
             }
@@ -381,8 +394,11 @@ mod tests {
     fn reads_the_launchers_datanode_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("datanodes.txt");
-        std::fs::write(&path, "# written by the launcher\n0 http://127.0.0.1:9864\n\n1 http://127.0.0.1:9865\n")
-            .unwrap();
+        std::fs::write(
+            &path,
+            "# written by the launcher\n0 http://127.0.0.1:9864\n\n1 http://127.0.0.1:9865\n",
+        )
+        .unwrap();
         assert_eq!(read_datanode_file(&path).unwrap(), ["http://127.0.0.1:9864", "http://127.0.0.1:9865"]);
         std::fs::write(&path, "0 http://127.0.0.1:9864 extra\n").unwrap();
         assert!(read_datanode_file(&path).unwrap_err().contains(":1:"));

@@ -23,8 +23,8 @@ use plfs::{Error, ErrorKind};
 use serde::Serialize;
 
 use crate::jmx::{self, DataNodeBytes, Snapshot};
-use crate::report::PhaseReport;
 use crate::repeat::Spread;
+use crate::report::PhaseReport;
 use crate::runner::run_workers;
 use crate::worker::{Op, StoreRun, Target, WorkerSpec, now_ns, open_store_url};
 use crate::{WorkerCommand, Workload};
@@ -219,7 +219,9 @@ fn validate(spec: &StoreBenchSpec) -> Result<(), String> {
             .checked_mul(spec.writers as u64)
             .and_then(|n| n.checked_mul(size as u64))
             .filter(|total| *total < 1 << 60)
-            .ok_or_else(|| format!("bench: {} writers x {} records x {size} B overflows", spec.writers, spec.records))?;
+            .ok_or_else(|| {
+                format!("bench: {} writers x {} records x {size} B overflows", spec.writers, spec.records)
+            })?;
     }
     Ok(())
 }
@@ -278,7 +280,8 @@ fn run_size(
         }
         phases.push(phase);
     }
-    let find = |target: Target, op: Op| phases.iter().find(|p| p.target == target && p.op == op).map(|p| p.mibs);
+    let find =
+        |target: Target, op: Op| phases.iter().find(|p| p.target == target && p.op == op).map(|p| p.mibs);
     let ratio = |plfs: Option<f64>, raw: Option<f64>| match (plfs, raw) {
         (Some(plfs), Some(raw)) if raw > 0.0 => Some(plfs / raw),
         _ => None,
@@ -495,7 +498,8 @@ fn datanode_table(size: &StoreSizeReport) -> String {
                 Op::Read => d.bytes_read,
                 Op::Write => d.bytes_written,
             });
-            let _ = write!(out, " {:>13}", bytes.map_or("-".to_owned(), |b| format!("{:.1}", b as f64 / MIB)));
+            let _ =
+                write!(out, " {:>13}", bytes.map_or("-".to_owned(), |b| format!("{:.1}", b as f64 / MIB)));
         }
         let _ = writeln!(out);
     }

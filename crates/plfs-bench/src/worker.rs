@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use plfs::config::{BackendLocation, BackendRole, Tuning};
 use plfs::file::OpenFlags;
 use plfs::fs::{FileHandle, Options, Plfs};
-use plfs::store::{ReadHandle, SharedStore, StorePath};
 use plfs::store::posix::PosixStore;
+use plfs::store::{ReadHandle, SharedStore, StorePath};
 use serde::{Deserialize, Serialize};
 
 use crate::Workload;
@@ -142,19 +142,21 @@ impl StoreRun {
     /// [`StoreRun::urls`] holds it: writers take the stores in turn, as
     /// plfs spreads its logs over them.
     pub fn raw_object(&self, writer: usize) -> Result<(usize, StorePath), String> {
-        let path = self.raw_dir()?.join(&format!("object.{writer}")).map_err(|e| format!("raw object: {e}"))?;
+        let path =
+            self.raw_dir()?.join(&format!("object.{writer}")).map_err(|e| format!("raw object: {e}"))?;
         Ok((writer % self.urls.len().max(1), path))
     }
 }
 
 /// Opens a store by URL, every error naming the URL.
 pub fn open_store_url(url: &str) -> Result<SharedStore, String> {
-    let location = BackendLocation::parse(url).map_err(|e| format!("backend {url}: {e}"))?;
-    plfs::fs::open_store(&location).map_err(|e| {
-        let message = e.to_string();
-        // The store's own message usually names it already.
+    // The parser's and the stores' own messages usually name it already.
+    let named = |error: plfs::Error| {
+        let message = error.to_string();
         if message.contains(url) { message } else { format!("backend {url}: {message}") }
-    })
+    };
+    let location = BackendLocation::parse(url).map_err(named)?;
+    plfs::fs::open_store(&location).map_err(named)
 }
 
 /// A plfs mount over store URLs, as each worker process makes its own.
@@ -341,7 +343,9 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
         }
         (Target::RawNn, None) => return Err("the raw-nn target needs store URLs".to_owned()),
         (Target::DirectN1 | Target::PlainNn | Target::Fuse | Target::Preload, _) => {}
-        (Target::Mpiio, _) => return Err("the mpiio target is run by mpirun, not by bench workers".to_owned()),
+        (Target::Mpiio, _) => {
+            return Err("the mpiio target is run by mpirun, not by bench workers".to_owned());
+        }
     }
     let buf = vec![0u8; spec.record_bytes];
     Ok(Prepared { spec, buf, mount: plfs_mount, raw_store })
