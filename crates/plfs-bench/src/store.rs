@@ -45,8 +45,12 @@ pub struct StoreBenchSpec {
     pub workload: Workload,
     /// Writer processes (and reader processes, with `read`).
     pub writers: usize,
-    /// Records per writer.
+    /// Records per writer, at every size (unless `bytes_per_writer`).
     pub records: u64,
+    /// Instead of a fixed record count, this many bytes per writer at
+    /// every size (whole records, at least one), as the paper's 512 MB per
+    /// node: sizes then compare on equal volumes.
+    pub bytes_per_writer: Option<u64>,
     /// Record sizes, each run in turn (the paper's: 47001, 49152, 1048576).
     pub sizes: Vec<usize>,
     /// Shifted read-back with every byte verified.
@@ -63,6 +67,14 @@ pub struct StoreBenchSpec {
 }
 
 impl StoreBenchSpec {
+    /// Records each writer writes at `record_bytes`.
+    pub fn records_at(&self, record_bytes: usize) -> u64 {
+        match self.bytes_per_writer {
+            Some(bytes) => (bytes / record_bytes.max(1) as u64).max(1),
+            None => self.records,
+        }
+    }
+
     /// The paper's three sizes with read-back on `backends`; 4 writers ×
     /// 2000 records, as the posix bench.
     pub fn new(backends: Vec<String>) -> StoreBenchSpec {
@@ -70,6 +82,7 @@ impl StoreBenchSpec {
             workload: Workload::N1Strided,
             writers: 4,
             records: 2000,
+            bytes_per_writer: None,
             sizes: vec![47001, 49152, 1 << 20],
             read: true,
             backends,
@@ -124,6 +137,8 @@ impl PhaseTraffic {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoreSizeReport {
     pub record_bytes: usize,
+    /// Records per writer.
+    pub records: u64,
     /// Bytes each phase moved (writers × records × record size).
     pub total_bytes: u64,
     pub plfs_write_mibs: f64,
@@ -149,7 +164,9 @@ pub struct StoreSizeReport {
 pub struct StoreReport {
     pub workload: Workload,
     pub writers: usize,
-    pub records: u64,
+    /// Set when every size wrote this volume per writer (else the sizes'
+    /// record counts are all the spec's).
+    pub bytes_per_writer: Option<u64>,
     pub backends: Vec<String>,
     pub cores: usize,
     pub read: bool,
@@ -191,7 +208,7 @@ pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<Store
     Ok(StoreReport {
         workload: spec.workload,
         writers: spec.writers,
-        records: spec.records,
+        bytes_per_writer: spec.bytes_per_writer,
         backends: spec.backends.clone(),
         cores: std::thread::available_parallelism().map_or(1, usize::from),
         read: spec.read,
@@ -208,19 +225,23 @@ fn validate(spec: &StoreBenchSpec) -> Result<(), String> {
     if spec.backends.is_empty() {
         return Err("bench: the store benchmark needs at least one --backend URL".to_owned());
     }
-    if spec.writers == 0 || spec.records == 0 {
+    if spec.writers == 0 || spec.records == 0 || spec.bytes_per_writer == Some(0) {
         return Err("bench: at least one writer and one record are needed".to_owned());
     }
     if spec.sizes.is_empty() || spec.sizes.contains(&0) {
         return Err("bench: record sizes must be positive".to_owned());
     }
     for &size in &spec.sizes {
-        spec.records
+        spec.records_at(size)
             .checked_mul(spec.writers as u64)
             .and_then(|n| n.checked_mul(size as u64))
             .filter(|total| *total < 1 << 60)
             .ok_or_else(|| {
-                format!("bench: {} writers x {} records x {size} B overflows", spec.writers, spec.records)
+                format!(
+                    "bench: {} writers x {} records x {size} B overflows",
+                    spec.writers,
+                    spec.records_at(size)
+                )
             })?;
     }
     Ok(())
@@ -238,7 +259,8 @@ fn run_size(
         run: format!("plfs-bench.{}.{}", std::process::id(), now_ns()),
     };
     let dirs = RunDirs::create(stores, plfs, &run, spec.writers, spec.keep)?;
-    let total_bytes = spec.writers as u64 * spec.records * record_bytes as u64;
+    let records = spec.records_at(record_bytes);
+    let total_bytes = spec.writers as u64 * records * record_bytes as u64;
     let mut plan = vec![(Target::RawNn, Op::Write), (Target::Plfs, Op::Write)];
     if spec.read {
         plan.extend([(Target::RawNn, Op::Read), (Target::Plfs, Op::Read)]);
@@ -259,7 +281,7 @@ fn run_size(
                 op,
                 rank,
                 writers: spec.writers,
-                records: spec.records,
+                records,
                 record_bytes,
                 dir: Default::default(),
                 backends: spec.backends.len(),
@@ -290,6 +312,7 @@ fn run_size(
     let (plfs_read, raw_read) = (find(Target::Plfs, Op::Read), find(Target::RawNn, Op::Read));
     let report = StoreSizeReport {
         record_bytes,
+        records,
         total_bytes,
         plfs_write_mibs: plfs_write.unwrap_or(0.0),
         raw_write_mibs: raw_write.unwrap_or(0.0),
@@ -417,24 +440,32 @@ impl StoreReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "plfs bench {} on {}: {} processes x {} records, {} core(s)",
+            "plfs bench {} on {}: {} processes, {} core(s)",
             self.workload,
             self.backends.join(","),
             self.writers,
-            self.records,
             self.cores
         );
         let _ = writeln!(out, "{}\n", self.compared);
         let _ = writeln!(
             out,
-            "{:>9} {:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
-            "record B", "MiB", "plfs write", "raw write", "plfs/raw", "plfs read", "raw read", "plfs/raw"
+            "{:>9} {:>8} {:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
+            "record B",
+            "records",
+            "MiB",
+            "plfs write",
+            "raw write",
+            "plfs/raw",
+            "plfs read",
+            "raw read",
+            "plfs/raw"
         );
         for size in &self.sizes {
             let _ = writeln!(
                 out,
-                "{:>9} {:>9.1} {:>11.1} {:>11.1} {:>9} {:>11} {:>11} {:>9}",
+                "{:>9} {:>8} {:>9.1} {:>11.1} {:>11.1} {:>9} {:>11} {:>11} {:>9}",
                 size.record_bytes,
+                size.records,
                 size.total_bytes as f64 / MIB,
                 size.plfs_write_mibs,
                 size.raw_write_mibs,
@@ -638,6 +669,10 @@ mod tests {
     fn bad_specs_are_refused_before_any_store_is_touched() {
         let mut spec = StoreBenchSpec::new(Vec::new());
         assert!(validate(&spec).unwrap_err().contains("--backend"));
+        spec.bytes_per_writer = Some(1 << 20);
+        assert_eq!([spec.records_at(47001), spec.records_at(1 << 20), spec.records_at(3 << 20)], [22, 1, 1]);
+        spec.bytes_per_writer = None;
+        assert_eq!(spec.records_at(47001), 2000);
         spec.backends = vec!["posix:///tmp".to_owned()];
         spec.sizes = vec![4096, 0];
         assert!(validate(&spec).unwrap_err().contains("positive"));

@@ -81,7 +81,7 @@ fn n1_strided_on_a_store_compares_plfs_with_raw_streams_at_every_size() {
 }
 
 #[test]
-fn a_mount_over_two_stores_spreads_both_plfs_and_raw_objects_and_keeps_them_when_asked() {
+fn a_mount_over_two_stores_spreads_plfs_and_raw_objects_by_volume_and_keeps_them_when_asked() {
     let root = tempfile::Builder::new().prefix("plfs-bench-store.").tempdir().unwrap();
     let (a, b) = (root.path().join("a"), root.path().join("b"));
     std::fs::create_dir(&a).unwrap();
@@ -94,8 +94,8 @@ fn a_mount_over_two_stores_spreads_both_plfs_and_raw_objects_and_keeps_them_when
         &posix_url(&b),
         "--writers",
         "2",
-        "--records",
-        "5",
+        "--mib-per-process",
+        "1",
         "--size",
         "1000",
         "--read",
@@ -113,10 +113,9 @@ fn a_mount_over_two_stores_spreads_both_plfs_and_raw_objects_and_keeps_them_when
         assert_eq!(names.len(), 2, "{names:?}");
         assert!(names[1].ends_with("-raw"), "{names:?}");
         assert_eq!(entries(&store.join(&names[1])), [format!("object.{writer}")]);
-        assert_eq!(
-            std::fs::metadata(store.join(&names[1]).join(format!("object.{writer}"))).unwrap().len(),
-            5000
-        );
+        // 1 MiB per process in whole 1000 B records.
+        let object = store.join(&names[1]).join(format!("object.{writer}"));
+        assert_eq!(std::fs::metadata(object).unwrap().len(), 1048 * 1000);
     }
 }
 

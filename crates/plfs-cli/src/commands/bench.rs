@@ -59,6 +59,11 @@ pub struct Opts {
     /// default) include the phase just run.
     #[arg(long, default_value_t = 11.0, requires = "backend")]
     jmx_settle: f64,
+    /// Store benchmark: MiB each process writes at every size (whole
+    /// records), instead of a fixed --records count, so the sizes compare
+    /// on equal volumes as in the paper (512 MB per node).
+    #[arg(long, requires = "backend", conflicts_with = "records", value_parser = clap::value_parser!(u64).range(1..))]
+    mib_per_process: Option<u64>,
     /// Read everything back, each reader another writer's records, and verify every byte.
     #[arg(long)]
     read: bool,
@@ -335,6 +340,7 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
         workload,
         writers: opts.writers(),
         records: opts.records(),
+        bytes_per_writer: opts.mib_per_process.map(|mib| mib << 20),
         sizes: opts.size.clone(),
         read: opts.read,
         backends: opts.backend.clone(),
