@@ -64,6 +64,11 @@ pub struct StoreBenchSpec {
     pub datanodes: Vec<String>,
     /// Wait before each DataNode snapshot (see [`DEFAULT_JMX_SETTLE`]).
     pub jmx_settle: Duration,
+    /// The first size runs plfs before raw (writes, then reads in the same
+    /// order), and every following size swaps: whichever goes first after
+    /// a cleanup may meet a stall the other does not (seen on a shared
+    /// disk), so repeats alternate this to cancel the order out.
+    pub plfs_first: bool,
 }
 
 impl StoreBenchSpec {
@@ -89,6 +94,7 @@ impl StoreBenchSpec {
             keep: false,
             datanodes: Vec::new(),
             jmx_settle: DEFAULT_JMX_SETTLE,
+            plfs_first: false,
         }
     }
 }
@@ -202,8 +208,9 @@ pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<Store
         jmx::snapshot(&spec.datanodes)?;
     }
     let mut sizes = Vec::with_capacity(spec.sizes.len());
-    for &record_bytes in &spec.sizes {
-        sizes.push(run_size(spec, command, &stores, &plfs, record_bytes)?);
+    for (index, &record_bytes) in spec.sizes.iter().enumerate() {
+        let plfs_first = spec.plfs_first ^ (index % 2 == 1);
+        sizes.push(run_size(spec, command, &stores, &plfs, record_bytes, plfs_first)?);
     }
     Ok(StoreReport {
         workload: spec.workload,
@@ -253,6 +260,7 @@ fn run_size(
     stores: &[SharedStore],
     plfs: &Plfs,
     record_bytes: usize,
+    plfs_first: bool,
 ) -> Result<StoreSizeReport, String> {
     let run = StoreRun {
         urls: spec.backends.clone(),
@@ -261,9 +269,10 @@ fn run_size(
     let dirs = RunDirs::create(stores, plfs, &run, spec.writers, spec.keep)?;
     let records = spec.records_at(record_bytes);
     let total_bytes = spec.writers as u64 * records * record_bytes as u64;
-    let mut plan = vec![(Target::RawNn, Op::Write), (Target::Plfs, Op::Write)];
+    let targets = if plfs_first { [Target::Plfs, Target::RawNn] } else { [Target::RawNn, Target::Plfs] };
+    let mut plan: Vec<(Target, Op)> = targets.iter().map(|t| (*t, Op::Write)).collect();
     if spec.read {
-        plan.extend([(Target::RawNn, Op::Read), (Target::Plfs, Op::Read)]);
+        plan.extend(targets.iter().map(|t| (*t, Op::Read)));
     }
     let jmx = !spec.datanodes.is_empty();
     let settled_snapshot = || -> Result<Snapshot, String> {
@@ -418,8 +427,9 @@ fn compared(spec: &StoreBenchSpec) -> String {
         "Compared on the same store(s): plfs = {n} processes write {shape} through the library, which \
          appends per-writer logs to the store; raw N-N = each process streams its records into one object \
          of its own with the store's create_append/append/sync/close (on hdfs:// and s3:// the client \
-         library itself). Both sync before their clocks stop.{reads}{datanodes} Phases run raw write, \
-         plfs write, raw read, plfs read, per size."
+         library itself). Both sync before their clocks stop.{reads}{datanodes} Per size the writes \
+         run, then the reads, in the same order; which of plfs and raw goes first alternates from \
+         size to size and from run to run (see phases)."
     )
 }
 

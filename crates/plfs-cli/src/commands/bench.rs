@@ -347,6 +347,7 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
         keep: opts.keep,
         datanodes,
         jmx_settle: std::time::Duration::from_secs_f64(opts.jmx_settle),
+        plfs_first: false,
     };
     let worker = worker_command()?;
     if opts.repeat == 1 {
@@ -360,6 +361,8 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
     }
     let mut reports = Vec::with_capacity(opts.repeat as usize);
     for run in 1..=opts.repeat {
+        // Every other run swaps which of plfs and raw goes first at each size.
+        let spec = plfs_bench::StoreBenchSpec { plfs_first: run % 2 == 0, ..spec.clone() };
         let report = plfs_bench::run_store(&spec, &worker).map_err(|e| anyhow!("run {run}: {e}"))?;
         if !opts.json {
             print!("run {run} of {}:\n{}\n", opts.repeat, report.to_text());
