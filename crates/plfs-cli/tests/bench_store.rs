@@ -161,3 +161,69 @@ fn store_options_are_checked_before_anything_runs() {
     assert!(stderr(&output).contains("datanodes.txt:1"), "{}", stderr(&output));
     assert_eq!(entries(store.path()), ["datanodes.txt"]);
 }
+
+/// A DataNode JMX servlet whose n-th answer reports n × `step` bytes read
+/// and written; serves until the test binary exits.
+fn counting_datanode(port_label: u16, step: u64) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let mut stream = stream.unwrap();
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+                request.push(byte[0]);
+            }
+            let bytes = (n as u64 + 1) * step;
+            let body = format!(
+                r#"{{"beans":[{{"name":"Hadoop:service=DataNode,name=DataNodeActivity-127.0.0.1-{port_label}","BytesRead":{bytes},"BytesWritten":{bytes}}}]}}"#
+            );
+            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            stream.write_all(answer.as_bytes()).unwrap();
+        }
+    });
+    url
+}
+
+#[test]
+fn datanodes_from_the_launchers_file_get_bytes_per_phase() {
+    let store = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let list = state.path().join("datanodes.txt");
+    std::fs::write(&list, format!("0 {}\n1 {}\n", counting_datanode(9866, 10), counting_datanode(9867, 20)))
+        .unwrap();
+    let output = plfs_bench(&[
+        "n1-strided",
+        "--backend",
+        &posix_url(store.path()),
+        "--writers",
+        "2",
+        "--records",
+        "4",
+        "--size",
+        "1000",
+        "--read",
+        "--datanode-jmx-file",
+        list.to_str().unwrap(),
+        "--jmx-settle",
+        "0",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["datanode_jmx"].as_array().unwrap().len(), 2, "{report}");
+    let traffic = report["sizes"][0]["datanode_traffic"].as_array().unwrap();
+    assert_eq!(traffic.len(), 4, "{report}");
+    for phase in traffic {
+        let served: Vec<(&str, u64)> = phase["datanodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["datanode"].as_str().unwrap(), d["bytes_read"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(served, [("127.0.0.1:9866", 10), ("127.0.0.1:9867", 20)], "{phase}");
+    }
+    assert_eq!(entries(store.path()), Vec::<String>::new());
+}
