@@ -22,9 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use plfs::config::{BackendLocation, BackendRole, Tuning};
 use plfs::file::OpenFlags;
-use plfs::fs::{FileHandle, Options, Plfs};
+use plfs::fs::{Options, Plfs};
 use plfs::store::posix::PosixStore;
-use plfs::store::{ReadHandle, SharedStore, StorePath};
+use plfs::store::{SharedStore, StorePath};
 use serde::{Deserialize, Serialize};
 
 use crate::Workload;
@@ -434,7 +434,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
             let handle = store.open_read(&path).map_err(|e| format!("open_read {what}: {e}"))?;
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
-                let filled = store_read_full(handle.as_ref(), buf, offset)
+                let filled = read_full_at(|into, at| handle.read_at(into, at), buf, offset)
                     .map_err(|e| format!("read_at {what} at {offset}: {e}"))?;
                 checker.check(record, offset, buf, filled, &what);
             }
@@ -477,8 +477,8 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
                 .map_err(|e| format!("plfs open {path}: {e}"))?;
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
-                let filled =
-                    plfs_read_full(&handle, buf, offset).map_err(|e| format!("plfs read {path}: {e}"))?;
+                let filled = read_full_at(|into, at| handle.read(into, at), buf, offset)
+                    .map_err(|e| format!("plfs read {path}: {e}"))?;
                 checker.check(record, offset, buf, filled, &path);
             }
             handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
@@ -533,20 +533,6 @@ fn raw_target<'a>(
     Ok((store, run.raw_object(source)?.1))
 }
 
-/// `read_at` until `buf` is full or the object ends (stores read short
-/// only at the end, but a loop tells "short" from "done").
-fn store_read_full(handle: &dyn ReadHandle, buf: &mut [u8], offset: u64) -> Result<usize, plfs::Error> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let count = handle.read_at(&mut buf[filled..], offset + filled as u64)?;
-        if count == 0 {
-            break;
-        }
-        filled += count;
-    }
-    Ok(filled)
-}
-
 /// fdatasync, the call plfs makes on its data logs, so all three phases
 /// pay for durability the same way.
 fn sync_and_close(file: File, path: &Path) -> Result<(), String> {
@@ -555,12 +541,18 @@ fn sync_and_close(file: File, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Fills as much of `buf` as the file has; plfs reads are short only at
-/// end of file, so a loop is needed only to tell "short" from "done".
-fn plfs_read_full(handle: &FileHandle, buf: &mut [u8], offset: u64) -> Result<usize, plfs::Error> {
+/// Fills as much of `buf` from `offset` as the file or object has, with a
+/// positional `read` (a plfs handle's or a store's `read_at`). Both read
+/// short only at the end, so the loop is needed only to tell "short" from
+/// "done".
+fn read_full_at(
+    mut read: impl FnMut(&mut [u8], u64) -> Result<usize, plfs::Error>,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize, plfs::Error> {
     let mut filled = 0;
     while filled < buf.len() {
-        let count = handle.read(&mut buf[filled..], offset + filled as u64)?;
+        let count = read(&mut buf[filled..], offset + filled as u64)?;
         if count == 0 {
             break;
         }

@@ -46,8 +46,8 @@ pub struct Opts {
     /// on the same stores instead of with plain files.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["backends", "dir", "interface"])]
     backend: Vec<String>,
-    /// Store benchmark: DataNode HTTP addresses (http://host:port, comma-
-    /// separated) whose JMX BytesRead/BytesWritten are reported per phase.
+    /// Store benchmark: DataNode HTTP addresses (http://host:port), comma-separated,
+    /// whose JMX BytesRead/BytesWritten are reported per phase.
     #[arg(long, value_delimiter = ',', requires = "backend")]
     datanode_jmx: Vec<String>,
     /// Store benchmark: a file of DataNode addresses, one `index http://host:port`
