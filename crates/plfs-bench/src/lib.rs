@@ -21,6 +21,7 @@
 //! ```
 
 pub mod index;
+pub mod jmx;
 pub mod mdtest;
 pub mod metadata_server;
 mod open;
@@ -28,6 +29,7 @@ mod pattern;
 mod repeat;
 mod report;
 mod runner;
+mod store;
 mod streaming;
 mod worker;
 
@@ -42,11 +44,15 @@ pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, InterfaceFigures, PhaseReport};
 pub use runner::run;
+pub use store::{
+    DEFAULT_JMX_SETTLE, PhaseTraffic, SizeSpread, StoreBenchSpec, StoreRepeatedReport, StoreReport,
+    StoreSizeReport, TARGET_RATIO, run_store,
+};
 pub use streaming::{StreamingReport, streaming};
 pub use worker::{
-    MARKER, Op, Prepared, SHARED_NAME, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute,
-    interface_backend_dirs, interface_mount_point, interface_plfsrc, mount, plfs_backend_dirs,
-    plfs_logical_path, prepare, worker_main,
+    MARKER, Op, Prepared, SHARED_NAME, StoreRun, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute,
+    interface_backend_dirs, interface_mount_point, interface_plfsrc, mount, mount_stores, open_store_url,
+    plfs_backend_dirs, plfs_logical_path, prepare, worker_main,
 };
 
 /// The access pattern measured.

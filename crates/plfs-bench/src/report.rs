@@ -89,7 +89,7 @@ pub fn interface_name(target: Target) -> Option<&'static str> {
         Target::Preload => Some("preload"),
         Target::Mpiio => Some("mpiio"),
         Target::Fuse => Some("fuse"),
-        Target::DirectN1 | Target::PlainNn => None,
+        Target::DirectN1 | Target::PlainNn | Target::RawNn => None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! process per rank behind a common start barrier, and turns the workers'
 //! clocks into bandwidths.
 
+use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -261,10 +262,8 @@ fn run_phase(
     if let (Target::Mpiio, Some(setup)) = (target, &spec.mpiio) {
         return run_mpi_phase(spec, setup, work, op, &name);
     }
-    let (sender, events) = mpsc::channel();
-    let mut workers = Workers { children: Vec::with_capacity(spec.writers) };
-    for rank in 0..spec.writers {
-        let worker_spec = WorkerSpec {
+    let specs: Vec<WorkerSpec> = (0..spec.writers)
+        .map(|rank| WorkerSpec {
             workload: spec.workload,
             target,
             op,
@@ -275,17 +274,39 @@ fn run_phase(
             dir: work.to_path_buf(),
             backends: spec.backends,
             fuse_dir: fuse_dir.map(Path::to_path_buf),
-        };
-        let json = serde_json::to_string(&worker_spec).map_err(|e| format!("{name}: encoding spec: {e}"))?;
+            store: None,
+        })
+        .collect();
+    let mut environment = Vec::new();
+    if let (Target::Preload, Some(preload)) = (target, &spec.preload) {
+        // Only the workers get the interposer, not this process.
+        environment.push(("LD_PRELOAD", preload.clone().into_os_string()));
+        environment.push(("PLFSRC", interface_plfsrc(work, Target::Preload).into_os_string()));
+    }
+    let (start_ns, results) = run_workers(&name, command, &specs, &environment)?;
+    PhaseReport::from_results(&name, target, op, spec.total_bytes(), start_ns, &results)
+}
+
+/// Starts one worker process per spec (rank i gets `specs[i]`), with
+/// `environment` added to theirs; releases them together once all are
+/// ready, and returns the common start instant and every rank's result.
+pub(crate) fn run_workers(
+    name: &str,
+    command: &WorkerCommand,
+    specs: &[WorkerSpec],
+    environment: &[(&str, OsString)],
+) -> Result<(u64, Vec<WorkerResult>), String> {
+    let writers = specs.len();
+    let (sender, events) = mpsc::channel();
+    let mut workers = Workers { children: Vec::with_capacity(writers) };
+    for (rank, worker_spec) in specs.iter().enumerate() {
+        let json = serde_json::to_string(worker_spec).map_err(|e| format!("{name}: encoding spec: {e}"))?;
         let mut process = Command::new(&command.program);
         process.args(&command.args_prefix);
         if command.spec_as_arg {
             process.arg(&json);
         }
-        if let (Target::Preload, Some(preload)) = (target, &spec.preload) {
-            // Only the workers get the interposer, not this process.
-            process.env("LD_PRELOAD", preload).env("PLFSRC", interface_plfsrc(work, Target::Preload));
-        }
+        process.envs(environment.iter().map(|(key, value)| (key, value)));
         let mut child = process
             .env(WORKER_SPEC_ENV, &json)
             .stdin(Stdio::piped())
@@ -300,10 +321,10 @@ fn run_phase(
     }
     drop(sender);
 
-    let mut ready = vec![false; spec.writers];
+    let mut ready = vec![false; writers];
     let deadline = Instant::now() + READY_TIMEOUT;
     while ready.iter().any(|r| !r) {
-        match next_event(&events, deadline, &name, "getting ready")? {
+        match next_event(&events, deadline, name, "getting ready")? {
             (rank, Event::Ready) => ready[rank] = true,
             (rank, Event::Error(message)) => return Err(format!("{name}: worker {rank}: {message}")),
             (rank, Event::Eof) => {
@@ -320,10 +341,10 @@ fn run_phase(
         writeln!(stdin, "GO {start_ns}").map_err(|e| format!("{name}: starting worker {rank}: {e}"))?;
     }
 
-    let mut results: Vec<Option<WorkerResult>> = vec![None; spec.writers];
+    let mut results: Vec<Option<WorkerResult>> = vec![None; writers];
     let deadline = Instant::now() + PHASE_TIMEOUT;
     while results.iter().any(Option::is_none) {
-        match next_event(&events, deadline, &name, "running")? {
+        match next_event(&events, deadline, name, "running")? {
             (rank, Event::Result(result)) => results[rank] = Some(result),
             (rank, Event::Error(message)) => return Err(format!("{name}: worker {rank}: {message}")),
             (rank, Event::Eof) if results[rank].is_none() => {
@@ -339,8 +360,7 @@ fn run_phase(
             return Err(format!("{name}: worker {rank} reported a result but exited with {status}"));
         }
     }
-    let results: Vec<WorkerResult> = results.into_iter().flatten().collect();
-    PhaseReport::from_results(&name, target, op, spec.total_bytes(), start_ns, &results)
+    Ok((start_ns, results.into_iter().flatten().collect()))
 }
 
 fn next_event(

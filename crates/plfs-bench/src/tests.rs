@@ -17,6 +17,7 @@ fn spec(work: &Path, workload: Workload, target: Target, op: Op, rank: usize, wr
         dir: work.to_path_buf(),
         backends: 3,
         fuse_dir: None,
+        store: None,
     }
 }
 
@@ -146,4 +147,36 @@ fn the_fuse_target_writes_and_verifies_under_its_directory() {
     }
     assert_eq!(std::fs::metadata(mount.join("shared")).unwrap().len(), 10 * 4099);
     assert!(mount.join("file.1").exists());
+}
+
+/// The raw-nn target streams each writer's records into its own object on
+/// the store; a reader of the next writer's object checks every byte.
+#[test]
+fn raw_store_objects_are_written_in_order_and_a_corrupted_one_fails_verification() {
+    let root = tempfile::tempdir().unwrap();
+    let run = StoreRun { urls: vec![format!("posix://{}", root.path().display())], run: "r".to_owned() };
+    std::fs::create_dir(root.path().join("r-raw")).unwrap();
+    let store_spec = |op, rank| WorkerSpec {
+        store: Some(run.clone()),
+        ..spec(Path::new(""), Workload::N1Strided, Target::RawNn, op, rank, 2)
+    };
+    for rank in 0..2 {
+        assert_eq!(run_in_process(store_spec(Op::Write, rank)).bytes, 5 * 4099);
+    }
+    // Writer 1's object holds its strided records 1, 3, 5, 7, 9 back to back.
+    let object = root.path().join("r-raw").join("object.1");
+    let bytes = std::fs::read(&object).unwrap();
+    assert_eq!(bytes.len(), 5 * 4099);
+    for (k, record) in bytes.chunks(4099).enumerate() {
+        assert_eq!(verify_record(2 * k as u64 + 1, record), Ok(()), "record {k}");
+    }
+    // Reader 0 reads writer 1's object.
+    let clean = run_in_process(store_spec(Op::Read, 0));
+    assert_eq!((clean.bytes, clean.bad_records), (5 * 4099, 0), "{:?}", clean.first_bad);
+    let file = std::fs::OpenOptions::new().write(true).open(&object).unwrap();
+    file.write_all_at(&[bytes[2 * 4099 + 17] ^ 0x80], 2 * 4099 + 17).unwrap();
+    let corrupt = run_in_process(store_spec(Op::Read, 0));
+    assert_eq!(corrupt.bad_records, 1);
+    let first = corrupt.first_bad.unwrap();
+    assert!(first.contains("record 5") && first.contains("byte 17"), "{first}");
 }

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plfs::config::{BackendRole, Tuning};
+use plfs::config::{BackendLocation, BackendRole, Tuning};
 use plfs::file::OpenFlags;
-use plfs::fs::{FileHandle, Options, Plfs};
-use plfs::store::SharedStore;
+use plfs::fs::{Options, Plfs};
 use plfs::store::posix::PosixStore;
+use plfs::store::{SharedStore, StorePath};
 use serde::{Deserialize, Serialize};
 
 use crate::Workload;
@@ -56,6 +56,12 @@ pub enum Target {
     /// An MPI-IO program under mpirun, with libplfs_mpiio.so and the
     /// interposer preloaded; the runner starts it, not a bench worker.
     Mpiio,
+    /// The raw store, no plfs: each rank streams its records into one
+    /// object of its own with `Store::create_append` / `append` / `sync` /
+    /// `close`, and reads one back with `open_read` / `read_at`. On HDFS
+    /// and S3 that is the client library itself (the stores are thin over
+    /// it), the N-N streaming baseline plfs is held against.
+    RawNn,
 }
 
 impl Target {
@@ -67,6 +73,7 @@ impl Target {
             Target::Fuse => "fuse",
             Target::Preload => "preload",
             Target::Mpiio => "mpiio",
+            Target::RawNn => "raw-nn",
         }
     }
 }
@@ -103,6 +110,63 @@ pub struct WorkerSpec {
     /// The run's directory inside a plfs FUSE mount, for the `Fuse` target.
     #[serde(default)]
     pub fuse_dir: Option<PathBuf>,
+    /// Store URLs instead of posix dirs under `dir` (which is then unused),
+    /// for the `Plfs` and `RawNn` targets of the store benchmark.
+    #[serde(default)]
+    pub store: Option<StoreRun>,
+}
+
+/// Where a store benchmark phase runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreRun {
+    /// The plfs mount's backends, in order (`posix:///…`, `hdfs://…`,
+    /// `s3://…`); the raw objects are spread over the same stores.
+    pub urls: Vec<String>,
+    /// The run's directory name at the root of every store: plfs writes
+    /// under `/<run>/`, the raw phases under `<run>-raw/`.
+    pub run: String,
+}
+
+impl StoreRun {
+    /// The logical plfs path of `writer`'s records.
+    pub fn plfs_path(&self, workload: Workload, writer: usize) -> String {
+        format!("/{}{}", self.run, plfs_logical_path(workload, writer))
+    }
+
+    /// The raw directory, at the root of every store.
+    pub fn raw_dir(&self) -> Result<StorePath, String> {
+        StorePath::root().join(&format!("{}-raw", self.run)).map_err(|e| format!("raw directory: {e}"))
+    }
+
+    /// The object `writer` streams its records into, and which of
+    /// [`StoreRun::urls`] holds it: writers take the stores in turn, as
+    /// plfs spreads its logs over them.
+    pub fn raw_object(&self, writer: usize) -> Result<(usize, StorePath), String> {
+        let path =
+            self.raw_dir()?.join(&format!("object.{writer}")).map_err(|e| format!("raw object: {e}"))?;
+        Ok((writer % self.urls.len().max(1), path))
+    }
+}
+
+/// Opens a store by URL, every error naming the URL.
+pub fn open_store_url(url: &str) -> Result<SharedStore, String> {
+    // The parser's and the stores' own messages usually name it already.
+    let named = |error: plfs::Error| {
+        let message = error.to_string();
+        if message.contains(url) { message } else { format!("backend {url}: {message}") }
+    };
+    let location = BackendLocation::parse(url).map_err(named)?;
+    plfs::fs::open_store(&location).map_err(named)
+}
+
+/// A plfs mount over store URLs, as each worker process makes its own.
+pub fn mount_stores(urls: &[String]) -> Result<Plfs, String> {
+    let stores = urls
+        .iter()
+        .map(|url| open_store_url(url).map(|store| (store, BackendRole::Any)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Plfs::new(stores, Options::from_environment(Tuning::default()))
+        .map_err(|e| format!("mounting plfs over {}: {e}", urls.join(",")))
 }
 
 /// What a worker reports back.
@@ -131,7 +195,7 @@ pub fn placement(spec: &WorkerSpec, writer: usize, k: u64) -> (u64, u64) {
         Workload::N1Strided => k * writers + writer,
         Workload::N1Segmented | Workload::Nn => writer * records + k,
     };
-    let own_file = spec.target == Target::PlainNn
+    let own_file = matches!(spec.target, Target::PlainNn | Target::RawNn)
         || (matches!(spec.target, Target::Plfs | Target::Fuse | Target::Preload | Target::Mpiio)
             && spec.workload == Workload::Nn);
     let offset = if own_file { k * size } else { record * size };
@@ -212,7 +276,7 @@ fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool), Str
                 Workload::N1Strided | Workload::N1Segmented => (dir.join(SHARED_NAME), true),
             })
         }
-        Target::Plfs => Err("the plfs target has no plain path".to_owned()),
+        Target::Plfs | Target::RawNn => Err(format!("the {} target has no plain path", spec.target.as_str())),
         Target::Mpiio => Err("the mpiio target is run by mpirun, not by bench workers".to_owned()),
     }
 }
@@ -255,6 +319,8 @@ pub struct Prepared {
     spec: WorkerSpec,
     buf: Vec<u8>,
     mount: Option<Plfs>,
+    /// The store holding the raw object this rank writes or reads.
+    raw_store: Option<SharedStore>,
 }
 
 /// Everything before the barrier: validation, the plfs mount (with its
@@ -266,13 +332,23 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
     if spec.record_bytes == 0 {
         return Err("record size 0".to_owned());
     }
-    let mount = match spec.target {
-        Target::Plfs => Some(mount(&spec.dir, spec.backends)?),
-        Target::DirectN1 | Target::PlainNn | Target::Fuse | Target::Preload => None,
-        Target::Mpiio => return Err("the mpiio target is run by mpirun, not by bench workers".to_owned()),
-    };
+    let (mut plfs_mount, mut raw_store) = (None, None);
+    match (spec.target, &spec.store) {
+        (Target::Plfs, Some(store)) => plfs_mount = Some(mount_stores(&store.urls)?),
+        (Target::Plfs, None) => plfs_mount = Some(mount(&spec.dir, spec.backends)?),
+        (Target::RawNn, Some(store)) => {
+            let (index, _) = store.raw_object(source_rank(&spec))?;
+            let url = store.urls.get(index).ok_or("raw-nn target without a store URL")?;
+            raw_store = Some(open_store_url(url)?);
+        }
+        (Target::RawNn, None) => return Err("the raw-nn target needs store URLs".to_owned()),
+        (Target::DirectN1 | Target::PlainNn | Target::Fuse | Target::Preload, _) => {}
+        (Target::Mpiio, _) => {
+            return Err("the mpiio target is run by mpirun, not by bench workers".to_owned());
+        }
+    }
     let buf = vec![0u8; spec.record_bytes];
-    Ok(Prepared { spec, buf, mount })
+    Ok(Prepared { spec, buf, mount: plfs_mount, raw_store })
 }
 
 /// Tallies read-back mismatches.
@@ -321,7 +397,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
     match (spec.op, spec.target) {
         (Op::Write, Target::Plfs) => {
             let plfs = prepared.mount.as_ref().ok_or("plfs target without a mount")?;
-            let path = plfs_logical_path(spec.workload, source);
+            let path = plfs_path(spec, source);
             let handle = plfs
                 .open(&path, OpenFlags::WRONLY.create(), 0o644, spec.rank as u64)
                 .map_err(|e| format!("plfs open {path} for writing: {e}"))?;
@@ -337,6 +413,31 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
             }
             handle.sync().map_err(|e| format!("plfs sync {path}: {e}"))?;
             handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
+        }
+        (Op::Write, Target::RawNn) => {
+            let (store, path) = raw_target(prepared.raw_store.as_ref(), spec, source)?;
+            let what = format!("{}: {path}", store.url());
+            let mut log = store.create_append(&path).map_err(|e| format!("create_append {what}: {e}"))?;
+            for k in 0..spec.records {
+                let (record, _) = placement(spec, source, k);
+                fill_record(record, buf);
+                log.append(buf).map_err(|e| format!("append {what}: {e}"))?;
+                written += buf.len() as u64;
+            }
+            // As plfs does with its logs: sync, then close.
+            log.sync().map_err(|e| format!("sync {what}: {e}"))?;
+            log.close().map_err(|e| format!("close {what}: {e}"))?;
+        }
+        (Op::Read, Target::RawNn) => {
+            let (store, path) = raw_target(prepared.raw_store.as_ref(), spec, source)?;
+            let what = format!("{}: {path}", store.url());
+            let handle = store.open_read(&path).map_err(|e| format!("open_read {what}: {e}"))?;
+            for k in 0..spec.records {
+                let (record, offset) = placement(spec, source, k);
+                let filled = read_full_at(|into, at| handle.read_at(into, at), buf, offset)
+                    .map_err(|e| format!("read_at {what} at {offset}: {e}"))?;
+                checker.check(record, offset, buf, filled, &what);
+            }
         }
         (Op::Write, _) => {
             let (path, shared) = plain_target(spec, source)?;
@@ -370,14 +471,14 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
         }
         (Op::Read, Target::Plfs) => {
             let plfs = prepared.mount.as_ref().ok_or("plfs target without a mount")?;
-            let path = plfs_logical_path(spec.workload, source);
+            let path = plfs_path(spec, source);
             let handle = plfs
                 .open(&path, OpenFlags::RDONLY, 0, spec.rank as u64)
                 .map_err(|e| format!("plfs open {path}: {e}"))?;
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
-                let filled =
-                    plfs_read_full(&handle, buf, offset).map_err(|e| format!("plfs read {path}: {e}"))?;
+                let filled = read_full_at(|into, at| handle.read(into, at), buf, offset)
+                    .map_err(|e| format!("plfs read {path}: {e}"))?;
                 checker.check(record, offset, buf, filled, &path);
             }
             handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
@@ -413,6 +514,25 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
     })
 }
 
+/// The logical path a plfs phase uses: in the run's directory on stores,
+/// at the mount's root over the run's posix dirs.
+fn plfs_path(spec: &WorkerSpec, source: usize) -> String {
+    match &spec.store {
+        Some(store) => store.plfs_path(spec.workload, source),
+        None => plfs_logical_path(spec.workload, source),
+    }
+}
+
+fn raw_target<'a>(
+    store: Option<&'a SharedStore>,
+    spec: &WorkerSpec,
+    source: usize,
+) -> Result<(&'a SharedStore, StorePath), String> {
+    let run = spec.store.as_ref().ok_or("raw-nn target without store URLs")?;
+    let store = store.ok_or("raw-nn target without an open store")?;
+    Ok((store, run.raw_object(source)?.1))
+}
+
 /// fdatasync, the call plfs makes on its data logs, so all three phases
 /// pay for durability the same way.
 fn sync_and_close(file: File, path: &Path) -> Result<(), String> {
@@ -421,12 +541,18 @@ fn sync_and_close(file: File, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Fills as much of `buf` as the file has; plfs reads are short only at
-/// end of file, so a loop is needed only to tell "short" from "done".
-fn plfs_read_full(handle: &FileHandle, buf: &mut [u8], offset: u64) -> Result<usize, plfs::Error> {
+/// Fills as much of `buf` from `offset` as the file or object has, with a
+/// positional `read` (a plfs handle's or a store's `read_at`). Both read
+/// short only at the end, so the loop is needed only to tell "short" from
+/// "done".
+fn read_full_at(
+    mut read: impl FnMut(&mut [u8], u64) -> Result<usize, plfs::Error>,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize, plfs::Error> {
     let mut filled = 0;
     while filled < buf.len() {
-        let count = handle.read(&mut buf[filled..], offset + filled as u64)?;
+        let count = read(&mut buf[filled..], offset + filled as u64)?;
         if count == 0 {
             break;
         }

@@ -135,3 +135,107 @@ fn a_worker_that_cannot_start_is_an_error_not_a_hang() {
     assert!(error.contains("starting worker 0"), "{error}");
     assert_cleaned(root.path());
 }
+
+/// A DataNode's JMX servlet, counting: its n-th answer reports BytesRead
+/// n × `read_step` and BytesWritten n × `write_step`, so every phase
+/// between two snapshots (one GET each) shows exactly one step.
+fn counting_datanode(port_label: u16, read_step: u64, write_step: u64) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        // Serves until the test binary exits.
+        for (n, stream) in listener.incoming().enumerate() {
+            let mut stream = stream.unwrap();
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+                request.push(byte[0]);
+            }
+            let n = n as u64 + 1;
+            let body = format!(
+                r#"{{"beans":[{{"name":"Hadoop:service=DataNode,name=DataNodeActivity-127.0.0.1-{port_label}","BytesRead":{},"BytesWritten":{}}}]}}"#,
+                n * read_step,
+                n * write_step
+            );
+            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            stream.write_all(answer.as_bytes()).unwrap();
+        }
+    });
+    url
+}
+
+fn store_spec(stores: &[&std::path::Path]) -> plfs_bench::StoreBenchSpec {
+    plfs_bench::StoreBenchSpec {
+        writers: 2,
+        records: 6,
+        sizes: vec![3000, 4096],
+        jmx_settle: std::time::Duration::ZERO,
+        ..plfs_bench::StoreBenchSpec::new(stores.iter().map(|p| format!("posix://{}", p.display())).collect())
+    }
+}
+
+#[test]
+fn the_store_bench_reports_bytes_per_datanode_for_every_phase() {
+    let root = tempfile::tempdir().unwrap();
+    let mut spec = store_spec(&[root.path()]);
+    spec.datanodes = vec![counting_datanode(9866, 100, 300), counting_datanode(9867, 7, 0)];
+    let report = plfs_bench::run_store(&spec, &WorkerCommand::test_binary("worker").unwrap()).unwrap();
+    eprintln!("{}", report.to_text());
+    assert!(report.verified);
+    assert_eq!(report.sizes.len(), 2);
+    let orders = [
+        ["write raw-nn", "write plfs", "read raw-nn", "read plfs"],
+        ["write plfs", "write raw-nn", "read plfs", "read raw-nn"],
+    ];
+    for (size, order) in report.sizes.iter().zip(orders) {
+        let phases: Vec<&str> = size.datanode_traffic.iter().map(|t| t.phase.as_str()).collect();
+        assert_eq!(phases, order);
+        for traffic in &size.datanode_traffic {
+            let seen: Vec<(&str, u64, u64)> = traffic
+                .datanodes
+                .iter()
+                .map(|d| (d.datanode.as_str(), d.bytes_read, d.bytes_written))
+                .collect();
+            assert_eq!(seen, [("127.0.0.1:9866", 100, 300), ("127.0.0.1:9867", 7, 0)], "{}", traffic.phase);
+        }
+        let read = size.datanode_traffic.iter().find(|t| t.phase == "read plfs").unwrap();
+        assert_eq!(read.total_read, 107);
+        assert_eq!(read.amplification, 107.0 / (2 * 6 * size.record_bytes) as f64);
+        assert_eq!(read.max_over_mean, Some(100.0 / 53.5));
+    }
+    let text = report.to_text();
+    assert!(text.contains("MiB per DataNode") && text.contains("127.0.0.1:9867"), "{text}");
+    assert_cleaned(root.path());
+}
+
+#[test]
+fn the_store_bench_stops_naming_a_datanode_that_does_not_answer() {
+    let root = tempfile::tempdir().unwrap();
+    let mut spec = store_spec(&[root.path()]);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    spec.datanodes = vec![format!("http://{dead}")];
+    let error = plfs_bench::run_store(&spec, &WorkerCommand::test_binary("worker").unwrap()).unwrap_err();
+    assert!(error.contains(&format!("http://{dead}")), "{error}");
+    assert_cleaned(root.path());
+}
+
+#[test]
+fn repeated_store_runs_give_medians_per_size() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let spec = plfs_bench::StoreBenchSpec { read: false, ..store_spec(&[a.path(), b.path()]) };
+    let command = WorkerCommand::test_binary("worker").unwrap();
+    let reports: Vec<_> = (0..2).map(|_| plfs_bench::run_store(&spec, &command).unwrap()).collect();
+    let summary = plfs_bench::StoreRepeatedReport::new(reports);
+    assert_eq!(summary.runs, 2);
+    let sizes: Vec<usize> = summary.sizes.iter().map(|s| s.record_bytes).collect();
+    assert_eq!(sizes, [3000, 4096]);
+    for size in &summary.sizes {
+        let ratio = size.write_ratio.unwrap();
+        assert!(ratio.min <= ratio.median && ratio.median <= ratio.max && ratio.min > 0.0);
+        assert_eq!(size.read_ratio, None, "no read-back was asked for");
+    }
+    assert!(summary.to_text().contains("plfs/raw"));
+    assert_cleaned(a.path());
+    assert_cleaned(b.path());
+}

@@ -69,7 +69,7 @@ enum Command {
     /// show the container it made; needs no plfsrc.
     Demo(commands::demo::Opts),
     /// Compare plfs with direct N-1 and N-N writes using N processes.
-    Bench(commands::bench::Opts),
+    Bench(Box<commands::bench::Opts>),
     /// Mount a configured mount point over FUSE, for every tool on the node.
     Mount(commands::mount::Opts),
     /// Unmount a plfs FUSE mount and wait for its daemon to close its files.

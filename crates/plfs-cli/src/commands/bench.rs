@@ -14,8 +14,10 @@ pub const WORKER_SUBCOMMAND: &str = "bench-worker";
 #[command(
     after_help = "Each writer is its own OS process. In one run, on the same file system, the \
     same records are written through plfs, directly into one shared file (N-1; not for nn) and \
-    into one file per process (N-N); every phase fsyncs before its clock stops. Exits 1 if \
-    read-back found a wrong byte.",
+    into one file per process (N-N); every phase fsyncs before its clock stops. With --backend \
+    URL (hdfs://, s3://, posix://), plfs writes onto those stores instead and is compared with raw \
+    N-N streaming writers on the same stores, at every --size; see docs/PERFORMANCE.md. Exits 1 \
+    if read-back found a wrong byte.",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -31,12 +33,37 @@ pub struct Opts {
     /// Records per writer [default: 2000; index: 10000].
     #[arg(long)]
     records: Option<u64>,
-    /// Bytes per record.
-    #[arg(long, default_value_t = 47001)]
-    size: usize,
+    /// Bytes per record; with --backend a comma-separated list, each size
+    /// run in turn (the paper's: 47001,49152,1048576).
+    #[arg(long, value_delimiter = ',', default_value = "47001")]
+    size: Vec<usize>,
     /// Plfs backend directories.
     #[arg(long, default_value_t = 3)]
     backends: usize,
+    /// Store benchmark: the plfs mount's backends as store URLs
+    /// (posix:///dir, hdfs://host:port/path, s3://bucket/prefix), repeated
+    /// or comma-separated. plfs is compared with raw N-N streaming writers
+    /// on the same stores instead of with plain files.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["backends", "dir", "interface"])]
+    backend: Vec<String>,
+    /// Store benchmark: DataNode HTTP addresses (http://host:port), comma-separated,
+    /// whose JMX BytesRead/BytesWritten are reported per phase.
+    #[arg(long, value_delimiter = ',', requires = "backend")]
+    datanode_jmx: Vec<String>,
+    /// Store benchmark: a file of DataNode addresses, one `index http://host:port`
+    /// a line (what `scripts/servers hdfs start` writes as datanodes.txt).
+    #[arg(long, requires = "backend", conflicts_with = "datanode_jmx")]
+    datanode_jmx_file: Option<PathBuf>,
+    /// Store benchmark: seconds to wait before each DataNode snapshot, so
+    /// Hadoop's JMX values (refreshed once a metrics period, 10 s by
+    /// default) include the phase just run.
+    #[arg(long, default_value_t = 11.0, requires = "backend")]
+    jmx_settle: f64,
+    /// Store benchmark: MiB each process writes at every size (whole
+    /// records), instead of a fixed --records count, so the sizes compare
+    /// on equal volumes as in the paper (512 MB per node).
+    #[arg(long, requires = "backend", conflicts_with = "records", value_parser = clap::value_parser!(u64).range(1..))]
+    mib_per_process: Option<u64>,
     /// Read everything back, each reader another writer's records, and verify every byte.
     #[arg(long)]
     read: bool,
@@ -148,6 +175,12 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         Some(BenchCommand::Mdtest(mdtest)) => return super::bench_mdtest::run(mdtest),
         None => {}
     }
+    if !opts.backend.is_empty() {
+        return run_store(opts);
+    }
+    if opts.size.len() != 1 {
+        bail!("several --size values are for the store benchmark (--backend URL); give one size here");
+    }
     if matches!(opts.workload, Some(WorkloadArg::Fuse)) {
         return super::bench_fuse::run(opts.into());
     }
@@ -205,7 +238,7 @@ fn spec_of(opts: &Opts) -> BenchSpec {
         workload: opts.workload.map_or(Workload::N1Strided, Workload::from),
         writers: opts.writers(),
         records: opts.records(),
-        record_bytes: opts.size,
+        record_bytes: opts.size[0],
         read: opts.read,
         dir: opts.dir.clone(),
         backends: opts.backends,
@@ -285,6 +318,66 @@ fn mpiio_setup(mpi: MpiArg) -> Result<plfs_bench::MpiioSetup> {
     })
 }
 
+/// `--backend`: plfs over store URLs against the raw stores, per size.
+fn run_store(opts: &Opts) -> Result<ExitCode> {
+    let workload = match opts.workload {
+        Some(WorkloadArg::Fuse | WorkloadArg::Index) | None => {
+            bail!("--backend runs n1-strided, n1-segmented or nn, not this workload")
+        }
+        Some(workload) => Workload::from(workload),
+    };
+    let datanodes = match &opts.datanode_jmx_file {
+        Some(path) => plfs_bench::jmx::read_datanode_file(path).map_err(|e| anyhow!(e))?,
+        None => opts.datanode_jmx.clone(),
+    };
+    for url in &datanodes {
+        plfs_bench::jmx::split_url(url).map_err(|e| anyhow!(e))?;
+    }
+    if !(opts.jmx_settle.is_finite() && (0.0..=3600.0).contains(&opts.jmx_settle)) {
+        bail!("--jmx-settle {}: expected seconds between 0 and 3600", opts.jmx_settle);
+    }
+    let spec = plfs_bench::StoreBenchSpec {
+        workload,
+        writers: opts.writers(),
+        records: opts.records(),
+        bytes_per_writer: opts.mib_per_process.map(|mib| mib << 20),
+        sizes: opts.size.clone(),
+        read: opts.read,
+        backends: opts.backend.clone(),
+        keep: opts.keep,
+        datanodes,
+        jmx_settle: std::time::Duration::from_secs_f64(opts.jmx_settle),
+        plfs_first: false,
+    };
+    let worker = worker_command()?;
+    if opts.repeat == 1 {
+        let report = plfs_bench::run_store(&spec, &worker).map_err(|e| anyhow!(e))?;
+        if opts.json {
+            print_json(&report)?;
+        } else {
+            print!("{}", report.to_text());
+        }
+        return Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
+    let mut reports = Vec::with_capacity(opts.repeat as usize);
+    for run in 1..=opts.repeat {
+        // Every other run swaps which of plfs and raw goes first at each size.
+        let spec = plfs_bench::StoreBenchSpec { plfs_first: run % 2 == 0, ..spec.clone() };
+        let report = plfs_bench::run_store(&spec, &worker).map_err(|e| anyhow!("run {run}: {e}"))?;
+        if !opts.json {
+            print!("run {run} of {}:\n{}\n", opts.repeat, report.to_text());
+        }
+        reports.push(report);
+    }
+    let summary = plfs_bench::StoreRepeatedReport::new(reports);
+    if opts.json {
+        print_json(&summary)?;
+    } else {
+        print!("{}", summary.to_text());
+    }
+    Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
 pub fn worker_command() -> Result<WorkerCommand> {
     WorkerCommand::current_exe(WORKER_SUBCOMMAND).map_err(|e| anyhow!(e))
 }
@@ -304,7 +397,7 @@ fn run_index(opts: &Opts) -> Result<ExitCode> {
     let spec = plfs_bench::index::IndexSpec {
         writers: opts.writers() as u64,
         records: opts.records(),
-        record_bytes: opts.size as u64,
+        record_bytes: opts.size[0] as u64,
         random_writes: opts.random_writes,
         lookups: opts.lookups,
         seed: 42,
