@@ -36,6 +36,7 @@ use crate::config::Workload;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::file::{OpenFlags, WriterId};
 use crate::fs::{FileHandle, Plfs};
+use crate::store::StorePath;
 
 /// Chooses the strategy when the caller does not (`naive`, `broadcast`,
 /// `parallel`, `flatten` or `uniform_restart`). Must be the same on every
@@ -161,7 +162,12 @@ pub fn open_collective_with(
         // ordinary open is already the cheap case the strategies aim at.
         // Every rank decides from its own mount's workload, without
         // talking, so no rank waits on a broadcast the others skip (given
-        // one plfsrc for all ranks, as MPI jobs have).
+        // one plfsrc for all ranks, as MPI jobs have). The writers' (collective)
+        // close came before this open on every rank, so what they published
+        // must show even where this process cached the directory before:
+        // a 1-n view is dropped first (a no-op on n-n).
+        let parent = StorePath::parse(path)?.parent().unwrap_or_default();
+        plfs.invalidate_read_cache(parent.as_str())?;
         return open_naive(plfs, path, writer);
     }
     let index = match options.strategy {
