@@ -409,7 +409,7 @@ impl DirContainer {
         if let Some(view) = &self.view {
             return Ok(view.clone());
         }
-        let view = Arc::new(DirView::load(&store.stores, &self.dir)?);
+        let view = Arc::new(DirView::load(&store.stores, &self.dir, &store.options.hostname)?);
         // New records must order after everything already on disk, even if
         // another host's clock is ahead of ours.
         store.stamper().observe(view.newest_stamp());

@@ -106,7 +106,8 @@ enum Event<'a> {
 
 impl DirView {
     /// Lists the container of `dir` on every backend and replays its logs.
-    pub fn load(stores: &[SharedStore], dir: &StorePath) -> Result<DirView> {
+    /// `hostname` is the reader's, to tell which writers may still run.
+    pub fn load(stores: &[SharedStore], dir: &StorePath, hostname: &str) -> Result<DirView> {
         let mut found: BTreeMap<LogId, (usize, [bool; 3])> = BTreeMap::new();
         let container = container_dir(dir)?;
         for (backend, store) in stores.iter().enumerate() {
@@ -149,9 +150,9 @@ impl DirView {
                 continue;
             }
             let names: DecodedLog<NameRecord> =
-                view.load_log(backend, dir, SmallLogKind::Name, &id, NAME_LOG_MAGIC)?;
+                view.load_log(backend, dir, SmallLogKind::Name, &id, NAME_LOG_MAGIC, hostname)?;
             let index: DecodedLog<IndexEntry> = if present[SmallLogKind::Index as usize] {
-                view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC)?
+                view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC, hostname)?
             } else {
                 DecodedLog { header: None, records: Vec::new(), valid_length: 0, torn_tail: None }
             };
@@ -169,6 +170,7 @@ impl DirView {
         kind: SmallLogKind,
         id: &LogId,
         magic: &[u8; 8],
+        hostname: &str,
     ) -> Result<DecodedLog<R>> {
         let store = &self.stores[backend];
         let path = small_log_path(dir, kind, id)?;
@@ -177,12 +179,25 @@ impl DirView {
         let decoded: DecodedLog<R> = decode_log(&bytes, magic).with_context(what)?;
         check_header(decoded.header.as_ref(), id).with_context(what)?;
         if let Some(torn) = decoded.torn_tail {
-            tracing::warn!(
-                "{}: ignoring a torn tail of {} bytes at offset {}",
-                what(),
-                torn.length,
-                torn.offset
-            );
+            // A session has no open or close record: while its process may
+            // still run, a torn tail is most likely a frame it is appending
+            // right now (a normal race with a live writer, not worth a
+            // warning); once it is gone, the frame will never complete.
+            if id.writer_may_be_alive(hostname) {
+                tracing::debug!(
+                    "{}: ignoring {} bytes at offset {}: its writer may be mid-append",
+                    what(),
+                    torn.length,
+                    torn.offset
+                );
+            } else {
+                tracing::warn!(
+                    "{}: ignoring a torn tail of {} bytes at offset {} (its writer is gone)",
+                    what(),
+                    torn.length,
+                    torn.offset
+                );
+            }
             self.torn_tails.push(TornTailReport {
                 backend: store.url().to_owned(),
                 log: path,
