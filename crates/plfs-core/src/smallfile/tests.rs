@@ -210,6 +210,37 @@ fn a_flush_folds_own_records_into_the_view_exactly_as_a_reload_replays_them() {
     engine.close().unwrap();
 }
 
+/// A reader still holding the view while a flush folds records keeps the
+/// version it took: the fold copies the view instead of changing it.
+#[test]
+fn a_view_held_by_a_reader_is_not_changed_by_a_fold() {
+    let stores = memory_stores(1);
+    let stamper = stamper();
+    let engine = SmallFileStore::new(stores, options(&stamper)).unwrap();
+    let d = dir("d");
+    engine.create(&d, "a", 0).unwrap();
+    engine.write(&d, "a", 0, 0, b"first").unwrap();
+    engine.flush_writes(&d).unwrap();
+    let held = engine.view(&d).unwrap();
+    engine.write(&d, "a", 0, 0, b"FI").unwrap();
+    engine.create(&d, "b", 0).unwrap();
+    engine.flush_writes(&d).unwrap();
+    assert_eq!(held.names(), vec!["a"]);
+    let mut buf = [0u8; 5];
+    assert_eq!(held.read("a", 0, &mut buf).unwrap(), Some(5));
+    assert_eq!(&buf, b"first");
+    assert_eq!(engine.list(&d).unwrap(), vec!["a", "b"]);
+    assert_eq!(read_all(&engine, &d, "a").unwrap(), b"FIrst");
+    drop(held);
+    // Unshared, the view is folded in place.
+    let before = Arc::as_ptr(&engine.view(&d).unwrap());
+    engine.unlink(&d, "b", 0).unwrap();
+    engine.flush_writes(&d).unwrap();
+    assert_eq!(Arc::as_ptr(&engine.view(&d).unwrap()), before);
+    assert_eq!(engine.list(&d).unwrap(), vec!["a"]);
+    engine.close().unwrap();
+}
+
 /// Each remove is one name frame appended: no listing, no log read,
 /// however many files the directory holds (the view is folded, not
 /// reloaded). Reloading cost a list per backend and a read of every name
