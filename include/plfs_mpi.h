@@ -62,8 +62,12 @@ struct plfs_comm_ops {
  * "flatten"; NULL means $PLFS_OPEN_STRATEGY, else "parallel". Opens that
  * are not read-only need no exchange: each rank opens the file itself
  * (rank 0 first when O_CREAT, so the container is made once; a file it
- * creates gets mode 0644). A non-NULL *fd is reopened (a reference added)
- * without communication, so ranks must agree on it too.
+ * creates gets mode 0644; on a small_file mount rank 0 publishes its create
+ * first, so no other rank creates the file again). A non-NULL *fd is
+ * reopened (a reference added) without communication, so ranks must agree
+ * on it too. Files of file_per_proc and small_file mounts have no index:
+ * every strategy opens them as plfs_open does, on each rank (a small_file
+ * rank first drops its cached view of the directory).
  */
 plfs_error_t plfs_open_collective_ops(Plfs_fd **fd, const char *path, int flags, pid_t pid,
                                       const struct plfs_comm_ops *comm, const char *strategy);

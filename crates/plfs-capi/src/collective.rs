@@ -76,15 +76,37 @@ fn open_on_ranks(
         return Ok(PlfsFd::new(plfs, inner, handle, open_flags));
     }
     // Writers share no index; only creation is ordered: rank 0 makes the
-    // container before the others look for it. Each rank's own error is
-    // its own, and the barrier is reached either way.
+    // file before the others look for it. Each rank's own error is its
+    // own, and the barrier is reached either way.
     let mode = 0o644;
     if open_flags.create && comm.size() > 1 {
-        let first = (comm.rank() == 0).then(|| open_one(path, flags, pid, mode));
+        // On a small_file mount a create is a record this process buffers
+        // until close, and the others decide whether the file exists from
+        // their cached view of the directory: rank 0 publishes its create
+        // and the others drop their view, or each would create the file
+        // again and replace what the ranks before it wrote. (No-ops on the
+        // other workloads.)
+        let directory = resolve(path).map(|(plfs, inner)| (plfs, parent_of(&inner)));
+        let first = (comm.rank() == 0).then(|| {
+            let opened = open_one(path, flags, pid, mode)?;
+            let (plfs, parent) = directory.as_ref().map_err(|code| *code)?;
+            plfs.flush_writes(parent).map_err(report)?;
+            Ok(opened)
+        });
         comm.barrier().map_err(report)?;
         if let Some(result) = first {
             return result;
         }
+        let (plfs, parent) = directory?;
+        plfs.invalidate_read_cache(&parent).map_err(report)?;
     }
     open_one(path, flags, pid, mode)
+}
+
+/// The directory holding the mount-relative path `inner`.
+fn parent_of(inner: &str) -> String {
+    match inner.trim_end_matches('/').rsplit_once('/') {
+        Some((parent, _)) => parent.to_owned(),
+        None => String::new(),
+    }
 }

@@ -34,8 +34,9 @@ fn library_dir() -> PathBuf {
 }
 
 /// A temporary tree: `mnt` and `other` (shared_file mounts), `small` (a
-/// small_file mount), `outside` (no mount), and
-/// the plfsrc naming them.
+/// small_file mount), `flat` (file_per_proc over `b4`, `b5`), `packed`
+/// (small_file over `b6`, `b7`), `outside` (no mount), and the plfsrc
+/// naming them.
 struct Fixture {
     dir: tempfile::TempDir,
     plfsrc: PathBuf,
@@ -45,10 +46,12 @@ impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::Builder::new().prefix("plfs-capi-c.").tempdir().unwrap();
         let mut config = String::new();
-        let mounts: [(&str, &str, &[&str]); 3] = [
+        let mounts: [(&str, &str, &[&str]); 5] = [
             ("mnt", "shared_file", &["b0", "b1"]),
             ("other", "shared_file", &["b2"]),
             ("small", "small_file", &["b3"]),
+            ("flat", "file_per_proc", &["b4", "b5"]),
+            ("packed", "small_file", &["b6", "b7"]),
         ];
         for (mount, workload, backends) in mounts {
             let point = dir.path().join(mount);
@@ -129,6 +132,60 @@ fn every_function_from_c() {
     let program = fixture.compile_in_tree("api_all.c", &[]);
     let args = ["mnt", "other", "small", "outside"].map(|name| fixture.path(name));
     fixture.run(&program, &args, "api_all: OK");
+}
+
+/// Every regular file below `root`, as paths relative to it.
+fn plain_files(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_file() {
+                found.push(entry.path().strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The main calls on an n-n and a 1-n mount (tests/c/workloads.c): one
+/// process writes, a second one reads the bytes back and removes it all.
+/// Between the two, the backends hold what each layout promises.
+#[test]
+fn main_calls_on_n_n_and_1_n_mounts() {
+    let fixture = Fixture::new();
+    let program = fixture.compile_in_tree("workloads.c", &[]);
+    for (mount, kind, backends) in [("flat", "n-n", ["b4", "b5"]), ("packed", "1-n", ["b6", "b7"])] {
+        let point = fixture.path(mount);
+        let args = |phase: &str| [point.clone(), PathBuf::from(kind), PathBuf::from(phase)];
+        fixture.run(&program, &args("write"), &format!("workloads {kind} write: OK"));
+        let files: Vec<(&str, Vec<PathBuf>)> =
+            backends.iter().map(|backend| (*backend, plain_files(&fixture.path(backend)))).collect();
+        let kept = Path::new("d/kept");
+        let holders: Vec<&str> =
+            files.iter().filter(|(_, found)| found.iter().any(|f| f == kept)).map(|(b, _)| *b).collect();
+        if kind == "n-n" {
+            // One plain file per logical file, on one backend, bytes as written.
+            assert_eq!(holders.len(), 1, "{files:?}");
+            let bytes = std::fs::read(fixture.path(holders[0]).join(kept)).unwrap();
+            assert_eq!(bytes, b"0123456789abcdefghijklmnopqrstuvwxyz".repeat(3));
+            let all: usize = files.iter().map(|(_, found)| found.len()).sum();
+            assert_eq!(all, 2, "d/f and d/kept only: {files:?}");
+        } else {
+            // No backend file per logical file: only the writer's logs.
+            assert!(holders.is_empty(), "{files:?}");
+            assert!(
+                files.iter().flat_map(|(_, found)| found).all(|f| f.starts_with("d/.plfs-smallfile")),
+                "{files:?}"
+            );
+        }
+        fixture.run(&program, &args("verify"), &format!("workloads {kind} verify: OK"));
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Builds tests/c/collective_read.c with each MPI's own mpicc against
 //! libplfs and include/, and runs it under that MPI's mpirun: one libplfs
 //! serves both. Fails (instead of skipping) when PLFS_REQUIRE_MPI=1 and an
-//! MPI is missing.
+//! MPI is missing. The program runs on a shared_file, a file_per_proc and
+//! a small_file mount.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -86,40 +87,53 @@ fn collective_read(flavor: &str) {
         .unwrap();
     assert!(compiled.status.success(), "{mpicc}: {}", String::from_utf8_lossy(&compiled.stderr));
 
-    let mut config = format!(
-        "- mount_point: {}\n  workload: shared_file\n  backends:\n",
-        dir.path().join("mnt").display()
-    );
-    for backend in 0..2 {
-        let path = dir.path().join(format!("b{backend}"));
-        std::fs::create_dir(&path).unwrap();
-        config.push_str(&format!("    - location: posix://{}\n", path.display()));
+    // One mount per workload, two backends each: the same program must
+    // write and read back every byte on each (n-n and 1-n files have no
+    // index, so there every strategy is an ordinary open).
+    let workloads = ["shared_file", "file_per_proc", "small_file"];
+    let mut config = String::new();
+    for workload in workloads {
+        config.push_str(&format!(
+            "- mount_point: {}\n  workload: {workload}\n  backends:\n",
+            dir.path().join(workload).display()
+        ));
+        for backend in 0..2 {
+            let path = dir.path().join(format!("{workload}.b{backend}"));
+            std::fs::create_dir(&path).unwrap();
+            config.push_str(&format!("    - location: posix://{}\n", path.display()));
+        }
     }
     let plfsrc = dir.path().join("plfsrc");
     std::fs::write(&plfsrc, config).unwrap();
 
-    let mut command = Command::new(&mpirun);
-    if flavor == "openmpi" {
-        command.args(["--allow-run-as-root", "--oversubscribe"]);
+    for workload in workloads {
+        let mut command = Command::new(&mpirun);
+        if flavor == "openmpi" {
+            command.args(["--allow-run-as-root", "--oversubscribe"]);
+        }
+        command
+            .args(["-np", &RANKS.to_string()])
+            .arg(&program)
+            .arg(dir.path().join(workload).join("checkpoint"))
+            .args([RECORDS.to_string(), RECORD_BYTES.to_string()])
+            .env("PLFSRC", &plfsrc)
+            .env("PLFS_OPEN_STRATEGY", "broadcast");
+        let output = run_with_timeout(&mut command);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{mpirun} on {workload}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            output.status
+        );
+        // Five opens (four strategies and the default) on every rank.
+        let bytes = 5 * RANKS * RANKS * RECORDS * RECORD_BYTES;
+        let expected = format!("collective_read: OK: {RANKS} ranks, {bytes} bytes verified, 0 failures");
+        assert!(
+            stdout.contains(&expected),
+            "{mpirun} on {workload}: expected {expected:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
     }
-    command
-        .args(["-np", &RANKS.to_string()])
-        .arg(&program)
-        .arg(dir.path().join("mnt/checkpoint"))
-        .args([RECORDS.to_string(), RECORD_BYTES.to_string()])
-        .env("PLFSRC", &plfsrc)
-        .env("PLFS_OPEN_STRATEGY", "broadcast");
-    let output = run_with_timeout(&mut command);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{mpirun}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
-    // Five opens (four strategies and the default) on every rank.
-    let bytes = 5 * RANKS * RANKS * RECORDS * RECORD_BYTES;
-    let expected = format!("collective_read: OK: {RANKS} ranks, {bytes} bytes verified, 0 failures");
-    assert!(
-        stdout.contains(&expected),
-        "{mpirun}: expected {expected:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
 }
 
 #[test]

@@ -327,7 +327,8 @@ pub(crate) fn read_meta(mount: &MountState, path: &StorePath) -> Result<MetaReco
     Ok(records)
 }
 
-/// Reads and decodes one index log. A torn tail is logged and skipped.
+/// Reads and decodes one index log. A torn tail is skipped, and logged as
+/// [`torn_tail_is_expected`] says.
 pub(crate) fn read_index_log(
     mount: &MountState,
     path: &StorePath,
@@ -339,14 +340,37 @@ pub(crate) fn read_index_log(
     let bytes = store.read_all(&log_path).with_context(label)?;
     let decoded = index_log::decode(&bytes).with_context(label)?;
     if let Some(torn) = decoded.torn_tail {
-        tracing::warn!(
-            "{}: ignoring torn tail of {} bytes at offset {} (run `plfs recover`)",
-            label(),
-            torn.length,
-            torn.offset
-        );
+        // Only now is meta/ worth a listing; if it cannot be read, warn.
+        let expected =
+            read_meta(mount, path).is_ok_and(|meta| torn_tail_is_expected(&meta, &log.id, &mount.hostname));
+        if expected {
+            tracing::debug!(
+                "{}: ignoring {} bytes at offset {}: its writer is still open, mid-append",
+                label(),
+                torn.length,
+                torn.offset
+            );
+        } else {
+            tracing::warn!(
+                "{}: ignoring torn tail of {} bytes at offset {} (run `plfs recover`)",
+                label(),
+                torn.length,
+                torn.offset
+            );
+        }
     }
     Ok(decoded)
+}
+
+/// Whether a torn tail of `log` is what a reader normally sees while the
+/// log's writer is appending a frame: its open record is in `meta/`, it
+/// has no size record yet (written at close), and it may still be running.
+/// Otherwise the frame will never be completed: damage worth a warning
+/// (a crash mid-append, which `plfs recover` reports).
+pub(crate) fn torn_tail_is_expected(meta: &MetaRecords, log: &LogId, hostname: &str) -> bool {
+    meta.open.contains(log)
+        && !meta.sizes.iter().any(|size| size.log == *log)
+        && log.writer_may_be_alive(hostname)
 }
 
 /// Size, blocks and newest stamp of a file, from its records.
@@ -514,6 +538,26 @@ mod tests {
     use crate::format::index_log::{TruncateRecord, WriteRecord};
     use crate::index::{LogRef, MergedIndex};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_torn_tail_is_expected_only_while_its_writer_is_open_and_may_be_running() {
+        let host = "node-a";
+        let running = LogId::new(5, 1, std::process::id(), host);
+        let crashed = LogId::new(6, 2, crate::fs::tests::dead_pid(), host);
+        let elsewhere = LogId::new(7, 3, crate::fs::tests::dead_pid(), "node-b");
+        let open = |logs: &[LogId]| MetaRecords { open: logs.to_vec(), ..MetaRecords::default() };
+        let all = open(&[running, crashed, elsewhere]);
+        // Open and running (here, or on a host whose processes we cannot see).
+        assert!(torn_tail_is_expected(&all, &running, host));
+        assert!(torn_tail_is_expected(&all, &elsewhere, host));
+        // Open, but its process is gone: the frame will never complete.
+        assert!(!torn_tail_is_expected(&all, &crashed, host));
+        // Closed (no open record, or a size record already): damage.
+        assert!(!torn_tail_is_expected(&open(&[crashed]), &running, host));
+        let mut closing = open(&[running]);
+        closing.sizes.push(SizeRecord { log: running, max_end: 0, bytes: 0, last_stamp: 5, truncate: None });
+        assert!(!torn_tail_is_expected(&closing, &running, host));
+    }
 
     fn write(logical: u64, length: u64, stamp: u64) -> Record {
         Record::Write(WriteRecord {

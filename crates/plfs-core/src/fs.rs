@@ -189,6 +189,11 @@ impl Plfs {
         Plfs::build(backends, options, workload, crate::smallfile::DEFAULT_MAX_CONTAINERS)
     }
 
+    /// The layout this mount was built for (plfsrc `workload:`).
+    pub fn workload(&self) -> Workload {
+        self.state.workload
+    }
+
     fn build(
         backends: Vec<(SharedStore, BackendRole)>,
         options: Options,

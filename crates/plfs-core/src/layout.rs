@@ -79,6 +79,19 @@ impl LogId {
         };
         fields.next().is_none().then_some(id)
     }
+
+    /// Whether the process that writes this log may still be running, as
+    /// seen from a process on `hostname`: on this host, whether its pid
+    /// exists; on another host there is no way to know, so it may be.
+    pub fn writer_may_be_alive(&self, hostname: &str) -> bool {
+        if self.host != name_hash(hostname) {
+            return true;
+        }
+        let Ok(pid) = libc::pid_t::try_from(self.pid) else { return false };
+        // SAFETY: signal 0 only checks that the process exists.
+        let result = unsafe { libc::kill(pid, 0) };
+        result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
 }
 
 impl fmt::Display for LogId {

@@ -577,16 +577,14 @@ impl Recovery<'_> {
 
     /// A writer on this host is alive if its pid exists; on another host
     /// there is no way to know, so it counts as alive.
+    /// (A log naming this very process on this host was written by an
+    /// earlier process that had the same pid: the tool writes no logs.)
     fn writer_alive(&self, id: &LogId) -> bool {
-        if id.host != crate::placement::name_hash(&self.state.hostname) {
-            return true;
-        }
-        if id.pid == self.state.pid {
+        let same_host = id.host == crate::placement::name_hash(&self.state.hostname);
+        if same_host && id.pid == self.state.pid {
             return false;
         }
-        // SAFETY: signal 0 only checks that the process exists.
-        let result = unsafe { libc::kill(id.pid as libc::pid_t, 0) };
-        result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        id.writer_may_be_alive(&self.state.hostname)
     }
 }
 

@@ -18,6 +18,10 @@
 //!   back what it wrote). Bytes other writers wrote read as holes. Not in
 //!   [`Strategy::ALL`]: it opens part of the file, not all of it.
 //!
+//! Files of an n-n (file_per_proc) or 1-n (small_file) mount have no index
+//! logs: every strategy opens them as an ordinary read-only open, on each
+//! rank, with no exchange.
+//!
 //! Errors never strand a rank in a collective: whatever a rank sends is an
 //! outcome (the payload, or the error it hit), so every rank knows as soon
 //! as any rank it depends on has failed, and returns an error naming the
@@ -28,9 +32,11 @@ use std::str::FromStr;
 
 use super::Comm;
 use super::exchange::{GlobalIndexState, IndexLogList, IndexPart, SharedIndex};
+use crate::config::Workload;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::file::{OpenFlags, WriterId};
 use crate::fs::{FileHandle, Plfs};
+use crate::store::StorePath;
 
 /// Chooses the strategy when the caller does not (`naive`, `broadcast`,
 /// `parallel`, `flatten` or `uniform_restart`). Must be the same on every
@@ -150,6 +156,20 @@ pub fn open_collective_with(
     writer: WriterId,
 ) -> Result<FileHandle> {
     assert!(comm.rank() < comm.size(), "rank {} of {} ranks", comm.rank(), comm.size());
+    if plfs.workload() != Workload::SharedFile {
+        // An n-n file is one plain file and a 1-n file a name in its
+        // directory's view: there is no index for ranks to share, and an
+        // ordinary open is already the cheap case the strategies aim at.
+        // Every rank decides from its own mount's workload, without
+        // talking, so no rank waits on a broadcast the others skip (given
+        // one plfsrc for all ranks, as MPI jobs have). The writers' (collective)
+        // close came before this open on every rank, so what they published
+        // must show even where this process cached the directory before:
+        // a 1-n view is dropped first (a no-op on n-n).
+        let parent = StorePath::parse(path)?.parent().unwrap_or_default();
+        plfs.invalidate_read_cache(parent.as_str())?;
+        return open_naive(plfs, path, writer);
+    }
     let index = match options.strategy {
         Strategy::Naive => return open_naive(plfs, path, writer),
         Strategy::Broadcast => broadcast_from_root(plfs, path, comm, |plfs| read_whole_index(plfs, path))?,

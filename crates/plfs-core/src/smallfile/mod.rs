@@ -21,9 +21,11 @@
 //! - [`SmallFileStore::read`], [`stat`](SmallFileStore::stat) and
 //!   [`list`](SmallFileStore::list) answer from a view of the store loaded by
 //!   the first call that needs it and kept until
-//!   [`SmallFileStore::invalidate_read_cache`] or `flush_writes` of that
-//!   directory; a process therefore sees its own changes after its flush,
-//!   and other processes' flushed changes after an invalidate.
+//!   [`SmallFileStore::invalidate_read_cache`]. A flush folds the process's
+//!   own flushed records into that view (as a reload would apply them), so
+//!   a process sees its own changes after its flush without reloading every
+//!   name log of the directory, and other processes' flushed changes after
+//!   an invalidate.
 //! - `write`, `unlink`, `rename`, `utime` and `truncate` need the name to
 //!   exist in this process's knowledge: the view plus its own unflushed
 //!   changes. A name another process removed meanwhile makes the record an
@@ -121,13 +123,9 @@ impl SmallFileStore {
     pub fn create(&self, dir: &StorePath, name: &str, writer: u64) -> Result<()> {
         validate_component(name)?;
         self.with_container(dir, |this, container| {
-            let session = container.session(this, writer)?;
-            let fid = session.fid(name);
-            session.push_name(NameRecord::Create {
-                stamp: this.stamper().next(),
-                fid,
-                name: name.to_owned(),
-            });
+            let fid = container.session(this, writer)?.fid(name);
+            let stamp = this.stamper().next();
+            container.push_name(writer, NameRecord::Create { stamp, fid, name: name.to_owned() });
             container.known.insert(name.to_owned(), true);
             container.after_record(this, writer)
         })
@@ -159,6 +157,7 @@ impl SmallFileStore {
                 data_crc: crc32c::crc32c(bytes),
             };
             session.index_frame.push(&entry);
+            container.pending.push(Pending::Write { writer, entry });
             container.after_record(this, writer)
         })
         .with_context(|| logical(dir, name))
@@ -228,7 +227,9 @@ impl SmallFileStore {
     }
 
     /// Publishes (appends and syncs) every pending record of this process's
-    /// writers in `dir`, and drops the cached view so the next read sees them.
+    /// writers in `dir`, and folds them into the cached view so the next
+    /// read sees them (other processes' records still wait for
+    /// [`invalidate_read_cache`](Self::invalidate_read_cache)).
     pub fn flush_writes(&self, dir: &StorePath) -> Result<()> {
         self.with_container(dir, |_, container| container.flush()).context(dir.to_string())
     }
@@ -311,7 +312,8 @@ impl SmallFileStore {
         self.with_container(dir, |this, container| {
             container.require(this, name)?;
             let record = record(this.stamper().next());
-            container.session(this, writer)?.push_name(record);
+            container.session(this, writer)?;
+            container.push_name(writer, record);
             for (affected, exists) in effects {
                 container.known.insert((*affected).to_owned(), *exists);
             }
@@ -367,6 +369,22 @@ struct DirContainer {
     /// Effect of this process's unflushed changes on the namespace: `true`
     /// for a name it created or renamed to, `false` for one it removed.
     known: HashMap<String, bool>,
+    /// This process's unflushed records of every writer, in stamp order
+    /// (stamps are taken under the store's lock), kept so a flush can fold
+    /// them into `view` instead of dropping it.
+    pending: Vec<Pending>,
+}
+
+/// One unflushed record, as [`DirContainer::fold_pending`] needs it.
+#[derive(Debug)]
+enum Pending {
+    Name(NameRecord),
+    /// An index entry of `writer`'s session; its fid resolves through that
+    /// session's names.
+    Write {
+        writer: u64,
+        entry: IndexEntry,
+    },
 }
 
 impl DirContainer {
@@ -377,14 +395,21 @@ impl DirContainer {
             prepared: HashSet::new(),
             view: None,
             known: HashMap::new(),
+            pending: Vec::new(),
         }
+    }
+
+    /// Buffers a name record in `writer`'s session (opened by the caller).
+    fn push_name(&mut self, writer: u64, record: NameRecord) {
+        self.sessions.get_mut(&writer).expect("callers open the session first").push_name(record.clone());
+        self.pending.push(Pending::Name(record));
     }
 
     fn view(&mut self, store: &SmallFileStore) -> Result<Arc<DirView>> {
         if let Some(view) = &self.view {
             return Ok(view.clone());
         }
-        let view = Arc::new(DirView::load(&store.stores, &self.dir)?);
+        let view = Arc::new(DirView::load(&store.stores, &self.dir, &store.options.hostname)?);
         // New records must order after everything already on disk, even if
         // another host's clock is ahead of ours.
         store.stamper().observe(view.newest_stamp());
@@ -417,11 +442,15 @@ impl DirContainer {
         Ok(self.sessions.get_mut(&writer).expect("inserted above"))
     }
 
-    /// Flushes the writer early when its pending records reach their bound.
+    /// Flushes early when a writer's pending records reach their bound. All
+    /// writers of the directory flush, not just this one: folding into the
+    /// view is exact only when every record before the last folded one is
+    /// folded too (a write of one writer may name a file another one's
+    /// unflushed create made).
     fn after_record(&mut self, store: &SmallFileStore, writer: u64) -> Result<()> {
         let session = self.sessions.get_mut(&writer).expect("a record was just pushed");
         if session.name_frame.len() + session.index_frame.len() >= store.options.record_buffer_bytes {
-            self.flush_session(writer)?;
+            self.flush()?;
         }
         Ok(())
     }
@@ -449,10 +478,38 @@ impl DirContainer {
                 first_error.get_or_insert(error);
             }
         }
-        // Our flushed changes are now on the store; the next view has them.
+        // Our changes are now on the store: the view gets them folded in,
+        // exactly as a reload would replay them after what it had loaded.
+        // After a failure some may be on disk and some lost, so only a
+        // reload can tell; the view goes.
+        let pending = std::mem::take(&mut self.pending);
+        if first_error.is_some() || !self.fold_pending(&pending) {
+            self.view = None;
+        }
         self.known.clear();
-        self.view = None;
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Folds just-flushed records into the view, if there is one; `false`
+    /// if the view cannot take them and must be reloaded instead.
+    fn fold_pending(&mut self, pending: &[Pending]) -> bool {
+        let Some(view) = self.view.as_mut() else { return true };
+        if pending.is_empty() {
+            return true;
+        }
+        // Copy on write only if a reader still holds this version.
+        let view = Arc::make_mut(view);
+        for record in pending {
+            match record {
+                Pending::Name(record) => view.fold_name(record),
+                Pending::Write { writer, entry } => {
+                    let Some(session) = self.sessions.get(writer) else { return false };
+                    let Some(name) = session.names.get(entry.fid as usize) else { return false };
+                    view.fold_write(session.backend, &session.data_path, name, entry);
+                }
+            }
+        }
+        true
     }
 
     fn close(mut self) -> Result<()> {
@@ -475,6 +532,11 @@ struct WriterSession {
     data_buffer: Vec<u8>,
     /// Names this session's records refer to, and their file ids.
     fids: HashMap<String, u64>,
+    /// The same, by fid (fids are 0, 1, 2, … in order of first use).
+    names: Vec<String>,
+    /// Where the data log is, for folding this session's writes into a view.
+    backend: usize,
+    data_path: StorePath,
 }
 
 impl WriterSession {
@@ -504,13 +566,21 @@ impl WriterSession {
             index_frame: FrameBuilder::default(),
             data_buffer: Vec::new(),
             fids: HashMap::new(),
+            names: Vec::new(),
+            backend,
+            data_path: small_log_path(dir, SmallLogKind::Data, &id)?,
         })
     }
 
     /// The file id of `name` in this session, allocated on first use.
     fn fid(&mut self, name: &str) -> u64 {
-        let next = self.fids.len() as u64;
-        *self.fids.entry(name.to_owned()).or_insert(next)
+        if let Some(&fid) = self.fids.get(name) {
+            return fid;
+        }
+        let fid = self.names.len() as u64;
+        self.fids.insert(name.to_owned(), fid);
+        self.names.push(name.to_owned());
+        fid
     }
 
     /// The file id of `name`, writing an open record the first time so

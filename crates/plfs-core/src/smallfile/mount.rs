@@ -15,9 +15,11 @@
 //!   directory) publishes them. A read through a handle that wrote flushes
 //!   first, so a handle reads its own writes. Path operations that change
 //!   the namespace (`unlink`, `rename`, `utime`) flush at once. This process
-//!   reads a directory from a view cached on first use: an `open` that does
-//!   not find its name reloads it once (so files other processes closed
-//!   since are found); other changes made elsewhere show after
+//!   reads a directory from a view cached on first use, into which each of
+//!   its flushes folds its own records (so an unlink costs one name frame,
+//!   not a reload of every log of the directory): an `open` that does not
+//!   find its name reloads it once (so files other processes closed since
+//!   are found); other changes made elsewhere show after
 //!   [`crate::fs::Plfs::invalidate_read_cache`].
 //! - **Modes and owners**: the engine keeps none. A small file reports mode
 //!   0644 and the mount's owner; `chmod` and `chown` of a small file are

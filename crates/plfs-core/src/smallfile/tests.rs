@@ -142,8 +142,154 @@ fn a_write_to_a_name_another_process_removed_is_an_orphan() {
     one.flush_writes(&d).unwrap();
     two.write(&d, "a", 0, 0, b"late").unwrap(); // two's view still has "a"
     two.flush_writes(&d).unwrap();
+    // Two's flush folds its own write into its view; one's delete shows
+    // only after an invalidate, and then the write is an orphan.
+    assert_eq!(read_all(&two, &d, "a").unwrap(), b"late");
+    two.invalidate_read_cache(&d);
     assert_eq!(two.list(&d).unwrap(), Vec::<String>::new());
     assert_eq!(two.orphan_writes(&d).unwrap(), 1);
+}
+
+/// Everything `stat`, `list` and `read` can tell about a directory.
+fn snapshot(engine: &SmallFileStore, directory: &StorePath) -> Vec<(String, FileStat, Vec<u8>)> {
+    let names = engine.list(directory).unwrap();
+    names
+        .into_iter()
+        .map(|name| {
+            let stat = engine.stat(directory, &name).unwrap();
+            let bytes = read_all(engine, directory, &name).unwrap();
+            (name, stat, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_flush_folds_own_records_into_the_view_exactly_as_a_reload_replays_them() {
+    let stores = memory_stores(3);
+    let clock = Arc::new(ManualClock::new(1_000));
+    let stamper = Stamper::new(clock.clone());
+    let mut small_records = options(&stamper);
+    // Writer 2's records pass the bound mid-way: the early flush must fold
+    // writer 1's records too, in stamp order.
+    small_records.record_buffer_bytes = 600;
+    small_records.data_buffer_bytes = 8;
+    let engine = SmallFileStore::new(stores.clone(), small_records).unwrap();
+    let d = dir("d");
+    engine.create(&d, "old", 1).unwrap();
+    engine.write(&d, "old", 1, 0, b"from before the view").unwrap();
+    engine.flush_writes(&d).unwrap();
+    assert_eq!(engine.list(&d).unwrap(), vec!["old"]); // the view is loaded here
+    for round in 0..4u64 {
+        clock.set(10_000 * (round + 1));
+        let name = format!("f{round}");
+        engine.create(&d, &name, 1).unwrap();
+        engine.write(&d, &name, 2, round, format!("round {round} of writer 2").as_bytes()).unwrap();
+        engine.write(&d, &name, 1, 0, b"W1").unwrap();
+        engine.write(&d, "old", 2, 5 + round, b"*").unwrap();
+        for filler in 0..6 {
+            engine.utime(&d, &name, 2, filler, round).unwrap();
+        }
+    }
+    engine.rename(&d, "f0", "renamed", 1).unwrap();
+    engine.rename(&d, "f1", "f2", 2).unwrap(); // replaces f2
+    engine.unlink(&d, "f3", 1).unwrap();
+    engine.truncate(&d, "renamed", 2, 3).unwrap();
+    engine.create(&d, "f3", 2).unwrap(); // a new file under a removed name
+    engine.write(&d, "f3", 2, 2, b"new").unwrap();
+    engine.flush_writes(&d).unwrap();
+
+    let folded = snapshot(&engine, &d);
+    let fresh = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    assert_eq!(folded, snapshot(&fresh, &d));
+    let names: Vec<&str> = folded.iter().map(|(name, _, _)| name.as_str()).collect();
+    assert_eq!(names, ["f2", "f3", "old", "renamed"]);
+    assert_eq!(folded[1].2, b"\0\0new");
+    // The view was kept, not reloaded: its load saw only "old".
+    engine.invalidate_read_cache(&d);
+    assert_eq!(snapshot(&engine, &d), folded);
+    engine.close().unwrap();
+}
+
+/// A reader still holding the view while a flush folds records keeps the
+/// version it took: the fold copies the view instead of changing it.
+#[test]
+fn a_view_held_by_a_reader_is_not_changed_by_a_fold() {
+    let stores = memory_stores(1);
+    let stamper = stamper();
+    let engine = SmallFileStore::new(stores, options(&stamper)).unwrap();
+    let d = dir("d");
+    engine.create(&d, "a", 0).unwrap();
+    engine.write(&d, "a", 0, 0, b"first").unwrap();
+    engine.flush_writes(&d).unwrap();
+    let held = engine.view(&d).unwrap();
+    engine.write(&d, "a", 0, 0, b"FI").unwrap();
+    engine.create(&d, "b", 0).unwrap();
+    engine.flush_writes(&d).unwrap();
+    assert_eq!(held.names(), vec!["a"]);
+    let mut buf = [0u8; 5];
+    assert_eq!(held.read("a", 0, &mut buf).unwrap(), Some(5));
+    assert_eq!(&buf, b"first");
+    assert_eq!(engine.list(&d).unwrap(), vec!["a", "b"]);
+    assert_eq!(read_all(&engine, &d, "a").unwrap(), b"FIrst");
+    drop(held);
+    // Unshared, the view is folded in place.
+    let before = Arc::as_ptr(&engine.view(&d).unwrap());
+    engine.unlink(&d, "b", 0).unwrap();
+    engine.flush_writes(&d).unwrap();
+    assert_eq!(Arc::as_ptr(&engine.view(&d).unwrap()), before);
+    assert_eq!(engine.list(&d).unwrap(), vec!["a"]);
+    engine.close().unwrap();
+}
+
+/// Each remove is one name frame appended: no listing, no log read,
+/// however many files the directory holds (the view is folded, not
+/// reloaded). Reloading cost a list per backend and a read of every name
+/// and index log per remove, quadratic over a directory's removes.
+#[test]
+fn removes_and_renames_read_no_log() {
+    const FILES: usize = 200;
+    let counting: Vec<Arc<crate::store::counting::CountingStore>> = memory_stores(2)
+        .into_iter()
+        .map(|store| Arc::new(crate::store::counting::CountingStore::new(store)))
+        .collect();
+    let stores: Vec<SharedStore> = counting.iter().map(|store| store.clone() as SharedStore).collect();
+    let stamper = stamper();
+    let creator = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("many");
+    for file in 0..FILES {
+        let name = format!("f{file}");
+        creator.create(&d, &name, 7).unwrap();
+        creator.write(&d, &name, 7, 0, name.as_bytes()).unwrap();
+    }
+    creator.close().unwrap();
+    // A second process, as in mdtest: it stats, renames and removes files
+    // it did not create, flushing after each as `Plfs` does.
+    let engine = SmallFileStore::new(stores, options(&stamper)).unwrap();
+    assert_eq!(engine.list(&d).unwrap().len(), FILES);
+    counting.iter().for_each(|store| store.reset());
+    for file in 0..FILES {
+        let name = format!("f{file}");
+        assert_eq!(engine.stat(&d, &name).unwrap().size, name.len() as u64);
+        if file % 2 == 0 {
+            engine.unlink(&d, &name, 1).unwrap();
+        } else {
+            engine.rename(&d, &name, &format!("r{file}"), 1).unwrap();
+        }
+        engine.flush_writes(&d).unwrap();
+    }
+    let counts: Vec<_> = counting.iter().map(|store| store.counts()).collect();
+    let total = |field: fn(&crate::store::counting::OpCounts) -> u64| counts.iter().map(field).sum::<u64>();
+    assert_eq!(total(|c| c.lists), 0, "{counts:?}");
+    assert_eq!(total(|c| c.opens), 0, "{counts:?}");
+    // The session's three logs, then one name frame (append + sync) each.
+    assert_eq!(total(|c| c.creates), 3 + 1, "{counts:?}");
+    assert_eq!(total(|c| c.appends), 3 + FILES as u64, "{counts:?}");
+    assert_eq!(total(|c| c.syncs), FILES as u64, "{counts:?}");
+    let renamed: Vec<String> = (1..FILES).step_by(2).map(|file| format!("r{file}")).collect();
+    let mut listed = engine.list(&d).unwrap();
+    listed.sort_by_key(|name| name[1..].parse::<usize>().unwrap());
+    assert_eq!(listed, renamed);
+    engine.close().unwrap();
 }
 
 /// Appends or flips bytes of one log directly on the store.
@@ -361,40 +507,45 @@ struct Model {
     processes: Vec<ModelProcess>,
 }
 
+/// Applies changes in order, as a replay does.
+fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>) {
+    for change in changes {
+        match change {
+            Change::Create(name) => {
+                files.insert(name, Vec::new());
+            }
+            Change::Write(name, offset, bytes) => {
+                if let Some(data) = files.get_mut(&name) {
+                    let end = offset as usize + bytes.len();
+                    if data.len() < end {
+                        data.resize(end, 0);
+                    }
+                    data[offset as usize..end].copy_from_slice(&bytes);
+                }
+            }
+            Change::Truncate(name, size) => {
+                if let Some(data) = files.get_mut(&name) {
+                    data.resize(size as usize, 0);
+                }
+            }
+            Change::Delete(name) => {
+                files.remove(&name);
+            }
+            Change::Rename(from, to) => {
+                if let Some(data) = files.remove(&from) {
+                    files.insert(to, data);
+                }
+            }
+        }
+    }
+}
+
 impl Model {
     fn store_state(&self) -> Files {
         let mut flushed = self.flushed.clone();
         flushed.sort_by_key(|(time, _)| *time);
         let mut files = Files::new();
-        for (_, change) in flushed {
-            match change {
-                Change::Create(name) => {
-                    files.insert(name, Vec::new());
-                }
-                Change::Write(name, offset, bytes) => {
-                    if let Some(data) = files.get_mut(&name) {
-                        let end = offset as usize + bytes.len();
-                        if data.len() < end {
-                            data.resize(end, 0);
-                        }
-                        data[offset as usize..end].copy_from_slice(&bytes);
-                    }
-                }
-                Change::Truncate(name, size) => {
-                    if let Some(data) = files.get_mut(&name) {
-                        data.resize(size as usize, 0);
-                    }
-                }
-                Change::Delete(name) => {
-                    files.remove(&name);
-                }
-                Change::Rename(from, to) => {
-                    if let Some(data) = files.remove(&from) {
-                        files.insert(to, data);
-                    }
-                }
-            }
-        }
+        apply_changes(&mut files, flushed.into_iter().map(|(_, change)| change));
         files
     }
 
@@ -496,7 +647,11 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
                 let state = &mut model.processes[process];
                 let pending = std::mem::take(&mut state.pending);
                 state.known.clear();
-                state.view = None;
+                // The process's own records are folded into its view (if it
+                // has one) in their order; others' stay unseen.
+                if let Some(view) = &mut state.view {
+                    apply_changes(view, pending.iter().map(|(_, change)| change.clone()));
+                }
                 model.flushed.extend(pending);
             }
             Op::Invalidate { process } => {

@@ -3,7 +3,7 @@
 //! a map of names to files.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::format::{
     DATA_LOG_MAGIC, DecodedLog, INDEX_LOG_MAGIC, IndexEntry, NAME_LOG_MAGIC, NameRecord, decode_log,
@@ -66,18 +66,25 @@ impl FileState {
     }
 }
 
-/// One writer session whose logs were found.
-#[derive(Debug)]
+/// One writer session whose logs were found (or whose records this process
+/// folded in after flushing them).
+#[derive(Debug, Clone)]
 struct Session {
     backend: usize,
     data: StorePath,
 }
 
-/// The merged, immutable state of a directory container as of its load.
-#[derive(Debug)]
+/// The merged state of a directory container as of its load, plus the
+/// records this process flushed since (see [`DirView::fold_name`]).
+///
+/// Cloning is for copy-on-write: a reader may still hold the previous
+/// version while the owner folds records into a copy.
+#[derive(Debug, Clone)]
 pub struct DirView {
     stores: Vec<SharedStore>,
     sessions: Vec<Session>,
+    /// Position in `sessions` of each session's data log.
+    session_of: HashMap<StorePath, u32>,
     files: BTreeMap<String, FileState>,
     torn_tails: Vec<TornTailReport>,
     /// Index entries whose name did not exist at their stamp (written to a
@@ -86,7 +93,9 @@ pub struct DirView {
     orphan_writes: u64,
     newest_stamp: u64,
     /// Data-log handles opened on first read; at most one per session.
-    handles: Mutex<HashMap<u32, Box<dyn ReadHandle>>>,
+    /// Shared by copies: sessions are only ever appended, so an index
+    /// means the same data log in every copy.
+    handles: Arc<Mutex<HashMap<u32, Box<dyn ReadHandle>>>>,
 }
 
 /// One record of the merge, ordered by `(stamp, session, log, position)`.
@@ -97,7 +106,8 @@ enum Event<'a> {
 
 impl DirView {
     /// Lists the container of `dir` on every backend and replays its logs.
-    pub fn load(stores: &[SharedStore], dir: &StorePath) -> Result<DirView> {
+    /// `hostname` is the reader's, to tell which writers may still run.
+    pub fn load(stores: &[SharedStore], dir: &StorePath, hostname: &str) -> Result<DirView> {
         let mut found: BTreeMap<LogId, (usize, [bool; 3])> = BTreeMap::new();
         let container = container_dir(dir)?;
         for (backend, store) in stores.iter().enumerate() {
@@ -125,11 +135,12 @@ impl DirView {
         let mut view = DirView {
             stores: stores.to_vec(),
             sessions: Vec::new(),
+            session_of: HashMap::new(),
             files: BTreeMap::new(),
             torn_tails: Vec::new(),
             orphan_writes: 0,
             newest_stamp: 0,
-            handles: Mutex::new(HashMap::new()),
+            handles: Arc::new(Mutex::new(HashMap::new())),
         };
         let mut logs = Vec::new();
         for (id, (backend, present)) in found {
@@ -139,13 +150,13 @@ impl DirView {
                 continue;
             }
             let names: DecodedLog<NameRecord> =
-                view.load_log(backend, dir, SmallLogKind::Name, &id, NAME_LOG_MAGIC)?;
+                view.load_log(backend, dir, SmallLogKind::Name, &id, NAME_LOG_MAGIC, hostname)?;
             let index: DecodedLog<IndexEntry> = if present[SmallLogKind::Index as usize] {
-                view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC)?
+                view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC, hostname)?
             } else {
                 DecodedLog { header: None, records: Vec::new(), valid_length: 0, torn_tail: None }
             };
-            view.sessions.push(Session { backend, data: small_log_path(dir, SmallLogKind::Data, &id)? });
+            view.add_session(backend, small_log_path(dir, SmallLogKind::Data, &id)?);
             logs.push((names.records, index.records));
         }
         view.replay(&logs)?;
@@ -159,6 +170,7 @@ impl DirView {
         kind: SmallLogKind,
         id: &LogId,
         magic: &[u8; 8],
+        hostname: &str,
     ) -> Result<DecodedLog<R>> {
         let store = &self.stores[backend];
         let path = small_log_path(dir, kind, id)?;
@@ -167,12 +179,25 @@ impl DirView {
         let decoded: DecodedLog<R> = decode_log(&bytes, magic).with_context(what)?;
         check_header(decoded.header.as_ref(), id).with_context(what)?;
         if let Some(torn) = decoded.torn_tail {
-            tracing::warn!(
-                "{}: ignoring a torn tail of {} bytes at offset {}",
-                what(),
-                torn.length,
-                torn.offset
-            );
+            // A session has no open or close record: while its process may
+            // still run, a torn tail is most likely a frame it is appending
+            // right now (a normal race with a live writer, not worth a
+            // warning); once it is gone, the frame will never complete.
+            if id.writer_may_be_alive(hostname) {
+                tracing::debug!(
+                    "{}: ignoring {} bytes at offset {}: its writer may be mid-append",
+                    what(),
+                    torn.length,
+                    torn.offset
+                );
+            } else {
+                tracing::warn!(
+                    "{}: ignoring a torn tail of {} bytes at offset {} (its writer is gone)",
+                    what(),
+                    torn.length,
+                    torn.offset
+                );
+            }
             self.torn_tails.push(TornTailReport {
                 backend: store.url().to_owned(),
                 log: path,
@@ -206,33 +231,66 @@ impl DirView {
             fid_names.push(table);
         }
         events.sort_unstable_by_key(|(key, _)| *key);
-        for ((stamp, session, _, _), event) in events {
-            self.newest_stamp = self.newest_stamp.max(stamp);
+        for ((_, session, _, _), event) in events {
             match event {
                 Event::Name(record) => self.apply_name(record),
                 Event::Write(entry) => {
-                    let file = fid_names[session].get(&entry.fid).and_then(|name| self.files.get_mut(*name));
-                    let Some(file) = file else {
-                        self.orphan_writes += 1;
-                        continue;
-                    };
-                    let extent = Extent {
-                        logical: entry.logical,
-                        length: entry.length,
-                        session: session as u32,
-                        physical: entry.physical,
-                    };
-                    file.extents.push(extent);
-                    file.stat.size = file.stat.size.max(entry.logical + entry.length);
-                    file.stat.mtime_ns = stamp;
-                    file.stat.ctime_ns = stamp;
+                    self.apply_write(session as u32, fid_names[session].get(&entry.fid).copied(), entry)
                 }
             }
         }
         Ok(())
     }
 
+    /// The position of a session's data log, added if the view lacks it.
+    fn add_session(&mut self, backend: usize, data: StorePath) -> u32 {
+        if let Some(&index) = self.session_of.get(&data) {
+            return index;
+        }
+        let index = u32::try_from(self.sessions.len()).expect("fewer than 2^32 sessions in one directory");
+        self.session_of.insert(data.clone(), index);
+        self.sessions.push(Session { backend, data });
+        index
+    }
+
+    /// Applies one of this process's own name records after its flush, as a
+    /// reload would (the caller folds them in stamp order). Other
+    /// processes' records flushed since the load stay invisible until the
+    /// view is reloaded: this is what keeps an unlink O(1) instead of a
+    /// reload of every name log.
+    pub fn fold_name(&mut self, record: &NameRecord) {
+        self.apply_name(record);
+    }
+
+    /// Applies one of this process's own index entries after its flush.
+    /// `data` is the session's data log on `backend`; `name` is what the
+    /// entry's fid stands for in that session.
+    pub fn fold_write(&mut self, backend: usize, data: &StorePath, name: &str, entry: &IndexEntry) {
+        let session = self.add_session(backend, data.clone());
+        // A handle opened before these bytes were appended may not see them
+        // on every store (some snapshot the object's length at open).
+        self.handles.lock().unwrap_or_else(PoisonError::into_inner).remove(&session);
+        self.apply_write(session, Some(name), entry);
+    }
+
+    /// Adds a write to the file `name` names at this point of the replay;
+    /// an orphan if there is none (or the fid named nothing).
+    fn apply_write(&mut self, session: u32, name: Option<&str>, entry: &IndexEntry) {
+        self.newest_stamp = self.newest_stamp.max(entry.stamp);
+        let Some(file) = name.and_then(|name| self.files.get_mut(name)) else {
+            self.orphan_writes += 1;
+            return;
+        };
+        let extent =
+            Extent { logical: entry.logical, length: entry.length, session, physical: entry.physical };
+        file.extents.push(extent);
+        file.stat.size = file.stat.size.max(entry.logical + entry.length);
+        file.stat.mtime_ns = entry.stamp;
+        file.stat.ctime_ns = entry.stamp;
+    }
+
     fn apply_name(&mut self, record: &NameRecord) {
+        self.newest_stamp = self.newest_stamp.max(record.stamp());
         match record {
             NameRecord::Create { stamp, name, .. } => {
                 self.files.insert(name.clone(), FileState::new(*stamp));

@@ -302,3 +302,49 @@ fn the_open_right_after_a_collective_one_keeps_its_index_and_the_next_does_not()
         handle.close().unwrap();
     }
 }
+
+/// n-n and 1-n files have no index to share: every strategy, on every
+/// rank, opens them as an ordinary open would and reads the same bytes
+/// (no rank waits on a broadcast another one skipped), including bytes
+/// written after a rank cached the file's directory.
+#[test]
+fn n_n_and_1_n_files_open_on_every_rank_with_every_strategy() {
+    use crate::config::Workload;
+    const READERS: usize = 4;
+    for workload in [Workload::FilePerProc, Workload::SmallFile] {
+        let backends = backends();
+        let mount = |pid: u32| {
+            let stores = backends.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+            Plfs::with_workload(stores, options(pid), workload).unwrap()
+        };
+        let writer = mount(99);
+        let readers: Vec<Plfs> = (0..READERS).map(|rank| mount(100 + rank as u32)).collect();
+        let write = |version: u64| -> Vec<u8> {
+            let bytes: Vec<u8> = (0..3 * RECORD_BYTES).map(|i| byte_of(version, 2, i)).collect();
+            let file = writer.open(PATH, OpenFlags::WRONLY.create().truncate(), 0o644, 0).unwrap();
+            file.write(&bytes[RECORD_BYTES..], RECORD_BYTES as u64).unwrap();
+            file.write(&bytes[..RECORD_BYTES], 0).unwrap();
+            file.close().unwrap();
+            bytes
+        };
+        write(1);
+        for reader in &readers {
+            assert_eq!(reader.stat(PATH).unwrap().size, 3 * RECORD_BYTES as u64);
+        }
+        for (version, strategy) in (2..).zip(Strategy::ALL.into_iter().chain([Strategy::UniformRestart])) {
+            // Every rank knows the file from before this version.
+            let expected = write(version);
+            let results = LocalComm::run(READERS, |comm| -> Result<Vec<u8>> {
+                let plfs = &readers[comm.rank()];
+                let handle = open_collective_with(plfs, PATH, comm, &options_for(strategy), 7)?;
+                let bytes = read_whole(&handle);
+                handle.close()?;
+                Ok(bytes)
+            });
+            for (rank, result) in results.into_iter().enumerate() {
+                let bytes = result.unwrap_or_else(|e| panic!("{workload:?} {strategy} rank {rank}: {e}"));
+                assert!(bytes == expected, "{workload:?} {strategy}: rank {rank} read other bytes");
+            }
+        }
+    }
+}
