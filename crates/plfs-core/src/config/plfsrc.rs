@@ -37,8 +37,8 @@ use std::rc::Rc;
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
 
 use super::{
-    BackendConfig, BackendLocation, BackendRole, LogLevel, LogMask, LogSettings, MountConfig, SyslogFacility,
-    Tuning, Workload,
+    BackendConfig, BackendLocation, BackendRole, LogLevel, LogMask, LogSettings, MountConfig, S3Access,
+    SyslogFacility, Tuning, Workload,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -722,16 +722,38 @@ fn backend(item: &MarkedYaml<'_>, file: &Rc<Path>) -> Result<BackendEntry> {
     let entries = entries(item, file, "backends", "a backend (- location: ...)")?;
     let mut location = None;
     let mut role = BackendRole::Any;
+    let mut s3_keys = Vec::new();
     for entry in &entries {
         match entry.key {
             "location" => location = Some((entry.location()?, entry.site.clone())),
             "type" => role = backend_role(entry)?,
-            _ => return Err(entry.error("unknown key in a backend (valid keys: location, type)")),
+            key if S3Access::KEYS.contains(&key) => s3_keys.push(entry),
+            _ => {
+                return Err(entry.error(format!(
+                    "unknown key in a backend (valid keys: location, type, and for s3:// {})",
+                    S3Access::KEYS.join(", ")
+                )));
+            }
         }
     }
-    let Some((location, site)) = location else {
+    let Some((mut location, site)) = location else {
         return Err(Site::of(file, item).error("location", "missing: every backend needs one"));
     };
+    for entry in s3_keys {
+        let BackendLocation::S3 { access, .. } = &mut location else {
+            return Err(entry.error(format!("only an s3:// backend takes this key, not {location}")));
+        };
+        // A credentials file is named, never the secret itself: plfsrc files
+        // are world-readable and copied around.
+        let value = match entry.key {
+            "credentials_file" => entry.absolute()?.display().to_string(),
+            _ => entry.text("a value")?,
+        };
+        access.set(entry.key, &value).map_err(|problem| {
+            let problem = problem.replace("given twice", "given twice (here and in the location)");
+            entry.error(problem)
+        })?;
+    }
     Ok(BackendEntry { config: BackendConfig { location, role }, site, key: "location" })
 }
 
@@ -936,7 +958,11 @@ mod tests {
         assert!(config.mounts.iter().flat_map(|m| &m.backends).all(|b| b.role == BackendRole::Any));
         assert_eq!(config.mounts[1].backends, [backend(posix("/b/2"), BackendRole::Any)]);
         assert_eq!(config.mounts[2].backends[1].location, posix("/b/4"));
-        let s3 = BackendLocation::S3 { bucket: "bucket".into(), prefix: "plfs".into() };
+        let s3 = BackendLocation::S3 {
+            bucket: "bucket".into(),
+            prefix: "plfs".into(),
+            access: Default::default(),
+        };
         assert_eq!(config.mounts[3].backends[0].location, s3);
     }
 
