@@ -279,3 +279,38 @@ fn processes_racing_to_create_one_file() {
     let holders = urls.iter().filter(|url| store_at(url).exists(&access).unwrap()).count();
     assert_eq!(holders, 1, "exactly one access file, on the canonical backend");
 }
+
+/// Renames and unlinks through plfs, with a writer open across a rename of
+/// its file (its unsealed and later bytes follow the file), then a rename
+/// of the directory; nothing is left behind on either backend.
+#[test]
+fn rename_and_unlink_through_plfs_with_a_writer_open() {
+    let Some(server) = TestServer::start("s3", &[]) else { return };
+    let urls = backend_urls(&server);
+    let plfs = mount(&urls);
+    plfs.mkdir("/d", 0o755).unwrap();
+    let handle = plfs.open("/d/a", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+    handle.write(&record_bytes(0), 0).unwrap();
+    handle.sync().unwrap();
+    handle.write(&record_bytes(1), RECORD_BYTES as u64).unwrap();
+    plfs.rename("/d/a", "/d/b").unwrap();
+    handle.write(&record_bytes(2), 2 * RECORD_BYTES as u64).unwrap();
+    handle.sync().unwrap();
+    handle.write(&record_bytes(3), 3 * RECORD_BYTES as u64).unwrap();
+    handle.close().unwrap();
+    // (plfs itself does not move open files' paths on a directory rename,
+    // on any store, so the directory moves after the close.)
+    plfs.rename("/d", "/e").unwrap();
+    let names = |plfs: &Plfs, path: &str| -> Vec<String> {
+        plfs.readdir(path).unwrap().into_iter().map(|entry| entry.name).collect()
+    };
+    assert_eq!(names(&plfs, "/e"), vec!["b".to_string()]);
+    verify_strided(&mount(&urls), "/e/b", 4);
+    plfs.unlink("/e/b").unwrap();
+    assert_eq!(names(&plfs, "/e"), Vec::<String>::new());
+    plfs.rmdir("/e").unwrap();
+    assert!(!names(&plfs, "/").contains(&"e".to_string()));
+    for url in &urls {
+        assert_eq!(store_at(url).list(&StorePath::root()).unwrap(), vec![], "{url}: debris left");
+    }
+}

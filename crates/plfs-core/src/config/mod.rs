@@ -416,8 +416,41 @@ mod tests {
 
     #[test]
     fn locations_display_as_urls() {
-        for text in ["posix:///data/b0", "hdfs://nn:8020/plfs", "s3://bucket/a"] {
+        for text in [
+            "posix:///data/b0",
+            "hdfs://nn:8020/plfs",
+            "s3://bucket/a",
+            "s3://bucket?endpoint=http://127.0.0.1:9000",
+            "s3://bucket/a/b?endpoint=https://s3.example.org&region=eu-west-1&credentials_file=/etc/plfs/s3",
+        ] {
             assert_eq!(BackendLocation::parse(text).unwrap().to_string(), text);
         }
+    }
+
+    #[test]
+    fn s3_access_settings_parse_from_the_query() {
+        let location =
+            BackendLocation::parse("s3://b/p/?credentials_file=/k&endpoint=http://h:9000/").unwrap();
+        let access = S3Access {
+            endpoint: Some("http://h:9000".into()),
+            region: None,
+            credentials_file: Some("/k".into()),
+        };
+        assert_eq!(location, BackendLocation::S3 { bucket: "b".into(), prefix: "p".into(), access });
+        let problem = |text: &str| BackendLocation::parse_detail(text).expect_err(text);
+        assert_eq!(
+            problem("s3://b?endpoint=ftp://h"),
+            "backend \"s3://b?endpoint=ftp://h\": endpoint \"ftp://h\": expected http://host:port or https://host"
+        );
+        assert_eq!(
+            problem("s3://b?region=x&region=y"),
+            "backend \"s3://b?region=x&region=y\": region given twice"
+        );
+        assert_eq!(
+            problem("s3://b?secret=x"),
+            "backend \"s3://b?secret=x\": unknown setting \"secret\" (expected endpoint, region, credentials_file)"
+        );
+        assert!(problem("s3://b?credentials_file=relative").contains("expected an absolute path"));
+        assert!(problem("s3://b?endpoint=").contains("endpoint: empty value"));
     }
 }

@@ -1044,7 +1044,8 @@ mod tests {
         );
         assert_eq!(
             error_of("- mount_point: /m\n  backends:\n    - location: /b\n      kind: shadow\n"),
-            "t.plfsrc:4: kind: unknown key in a backend (valid keys: location, type)"
+            "t.plfsrc:4: kind: unknown key in a backend (valid keys: location, type, and for s3:// endpoint, region, \
+             credentials_file)"
         );
         assert_eq!(
             error_of(&format!("{MOUNT}- include: x\n  mount_point: /y\n")),
@@ -1193,6 +1194,45 @@ mod tests {
         assert_eq!(
             error_of("- mount_point: /m\n  backends:\n    - glib:/x\n"),
             format!("t.plfsrc:3: backends: backend type glib: is not supported by this plfs {supported}")
+        );
+    }
+
+    #[test]
+    fn s3_backends_take_endpoint_region_and_credentials_file() {
+        let text = "- mount_point: /m\n  backends:\n    - location: s3://bucket/plfs\n      \
+                    endpoint: http://127.0.0.1:9000\n      region: eu-west-1\n      \
+                    credentials_file: /etc/plfs/s3-credentials\n";
+        let config = inline(text).unwrap();
+        let access = S3Access {
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            region: Some("eu-west-1".into()),
+            credentials_file: Some("/etc/plfs/s3-credentials".into()),
+        };
+        let expected = BackendLocation::S3 { bucket: "bucket".into(), prefix: "plfs".into(), access };
+        assert_eq!(config.mounts[0].backends[0].location, expected);
+
+        let backend =
+            |keys: &str| error_of(&format!("- mount_point: /m\n  backends:\n    - location: {keys}\n"));
+        assert_eq!(
+            backend("/b\n      endpoint: http://h:9000"),
+            "t.plfsrc:4: endpoint: only an s3:// backend takes this key, not posix:///b"
+        );
+        assert_eq!(
+            backend("s3://b?region=x\n      region: y"),
+            "t.plfsrc:4: region: region given twice (here and in the location)"
+        );
+        assert_eq!(
+            backend("s3://b\n      credentials_file: keys.txt"),
+            "t.plfsrc:4: credentials_file: expected an absolute path (starting with /), got keys.txt"
+        );
+        assert_eq!(
+            backend("s3://b\n      endpoint: h:9000"),
+            "t.plfsrc:4: endpoint: endpoint \"h:9000\": expected http://host:port or https://host"
+        );
+        assert_eq!(
+            backend("s3://b\n      secret_access_key: x"),
+            "t.plfsrc:4: secret_access_key: unknown key in a backend (valid keys: location, type, and for s3:// \
+             endpoint, region, credentials_file)"
         );
     }
 

@@ -417,7 +417,7 @@ impl Shared {
         })
         .map_err(fail)?;
         if let (Some(log), Some(state)) = (&live, state.as_mut()) {
-            state.path = to.clone();
+            state.move_to(self, to.clone());
             let mut table = self.live();
             table.remove(from);
             table.insert(to.clone(), Arc::downgrade(log));
@@ -439,7 +439,7 @@ impl Shared {
     /// trees. Logs this process writes under it move with it.
     fn rename_directory(&self, from: &StorePath, to: &StorePath) -> Result<()> {
         let fail = |error| self.error("rename directory", from, error).context(format!("to {to}"));
-        let moving: Vec<(StorePath, Arc<LiveLog>)> = {
+        let mut moving: Vec<(StorePath, Arc<LiveLog>)> = {
             let table = self.live();
             table
                 .iter()
@@ -447,6 +447,8 @@ impl Shared {
                 .filter_map(|(path, log)| log.upgrade().map(|log| (path.clone(), log)))
                 .collect()
         };
+        // One global order (by address), so two renames never deadlock.
+        moving.sort_by_key(|(_, log)| Arc::as_ptr(log) as usize);
         let mut states: Vec<MutexGuard<'_, LogState>> = moving.iter().map(|(_, log)| log.lock()).collect();
         let source = self.key(from);
         let target = self.key(to);
@@ -468,7 +470,7 @@ impl Shared {
         for ((old, log), state) in moving.iter().zip(states.iter_mut()) {
             let relative: Vec<&str> = old.components().skip(from.components().count()).collect();
             let moved = relative.iter().try_fold(to.clone(), |path, part| path.join(part))?;
-            state.path = moved.clone();
+            state.move_to(self, moved.clone());
             table.remove(old);
             table.insert(moved, Arc::downgrade(log));
         }
@@ -982,6 +984,15 @@ struct LogState {
 }
 
 impl LogState {
+    /// After the log's objects were copied to `path`: later seals and this
+    /// process's reads use the new names.
+    fn move_to(&mut self, store: &Shared, path: StorePath) {
+        for (number, segment) in self.sealed.iter_mut().enumerate() {
+            segment.key = store.segment_key(&path, number as u64);
+        }
+        self.path = path;
+    }
+
     fn len(&self) -> u64 {
         self.sealed_bytes + self.buffer.len() as u64
     }
@@ -1209,6 +1220,56 @@ impl ReadHandle for S3ReadHandle {
                 Ok(current.last().map_or(0, |last| last.start + last.len))
             }
             Source::Live(log) => Ok(log.lock().len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_files_parse_and_never_show_the_secret() {
+        let text = "# plfs test server\n[default]\naws_access_key_id = plfsuser\n\
+                    AWS_SECRET_ACCESS_KEY=s3cr3t/with+symbols\n\n";
+        let credentials = parse_credentials(text).unwrap();
+        assert_eq!(
+            (credentials.key_id.as_str(), credentials.secret.as_str()),
+            ("plfsuser", "s3cr3t/with+symbols")
+        );
+        assert_eq!(credentials.token, None);
+        assert!(!format!("{credentials:?}").contains("s3cr3t"));
+        let problem = |text: &str| parse_credentials(text).expect_err(text);
+        assert_eq!(
+            problem("aws_access_key_id = a\n"),
+            "needs both aws_access_key_id and aws_secret_access_key"
+        );
+        assert_eq!(problem("aws_secret_access_key s3cr3t\n"), "line 1: expected name = value");
+        assert_eq!(problem("a = 1\n"), "line 1: unknown name \"a\"");
+        assert_eq!(problem("aws_session_token =\n"), "line 1: empty value");
+        let twice = problem("aws_access_key_id = a\naws_access_key_id = b\n");
+        assert_eq!(twice, "line 2: aws_access_key_id given twice");
+        for text in
+            ["aws_secret_access_key s3cr3t", "aws_secret_access_key = s3cr3t\naws_secret_access_key = s3cr3t"]
+        {
+            assert!(!problem(text).contains("s3cr3t"), "an error shows the secret");
+        }
+    }
+
+    #[test]
+    fn key_components_round_trip_through_percent_encoding() {
+        for name in ["plain", "with space", "100%", "a#b?c*d", "caf\u{e9}", ".", "..", "x%2Fy"] {
+            let key = Key::from_iter([name]);
+            assert_eq!(decode_component(key.filename().unwrap()), name, "{name:?} became {key}");
+        }
+    }
+
+    #[test]
+    fn only_fixed_width_decimal_names_are_segments() {
+        assert_eq!(parse_segment_number("0000000000"), Some(0));
+        assert_eq!(parse_segment_number("0000000042"), Some(42));
+        for name in ["42", "000000000x", "00000000000", ".plfs-dir", ""] {
+            assert_eq!(parse_segment_number(name), None, "{name:?}");
         }
     }
 }
