@@ -13,7 +13,17 @@
 //!       type: canonical             # optional; canonical|shadow, all or none
 //!     - location: /local/shadow
 //!       type: shadow
+//! - mount_point: /mnt/plfs-s3
+//!   backends:
+//!     - location: s3://bucket/plfs      # s3:// backends take three optional keys,
+//!       endpoint: http://minio:9000     # also written as ?endpoint=...&region=...
+//!       region: us-east-1               # default $AWS_REGION, else us-east-1
+//!       credentials_file: /etc/plfs/s3  # aws_access_key_id / aws_secret_access_key
+//!                                       # lines; default: the AWS_* environment
 //! ```
+//!
+//! A secret is never accepted inline: an S3 backend names the file holding
+//! it (absolute path), or takes it from the environment.
 //!
 //! Every problem is an [`ErrorKind::InvalidInput`] error reading
 //! `<file>:<line>: <key>: <problem>`, so an admin can go straight to it.

@@ -16,7 +16,7 @@
 //!   sealed in order at `sync`, `close`, or when [`SEGMENT_BYTES_MAX`] bytes
 //!   are buffered. Bytes not yet sealed live in the writer's memory: this
 //!   process's readers see them (through the store's table of live logs),
-//!   other processes see sealed segments only (docs/FORMAT.md §10).
+//!   other processes see sealed segments only (docs/FORMAT.md §13).
 //! - **Renames** copy and delete (S3 has no rename): files are read and put
 //!   back with `If-None-Match: *` (so a rename never replaces), logs and
 //!   directories are copied object by object on the server. Directory
@@ -155,7 +155,10 @@ impl Shared {
         if let Some(endpoint) = &access.endpoint {
             // An explicit http:// endpoint is the admin's choice (MinIO on a
             // private network); the client refuses http unless told.
-            builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+            builder = builder.with_endpoint(endpoint);
+            if endpoint.starts_with("http://") {
+                builder = builder.with_allow_http(true);
+            }
         }
         if let Some(file) = &access.credentials_file {
             let credentials = read_credentials(file).map_err(|error| error.context(url.clone()))?;
