@@ -71,6 +71,18 @@ s3_status() {
     -X "$method" "$@" "$url" || true
 }
 
+# s3_status, again while the server answers 5xx or not at all: MinIO reports
+# ready before it serves requests when the machine is busy (seen: 503 on the
+# first PUT with eight servers starting at once).
+s3_status_settled() {
+  local status
+  for _ in $(seq $((start_wait_seconds * 5))); do
+    status="$(s3_status "$@")"
+    case "$status" in 5*|000) sleep 0.2 ;; *) break ;; esac
+  done
+  echo "$status"
+}
+
 start() {
   prepare
   [ ! -f "$state/pid" ] || ! kill -0 "$(cat "$state/pid")" 2>/dev/null ||
@@ -120,14 +132,14 @@ start() {
   done
   [ "$ready" = 1 ] || die "MinIO would not start; log: $state/log"
   local status
-  status="$(s3_status PUT "$endpoint/$bucket")"
+  status="$(s3_status_settled PUT "$endpoint/$bucket")"
   [ "$status" = 200 ] || { stop; die "creating bucket $bucket at $endpoint answered HTTP $status"; }
   # The store's atomic container creation rests on conditional puts: a
   # second If-None-Match: * put of one key must be refused with 412.
   local probe="$endpoint/$bucket/plfs-probe-conditional-put" first second
-  first="$(s3_status PUT "$probe" -H 'If-None-Match: *' --data-binary probe)"
-  second="$(s3_status PUT "$probe" -H 'If-None-Match: *' --data-binary probe)"
-  s3_status DELETE "$probe" >/dev/null
+  first="$(s3_status_settled PUT "$probe" -H 'If-None-Match: *' --data-binary probe)"
+  second="$(s3_status_settled PUT "$probe" -H 'If-None-Match: *' --data-binary probe)"
+  s3_status_settled DELETE "$probe" >/dev/null
   if [ "$first" != 200 ] || [ "$second" != 412 ]; then
     stop
     die "conditional put probe answered HTTP $first then $second (want 200 then 412): this server cannot create objects exclusively, which the s3 store needs"

@@ -259,7 +259,7 @@ fn n1_strided_processes_then_a_fresh_reader() {
     assert_eq!(inventory.logs.len(), writers as usize, "one log pair per writer process");
 }
 
-/// Eight processes create the same file at once: one container results,
+/// Sixteen processes create the same file at once: one container results,
 /// and every process's record is in it.
 #[test]
 fn processes_racing_to_create_one_file() {
@@ -267,7 +267,7 @@ fn processes_racing_to_create_one_file() {
     let urls = backend_urls(&server);
     let plfs = mount(&urls);
     plfs.mkdir("/n1", 0o755).unwrap();
-    let racers = 8u64;
+    let racers = 16u64;
     let start = now_ms() + 800;
     let children: Vec<Child> =
         (0..racers).map(|rank| spawn_child("strided-writer", &urls, &[rank, racers, 1, start])).collect();
@@ -312,5 +312,42 @@ fn rename_and_unlink_through_plfs_with_a_writer_open() {
     assert!(!names(&plfs, "/").contains(&"e".to_string()));
     for url in &urls {
         assert_eq!(store_at(url).list(&StorePath::root()).unwrap(), vec![], "{url}: debris left");
+    }
+}
+
+/// On S3 a container is visible before its access file (no atomic
+/// directory rename): a creator that finds one half-made joins the race on
+/// the access file instead of calling it a directory. Each half-made state
+/// is set up by hand, so the test does not depend on timing.
+#[test]
+fn a_half_made_container_is_joined_not_refused() {
+    let Some(server) = TestServer::start("s3", &[]) else { return };
+    let url = location(&server, "half-made");
+    let plfs = mount(std::slice::from_ref(&url));
+    let store = store_at(&url);
+    plfs.mkdir("/d", 0o755).unwrap();
+    let version = plfs::format::version::VersionRecord::current().encode();
+    // A creator stopped after making meta/, and one stopped after version.
+    store.create_dir_all(&StorePath::parse("d/early/meta").unwrap()).unwrap();
+    store.create_dir_all(&StorePath::parse("d/later/meta").unwrap()).unwrap();
+    store.create_new(&StorePath::parse("d/later/version").unwrap(), &version).unwrap();
+    for (index, name) in ["/d/early", "/d/later"].into_iter().enumerate() {
+        let handle = plfs.open(name, OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+        handle.write(&record_bytes(index as u64), 0).unwrap();
+        handle.close().unwrap();
+        let mut buf = vec![0u8; RECORD_BYTES];
+        let reader = plfs.open(name, OpenFlags::RDONLY, 0, 0).unwrap();
+        assert_eq!(reader.read(&mut buf, 0).unwrap(), RECORD_BYTES);
+        assert!(buf == record_bytes(index as u64), "{name} read back differently");
+        reader.close().unwrap();
+    }
+    // Real directories stay directories: empty, or holding more than meta/.
+    plfs.mkdir("/d/empty", 0o755).unwrap();
+    plfs.mkdir("/d/full", 0o755).unwrap();
+    plfs.mkdir("/d/full/meta", 0o755).unwrap();
+    plfs.mkdir("/d/full/other", 0o755).unwrap();
+    for name in ["/d/empty", "/d/full"] {
+        let error = plfs.open(name, OpenFlags::WRONLY.create(), 0o644, 1).expect_err(name);
+        assert_eq!(error.kind(), ErrorKind::IsADirectory, "{name}: {error}");
     }
 }

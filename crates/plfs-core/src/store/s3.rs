@@ -666,7 +666,10 @@ impl Store for S3Store {
     }
 
     /// Marks `path` and every ancestor, so each stays a directory when the
-    /// ones below it are removed (as `mkdir -p` would leave them).
+    /// ones below it are removed (as `mkdir -p` would leave them). The
+    /// deepest marker goes first: an ancestor never shows up empty on its
+    /// way to holding `path` (container creation tells a container being
+    /// made from an empty directory by its `meta/`).
     fn create_dir_all(&self, path: &StorePath) -> Result<()> {
         let mut levels = Vec::new();
         let mut current = Some(path.clone());
@@ -674,15 +677,19 @@ impl Store for S3Store {
             current = level.parent();
             levels.push(self.shared.marker_key(&level));
         }
+        let Some((deepest, ancestors)) = levels.split_first() else { return Ok(()) };
+        let put = |key: Key| async move {
+            self.shared.put(&key, Bytes::new(), PutMode::Overwrite, Attributes::new()).await
+        };
         self.shared
-            .block_on(
-                futures::stream::iter(levels)
-                    .map(|key| async move {
-                        self.shared.put(&key, Bytes::new(), PutMode::Overwrite, Attributes::new()).await
-                    })
+            .block_on(async {
+                put(deepest.clone()).await?;
+                futures::stream::iter(ancestors.iter().cloned())
+                    .map(put)
                     .buffer_unordered(BULK_CONCURRENCY)
-                    .try_collect::<Vec<()>>(),
-            )
+                    .try_collect::<Vec<()>>()
+                    .await
+            })
             .map(|_| ())
             .map_err(|error| self.shared.error("mkdir -p", path, error))
     }
