@@ -19,8 +19,10 @@
 #   PLFS_S3_BUCKET       bucket created at start (default plfs-test)
 set -euo pipefail
 
-# The version `prepare` builds: pinned so every machine tests against the
-# same server (conditional puts, If-None-Match: *, need a 2024 or newer MinIO).
+# The version `prepare` builds: the module version `@latest` resolved to when
+# this was written (MinIO of 2026-02-12), pinned so every machine tests the
+# same server. Conditional puts (If-None-Match: *) need a 2024 or newer MinIO;
+# `start` checks them.
 minio_version="${PLFS_MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
 cache="${PLFS_MINIO_CACHE:-$HOME/.cache/plfs/minio}"
 minio="$cache/bin/minio"
@@ -41,7 +43,7 @@ prepare() {
   echo "s3.sh: building MinIO $minio_version with go install (a few minutes, once; cached in $cache)" >&2
   # A build of its own Go caches would double the ~2 GB; the user's module
   # cache is shared with other Go work and survives between runs.
-  GOBIN="$cache/bin" GOFLAGS=-mod=mod go install "github.com/minio/minio@$minio_version" >&2 ||
+  GOBIN="$cache/bin" go install "github.com/minio/minio@$minio_version" >&2 ||
     die "go install github.com/minio/minio@$minio_version failed (network, disk space, or a Go too old for this MinIO; set PLFS_MINIO_VERSION to another release)"
   [ -x "$minio" ] || die "go install succeeded but $minio is missing"
 }

@@ -232,7 +232,8 @@ fn dead_endpoint_fails_fast_and_secrets_stay_hidden() {
     let started = Instant::now();
     let error = store.metadata(&StorePath::parse("x").unwrap()).expect_err("nothing listens there");
     let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(30), "a dead endpoint took {elapsed:?}");
+    // Refused connections are retried RETRIES_MAX times with 0.1–0.8 s backoff.
+    assert!(elapsed < Duration::from_secs(10), "a dead endpoint took {elapsed:?}");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
     let text = error.to_string();
     assert!(text.contains("s3://bucket/p"), "{text}");
