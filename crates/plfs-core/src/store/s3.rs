@@ -277,14 +277,24 @@ impl Shared {
     }
 
     /// What is at `path`, without the segment listing of a log.
+    ///
+    /// The object and the directory marker are asked for at once (one round
+    /// trip); a listing, which returns up to 1000 keys, is the last resort
+    /// for a directory without a marker (made by another tool).
     async fn probe(&self, path: &StorePath) -> object_store::Result<Probe> {
         if path.is_root() {
             return Ok(Probe::Directory);
         }
-        if let Some((size, mtime, is_log)) = self.head(&self.key(path)).await? {
+        let (key, marker_key) = (self.key(path), self.marker_key(path));
+        let (object, marker) = futures::try_join!(self.head(&key), self.head(&marker_key))?;
+        if let Some((size, mtime, is_log)) = object {
             return Ok(if is_log { Probe::Log { mtime } } else { Probe::File { size, mtime } });
         }
-        if self.has_children(path).await? { Ok(Probe::Directory) } else { Ok(Probe::Missing) }
+        if marker.is_some() || self.has_children(path).await? {
+            Ok(Probe::Directory)
+        } else {
+            Ok(Probe::Missing)
+        }
     }
 
     fn probe_blocking(&self, op: &str, path: &StorePath) -> Result<Probe> {
@@ -292,18 +302,12 @@ impl Shared {
     }
 
     /// New objects need an existing parent directory, as on POSIX: its
-    /// marker (one HEAD, the usual case), else anything under it.
+    /// marker (the usual case), else anything under it.
     fn require_parent(&self, op: &str, path: &StorePath) -> Result<()> {
         let Some(parent) = path.parent().filter(|parent| !parent.is_root()) else {
             return Ok(());
         };
-        let outcome = self.block_on(async {
-            if self.head(&self.marker_key(&parent)).await?.is_some() {
-                return Ok(Probe::Directory);
-            }
-            self.probe(&parent).await
-        });
-        match outcome.map_err(|error| self.error(op, path, error))? {
+        match self.block_on(self.probe(&parent)).map_err(|error| self.error(op, path, error))? {
             Probe::Directory => Ok(()),
             Probe::File { .. } | Probe::Log { .. } => {
                 Err(self.plain_error(ErrorKind::NotADirectory, op, path, &format!("{parent} is a file")))
