@@ -352,3 +352,41 @@ fn a_half_made_container_is_joined_not_refused() {
         assert_eq!(error.kind(), ErrorKind::IsADirectory, "{name}: {error}");
     }
 }
+
+/// Directory renames are not atomic on S3, but racing renames onto one
+/// name still end with one winner, and every loser keeps its tree.
+#[test]
+fn racing_directory_renames_have_one_winner() {
+    let Some(server) = TestServer::start("s3", &[]) else { return };
+    let store = store_at(&location(&server, "dir-race"));
+    let racers = 8;
+    let at = |text: &str| StorePath::parse(text).unwrap();
+    for i in 0..racers {
+        store.create_dir_all(&at(&format!("tmp.{i}/sub"))).unwrap();
+        store.create_new(&at(&format!("tmp.{i}/sub/owner")), i.to_string().as_bytes()).unwrap();
+    }
+    let barrier = std::sync::Barrier::new(racers);
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..racers)
+            .map(|i| {
+                let (store, barrier) = (&store, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    store.rename(&at(&format!("tmp.{i}")), &at("target"))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+    });
+    let winners: Vec<usize> = (0..racers).filter(|&i| results[i].is_ok()).collect();
+    assert_eq!(winners.len(), 1, "winners {winners:?}: {results:?}");
+    for error in results.iter().filter_map(|result| result.as_ref().err()) {
+        assert_eq!(error.kind(), ErrorKind::AlreadyExists, "{error}");
+    }
+    let winner = winners[0];
+    assert_eq!(store.read_all(&at("target/sub/owner")).unwrap(), winner.to_string().as_bytes());
+    for i in (0..racers).filter(|&i| i != winner) {
+        assert_eq!(store.read_all(&at(&format!("tmp.{i}/sub/owner"))).unwrap(), i.to_string().as_bytes());
+    }
+    assert!(!store.exists(&at(&format!("tmp.{winner}"))).unwrap(), "the winner's source is gone");
+}

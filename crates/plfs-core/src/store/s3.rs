@@ -441,9 +441,11 @@ impl Shared {
             .map(|_| ())
     }
 
-    /// Rename of a directory: every object under it is copied on the
-    /// server, then deleted. Not atomic: a reader in between sees both
-    /// trees. Logs this process writes under it move with it.
+    /// Rename of a directory: the target's marker is claimed with a
+    /// conditional put, then every object under the source is copied on the
+    /// server and deleted. Not atomic: a reader in between sees both trees,
+    /// and a failure part-way leaves a partial copy. Logs this process
+    /// writes under it move with it.
     fn rename_directory(&self, from: &StorePath, to: &StorePath) -> Result<()> {
         let fail = |error| self.error("rename directory", from, error).context(format!("to {to}"));
         let mut moving: Vec<(StorePath, Arc<LiveLog>)> = {
@@ -460,6 +462,9 @@ impl Shared {
         let source = self.key(from);
         let target = self.key(to);
         self.block_on(async {
+            // Claiming the target's marker first makes racing renames onto
+            // one name end with one winner, as for files.
+            self.put(&self.marker_key(to), Bytes::new(), PutMode::Create, Attributes::new()).await?;
             let keys = self.keys_under(&source).await?;
             let pairs: Vec<(Key, Key)> = keys
                 .iter()
