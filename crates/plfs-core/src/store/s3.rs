@@ -18,9 +18,12 @@
 //!   process's readers see them (through the store's table of live logs),
 //!   other processes see sealed segments only (docs/FORMAT.md §13).
 //! - **Renames** copy and delete (S3 has no rename): files are read and put
-//!   back with `If-None-Match: *` (so a rename never replaces), logs and
-//!   directories are copied object by object on the server. Directory
+//!   back with `If-None-Match: *` (so a rename never replaces); logs and
+//!   directories claim the target the same way (head object, directory
+//!   marker), then are copied object by object on the server. Directory
 //!   renames are therefore not atomic (`atomic_dir_rename: false`).
+//! - `space()` reports fixed, very large figures: S3 has no capacity to
+//!   ask about.
 //! - Modes, owners, times and symlinks are not stored (`Capabilities`): plfs
 //!   keeps a file's attributes in its access file on every store.
 //!
@@ -55,8 +58,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// Bytes a log buffers before it seals them as a segment. Large enough that
 /// a PUT runs at full speed (S3 and MinIO both recommend 8–16 MiB parts)
 /// and that one listing page (1000 keys) covers 8 GB of log; small enough
-/// that a process with many open logs stays within memory (two logs per
-/// writer: 16 MiB each at most).
+/// that a process with many open logs stays within memory (a writer has
+/// two logs open: 16 MiB of buffers at most).
 pub const SEGMENT_BYTES_MAX: usize = 8 << 20;
 
 /// Marks a directory made by `create_dir` / `create_dir_all`. Names starting
@@ -356,7 +359,7 @@ impl Shared {
         Ok(segments)
     }
 
-    /// Deletes every object under `prefix`, a bounded number at a time.
+    /// Deletes `keys`, a bounded number at a time; already gone is fine.
     async fn delete_all(&self, keys: Vec<Key>) -> object_store::Result<()> {
         futures::stream::iter(keys)
             .map(|key| async move {
