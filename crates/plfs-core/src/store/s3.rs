@@ -1035,7 +1035,21 @@ impl LogState {
         let number = self.sealed.len() as u64;
         let key = store.segment_key(&self.path, number);
         let bytes = Bytes::from(std::mem::take(&mut self.buffer));
-        match store.block_on(store.put(&key, bytes.clone(), PutMode::Create, Attributes::new())) {
+        let outcome = store.block_on(async {
+            match store.put(&key, bytes.clone(), PutMode::Create, Attributes::new()).await {
+                // The client retries a PUT whose answer was lost; if the first
+                // attempt landed, the retry finds this very segment there.
+                Err(
+                    error @ (object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. }),
+                ) => match store.head(&key).await {
+                    Ok(Some((size, _, _))) if size == length => Ok(()),
+                    _ => Err(error),
+                },
+                other => other,
+            }
+        });
+        match outcome {
             Ok(()) => {
                 self.sealed.push(Segment { key, start: self.sealed_bytes, len: length });
                 self.sealed_bytes += length;
