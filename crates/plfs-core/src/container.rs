@@ -128,6 +128,10 @@ pub(crate) fn create(
             }
             Ok(Lookup::File(_)) => return Ok(false),
             Ok(Lookup::FlatFile(_) | Lookup::SmallFile(_)) => return Err(flat_in_container_mount(path)),
+            // Without atomic directory rename, another creator's container
+            // is visible before its access file: join that race.
+            Ok(Lookup::Directory(_))
+                if !store.capabilities().atomic_dir_rename && being_created(store, &paths)? => {}
             Ok(Lookup::Directory(_)) => return Err(Error::new(ErrorKind::IsADirectory, path.to_string())),
             Ok(Lookup::Symlink(_)) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_string())),
             Err(error) if error.kind() == ErrorKind::NotFound => {}
@@ -198,6 +202,27 @@ fn publish_by_access_file(store: &dyn Store, paths: &ContainerPaths, access: &Ac
         Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+/// Whether a directory is a container that `publish_by_access_file` is
+/// still making: only its `meta/` directory (made first) and perhaps its
+/// `version` file, no access file yet. A logical directory cannot look like
+/// that unless a user made an empty `meta` directory and nothing else in it.
+fn being_created(store: &dyn Store, paths: &ContainerPaths) -> Result<bool> {
+    let entries = match store.list(&paths.dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error),
+    };
+    let mut has_meta = false;
+    for entry in &entries {
+        match (layout::classify_container_entry(&entry.name), entry.kind) {
+            (ContainerEntry::Meta, EntryKind::Directory) => has_meta = true,
+            (ContainerEntry::Version, EntryKind::File) => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(has_meta)
 }
 
 /// Removes a directory tree on one store, deepest entries first.

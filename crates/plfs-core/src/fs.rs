@@ -1169,6 +1169,10 @@ fn ignore_exists(result: Result<()>) -> Result<()> {
 pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
     match location {
         BackendLocation::Posix(path) => Ok(Arc::new(PosixStore::new(path.clone(), location.to_string())?)),
+        #[cfg(feature = "s3")]
+        BackendLocation::S3 { bucket, prefix, access } => {
+            Ok(Arc::new(crate::store::s3::S3Store::new(bucket, prefix, access)?))
+        }
         other => Err(Error::new(
             ErrorKind::Unsupported,
             format!("backend {other}: this store is not built in yet"),

@@ -37,7 +37,82 @@ pub enum Workload {
 pub enum BackendLocation {
     Posix(PathBuf),
     Hdfs { host: String, port: u16, path: String },
-    S3 { bucket: String, prefix: String },
+    S3 { bucket: String, prefix: String, access: S3Access },
+}
+
+/// How to reach an S3 bucket. Holds no secret, only where to find one:
+/// `credentials_file` names a file with the key id and secret (see
+/// `store::s3`); without it the standard `AWS_*` environment variables are
+/// used. Written as query parameters of the location
+/// (`s3://bucket/prefix?endpoint=http://host:9000&region=eu-west-1`) or as
+/// the plfsrc backend keys of the same names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct S3Access {
+    /// `http(s)://host:port` of an S3-compatible server; AWS when unset
+    /// (or `AWS_ENDPOINT_URL`).
+    pub endpoint: Option<String>,
+    /// Signing region; `AWS_REGION`, else us-east-1, when unset.
+    pub region: Option<String>,
+    /// Absolute path of a file holding `aws_access_key_id` and
+    /// `aws_secret_access_key` lines.
+    pub credentials_file: Option<PathBuf>,
+}
+
+impl S3Access {
+    /// The query parameter names, in the order `Display` writes them.
+    pub const KEYS: [&'static str; 3] = ["endpoint", "region", "credentials_file"];
+
+    /// Sets one setting by its name; the problem text on a bad value.
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> std::result::Result<(), String> {
+        if value.is_empty() {
+            return Err(format!("{key}: empty value"));
+        }
+        let taken = match key {
+            "endpoint" => {
+                if !(value.starts_with("http://") || value.starts_with("https://"))
+                    || value.contains(['?', '&', ' '])
+                {
+                    return Err(format!("endpoint {value:?}: expected http://host:port or https://host"));
+                }
+                self.endpoint.replace(value.trim_end_matches('/').to_owned()).is_some()
+            }
+            "region" => {
+                if !value.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-') {
+                    return Err(format!("region {value:?}: expected a name like us-east-1"));
+                }
+                self.region.replace(value.to_owned()).is_some()
+            }
+            "credentials_file" => {
+                if !value.starts_with('/') || value.contains(['?', '&']) {
+                    return Err(format!("credentials_file {value:?}: expected an absolute path"));
+                }
+                self.credentials_file.replace(PathBuf::from(value)).is_some()
+            }
+            other => {
+                return Err(format!("unknown setting {other:?} (expected {})", S3Access::KEYS.join(", ")));
+            }
+        };
+        if taken {
+            return Err(format!("{key} given twice"));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for S3Access {
+    /// As query parameters, `?endpoint=…&…`, or nothing when all are unset.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let credentials = self.credentials_file.as_ref().map(|path| path.display().to_string());
+        let values = [self.endpoint.clone(), self.region.clone(), credentials];
+        let mut separator = '?';
+        for (key, value) in S3Access::KEYS.iter().zip(values) {
+            if let Some(value) = value {
+                write!(f, "{separator}{key}={value}")?;
+                separator = '&';
+            }
+        }
+        Ok(())
+    }
 }
 
 impl BackendLocation {
@@ -71,13 +146,20 @@ impl BackendLocation {
             return Ok(BackendLocation::Hdfs { host: host.to_owned(), port, path: format!("/{path}") });
         }
         if let Some(rest) = text.strip_prefix("s3://") {
+            let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
                 return Err(format!("backend {text:?}: empty bucket"));
             }
+            let mut access = S3Access::default();
+            for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                access.set(key, value).map_err(|problem| format!("backend {text:?}: {problem}"))?;
+            }
             return Ok(BackendLocation::S3 {
                 bucket: bucket.to_owned(),
-                prefix: prefix.trim_end_matches('/').to_owned(),
+                prefix: prefix.trim_matches('/').to_owned(),
+                access,
             });
         }
         Err(format!(
@@ -91,8 +173,10 @@ impl fmt::Display for BackendLocation {
         match self {
             BackendLocation::Posix(path) => write!(f, "posix://{}", path.display()),
             BackendLocation::Hdfs { host, port, path } => write!(f, "hdfs://{host}:{port}{path}"),
-            BackendLocation::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
-            BackendLocation::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            BackendLocation::S3 { bucket, prefix, access } if prefix.is_empty() => {
+                write!(f, "s3://{bucket}{access}")
+            }
+            BackendLocation::S3 { bucket, prefix, access } => write!(f, "s3://{bucket}/{prefix}{access}"),
         }
     }
 }
@@ -319,7 +403,11 @@ mod tests {
         );
         assert_eq!(
             BackendLocation::parse("s3://bucket/a/b/").unwrap(),
-            BackendLocation::S3 { bucket: "bucket".into(), prefix: "a/b".into() }
+            BackendLocation::S3 {
+                bucket: "bucket".into(),
+                prefix: "a/b".into(),
+                access: S3Access::default()
+            }
         );
         for bad in ["posix://rel", "hdfs://nn/plfs", "hdfs://nn:x/p", "s3://", "relative", "glib:/x"] {
             assert!(BackendLocation::parse(bad).is_err(), "{bad}");
@@ -328,8 +416,41 @@ mod tests {
 
     #[test]
     fn locations_display_as_urls() {
-        for text in ["posix:///data/b0", "hdfs://nn:8020/plfs", "s3://bucket/a"] {
+        for text in [
+            "posix:///data/b0",
+            "hdfs://nn:8020/plfs",
+            "s3://bucket/a",
+            "s3://bucket?endpoint=http://127.0.0.1:9000",
+            "s3://bucket/a/b?endpoint=https://s3.example.org&region=eu-west-1&credentials_file=/etc/plfs/s3",
+        ] {
             assert_eq!(BackendLocation::parse(text).unwrap().to_string(), text);
         }
+    }
+
+    #[test]
+    fn s3_access_settings_parse_from_the_query() {
+        let location =
+            BackendLocation::parse("s3://b/p/?credentials_file=/k&endpoint=http://h:9000/").unwrap();
+        let access = S3Access {
+            endpoint: Some("http://h:9000".into()),
+            region: None,
+            credentials_file: Some("/k".into()),
+        };
+        assert_eq!(location, BackendLocation::S3 { bucket: "b".into(), prefix: "p".into(), access });
+        let problem = |text: &str| BackendLocation::parse_detail(text).expect_err(text);
+        assert_eq!(
+            problem("s3://b?endpoint=ftp://h"),
+            "backend \"s3://b?endpoint=ftp://h\": endpoint \"ftp://h\": expected http://host:port or https://host"
+        );
+        assert_eq!(
+            problem("s3://b?region=x&region=y"),
+            "backend \"s3://b?region=x&region=y\": region given twice"
+        );
+        assert_eq!(
+            problem("s3://b?secret=x"),
+            "backend \"s3://b?secret=x\": unknown setting \"secret\" (expected endpoint, region, credentials_file)"
+        );
+        assert!(problem("s3://b?credentials_file=relative").contains("expected an absolute path"));
+        assert!(problem("s3://b?endpoint=").contains("endpoint: empty value"));
     }
 }

@@ -13,7 +13,17 @@
 //!       type: canonical             # optional; canonical|shadow, all or none
 //!     - location: /local/shadow
 //!       type: shadow
+//! - mount_point: /mnt/plfs-s3
+//!   backends:
+//!     - location: s3://bucket/plfs      # s3:// backends take three optional keys,
+//!       endpoint: http://minio:9000     # also written as ?endpoint=...&region=...
+//!       region: us-east-1               # default $AWS_REGION, else us-east-1
+//!       credentials_file: /etc/plfs/s3  # aws_access_key_id / aws_secret_access_key
+//!                                       # lines; default: the AWS_* environment
 //! ```
+//!
+//! A secret is never accepted inline: an S3 backend names the file holding
+//! it (absolute path), or takes it from the environment.
 //!
 //! Every problem is an [`ErrorKind::InvalidInput`] error reading
 //! `<file>:<line>: <key>: <problem>`, so an admin can go straight to it.
@@ -37,8 +47,8 @@ use std::rc::Rc;
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
 
 use super::{
-    BackendConfig, BackendLocation, BackendRole, LogLevel, LogMask, LogSettings, MountConfig, SyslogFacility,
-    Tuning, Workload,
+    BackendConfig, BackendLocation, BackendRole, LogLevel, LogMask, LogSettings, MountConfig, S3Access,
+    SyslogFacility, Tuning, Workload,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -722,16 +732,38 @@ fn backend(item: &MarkedYaml<'_>, file: &Rc<Path>) -> Result<BackendEntry> {
     let entries = entries(item, file, "backends", "a backend (- location: ...)")?;
     let mut location = None;
     let mut role = BackendRole::Any;
+    let mut s3_keys = Vec::new();
     for entry in &entries {
         match entry.key {
             "location" => location = Some((entry.location()?, entry.site.clone())),
             "type" => role = backend_role(entry)?,
-            _ => return Err(entry.error("unknown key in a backend (valid keys: location, type)")),
+            key if S3Access::KEYS.contains(&key) => s3_keys.push(entry),
+            _ => {
+                return Err(entry.error(format!(
+                    "unknown key in a backend (valid keys: location, type, and for s3:// {})",
+                    S3Access::KEYS.join(", ")
+                )));
+            }
         }
     }
-    let Some((location, site)) = location else {
+    let Some((mut location, site)) = location else {
         return Err(Site::of(file, item).error("location", "missing: every backend needs one"));
     };
+    for entry in s3_keys {
+        let BackendLocation::S3 { access, .. } = &mut location else {
+            return Err(entry.error(format!("only an s3:// backend takes this key, not {location}")));
+        };
+        // A credentials file is named, never the secret itself: plfsrc files
+        // are world-readable and copied around.
+        let value = match entry.key {
+            "credentials_file" => entry.absolute()?.display().to_string(),
+            _ => entry.text("a value")?,
+        };
+        access.set(entry.key, &value).map_err(|problem| {
+            let problem = problem.replace("given twice", "given twice (here and in the location)");
+            entry.error(problem)
+        })?;
+    }
     Ok(BackendEntry { config: BackendConfig { location, role }, site, key: "location" })
 }
 
@@ -936,7 +968,11 @@ mod tests {
         assert!(config.mounts.iter().flat_map(|m| &m.backends).all(|b| b.role == BackendRole::Any));
         assert_eq!(config.mounts[1].backends, [backend(posix("/b/2"), BackendRole::Any)]);
         assert_eq!(config.mounts[2].backends[1].location, posix("/b/4"));
-        let s3 = BackendLocation::S3 { bucket: "bucket".into(), prefix: "plfs".into() };
+        let s3 = BackendLocation::S3 {
+            bucket: "bucket".into(),
+            prefix: "plfs".into(),
+            access: Default::default(),
+        };
         assert_eq!(config.mounts[3].backends[0].location, s3);
     }
 
@@ -1018,7 +1054,8 @@ mod tests {
         );
         assert_eq!(
             error_of("- mount_point: /m\n  backends:\n    - location: /b\n      kind: shadow\n"),
-            "t.plfsrc:4: kind: unknown key in a backend (valid keys: location, type)"
+            "t.plfsrc:4: kind: unknown key in a backend (valid keys: location, type, and for s3:// endpoint, region, \
+             credentials_file)"
         );
         assert_eq!(
             error_of(&format!("{MOUNT}- include: x\n  mount_point: /y\n")),
@@ -1167,6 +1204,45 @@ mod tests {
         assert_eq!(
             error_of("- mount_point: /m\n  backends:\n    - glib:/x\n"),
             format!("t.plfsrc:3: backends: backend type glib: is not supported by this plfs {supported}")
+        );
+    }
+
+    #[test]
+    fn s3_backends_take_endpoint_region_and_credentials_file() {
+        let text = "- mount_point: /m\n  backends:\n    - location: s3://bucket/plfs\n      \
+                    endpoint: http://127.0.0.1:9000\n      region: eu-west-1\n      \
+                    credentials_file: /etc/plfs/s3-credentials\n";
+        let config = inline(text).unwrap();
+        let access = S3Access {
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            region: Some("eu-west-1".into()),
+            credentials_file: Some("/etc/plfs/s3-credentials".into()),
+        };
+        let expected = BackendLocation::S3 { bucket: "bucket".into(), prefix: "plfs".into(), access };
+        assert_eq!(config.mounts[0].backends[0].location, expected);
+
+        let backend =
+            |keys: &str| error_of(&format!("- mount_point: /m\n  backends:\n    - location: {keys}\n"));
+        assert_eq!(
+            backend("/b\n      endpoint: http://h:9000"),
+            "t.plfsrc:4: endpoint: only an s3:// backend takes this key, not posix:///b"
+        );
+        assert_eq!(
+            backend("s3://b?region=x\n      region: y"),
+            "t.plfsrc:4: region: region given twice (here and in the location)"
+        );
+        assert_eq!(
+            backend("s3://b\n      credentials_file: keys.txt"),
+            "t.plfsrc:4: credentials_file: expected an absolute path (starting with /), got keys.txt"
+        );
+        assert_eq!(
+            backend("s3://b\n      endpoint: h:9000"),
+            "t.plfsrc:4: endpoint: endpoint \"h:9000\": expected http://host:port or https://host"
+        );
+        assert_eq!(
+            backend("s3://b\n      secret_access_key: x"),
+            "t.plfsrc:4: secret_access_key: unknown key in a backend (valid keys: location, type, and for s3:// \
+             endpoint, region, credentials_file)"
         );
     }
 

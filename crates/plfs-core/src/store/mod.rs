@@ -16,6 +16,8 @@ pub mod faulty;
 pub mod memory;
 pub mod path;
 pub mod posix;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod test_server;
 
 use std::fmt;
