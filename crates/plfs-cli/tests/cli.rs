@@ -571,3 +571,34 @@ fn bench_index_compresses_strided_writers_and_verifies_lookups() {
     assert_eq!(random["verified"], true);
     assert!(random["memory_bytes_per_write"].as_f64().unwrap() <= 40.0, "{random}");
 }
+
+#[test]
+fn check_config_asks_remote_stores() {
+    let Some(server) = plfs::store::test_server::TestServer::start("s3", &[]) else { return };
+    let setup = Setup::new();
+    let live = server.url().replacen("/?", "/checked?", 1);
+    let dead = "s3://nobucket/p?endpoint=http://127.0.0.1:1";
+    let config = setup.dir.path().join("remote.plfsrc");
+    fs::write(&config, format!("- mount_point: /remote/mnt\n  backends:\n    - location: \"{live}\"\n    - location: \"{dead}\"\n"))
+        .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--config", s(&config), "check-config"];
+        args.extend_from_slice(extra);
+        Command::new(BIN).args(&args).env_remove("AWS_ACCESS_KEY_ID").output().unwrap()
+    };
+    let output = run(&["--mkdir"]);
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let dead_line =
+        text.lines().find(|line| line.contains("UNREACHABLE")).unwrap_or_else(|| panic!("{text}"));
+    assert!(dead_line.contains("s3://nobucket/p") && dead_line.contains("127.0.0.1:1"), "{text}");
+    // No credentials is said as such, before any request (none goes to a
+    // cloud metadata service).
+    assert!(dead_line.contains("no credentials"), "{text}");
+    assert!(!text.contains("aws_secret_access_key") && !text.contains("secret"), "{text}");
+
+    let report: Value = serde_json::from_slice(&run(&["--json"]).stdout).unwrap();
+    let backends = &report["mounts"][0]["backends"];
+    assert_eq!(backends[0]["status"], "ok", "{report}");
+    assert_eq!(backends[1]["status"], "unreachable", "{report}");
+}

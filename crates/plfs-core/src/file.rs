@@ -624,7 +624,12 @@ impl OpenFile {
             let mut finished = std::mem::take(&mut slot.retired);
             if let Some(logs) = slot.logs.take() {
                 finished.push(logs.summary);
-                for result in [logs.index.close(), logs.data.close()] {
+                // Data first: on stores that publish a log only when it is
+                // sealed (S3 segments), an index record must never become
+                // visible before the bytes it points at.
+                let data = logs.data.close();
+                let index = logs.index.close();
+                for result in [data, index] {
                     if let Err(error) = result {
                         first_error.get_or_insert(error.context(format!("/{path}: closing logs")));
                     }

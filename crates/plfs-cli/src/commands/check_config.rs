@@ -5,6 +5,8 @@ use anyhow::Result;
 use clap::Args;
 use plfs::config::plfsrc::PlfsConfig;
 use plfs::config::{BackendLocation, BackendRole, LogSettings, SyslogFacility, Tuning, Workload};
+use plfs::error::ErrorKind;
+use plfs::store::StorePath;
 use serde::Serialize;
 
 use crate::output::{count, print_json};
@@ -86,8 +88,9 @@ enum Status {
     Created,
     Missing,
     NotADirectory,
-    /// A scheme this build has no store for.
-    NotBuiltIn,
+    /// A remote store (HDFS, S3) that did not answer or refused access;
+    /// the problem line carries its error.
+    Unreachable,
 }
 
 impl Status {
@@ -97,7 +100,7 @@ impl Status {
             Status::Created => "created",
             Status::Missing => "MISSING",
             Status::NotADirectory => "NOT A DIRECTORY",
-            Status::NotBuiltIn => "not built in",
+            Status::Unreachable => "UNREACHABLE",
         }
     }
 
@@ -141,16 +144,17 @@ fn check(config: &PlfsConfig, mkdir: bool) -> Result<Report> {
         }
         let mut backends = Vec::new();
         for backend in &mount.backends {
-            let status = match &backend.location {
-                BackendLocation::Posix(dir) => check_dir(dir, mkdir)?,
-                _ => Status::NotBuiltIn,
+            let (status, detail) = match &backend.location {
+                BackendLocation::Posix(dir) => (check_dir(dir, mkdir)?, None),
+                remote => check_remote(remote, mkdir),
             };
             if status.is_problem() {
                 problems.push(format!(
-                    "mount {}: backend {}: {}",
+                    "mount {}: backend {}: {}{}",
                     mount.mount_point.display(),
                     backend.location,
-                    status.text()
+                    status.text(),
+                    detail.map(|detail| format!(" ({detail})")).unwrap_or_default()
                 ));
             }
             backends.push(BackendReport {
@@ -188,6 +192,29 @@ fn check_dir(dir: &Path, mkdir: bool) -> Result<Status> {
             Ok(Status::Created)
         }
         Err(error) => Err(anyhow::anyhow!("{}: {error}", dir.display())),
+    }
+}
+
+/// Asks a remote store for its root directory, creating it with `--mkdir`.
+/// Any failure is a finding, not an error of the command, so every backend
+/// is reported.
+fn check_remote(location: &BackendLocation, mkdir: bool) -> (Status, Option<String>) {
+    let store = match plfs::fs::open_store(location) {
+        Ok(store) => store,
+        Err(error) => return (Status::Unreachable, Some(error.to_string())),
+    };
+    // A listing, not a stat: an S3 prefix "exists" without any request, so
+    // only a listing proves the endpoint, bucket and credentials work.
+    let root = StorePath::root();
+    match store.list(&root) {
+        Ok(_) => (Status::Ok, None),
+        Err(error) if error.kind() == ErrorKind::NotADirectory => (Status::NotADirectory, None),
+        Err(error) if error.kind() == ErrorKind::NotFound && !mkdir => (Status::Missing, None),
+        Err(error) if error.kind() == ErrorKind::NotFound => match store.create_dir_all(&root) {
+            Ok(()) => (Status::Created, None),
+            Err(error) => (Status::Unreachable, Some(error.to_string())),
+        },
+        Err(error) => (Status::Unreachable, Some(error.to_string())),
     }
 }
 

@@ -163,6 +163,17 @@ impl Shared {
                 builder = builder.with_allow_http(true);
             }
         }
+        // Without static credentials the client would ask the cloud's
+        // instance-metadata service (169.254.169.254) for some: a request to
+        // a host nobody configured, and a slow, baffling failure off-cloud.
+        let env_key = std::env::var_os("AWS_ACCESS_KEY_ID").is_some_and(|key| !key.is_empty());
+        if access.credentials_file.is_none() && !env_key {
+            return Err(invalid(
+                "no credentials: set credentials_file (plfsrc key or ?credentials_file= in the location) \
+                 or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                    .into(),
+            ));
+        }
         if let Some(file) = &access.credentials_file {
             let credentials = read_credentials(file).map_err(|error| error.context(url.clone()))?;
             builder =

@@ -57,7 +57,9 @@ impl TestServer {
         if std::env::var("PLFS_REQUIRE_SERVERS").is_ok_and(|value| value == "1") {
             panic!("PLFS_REQUIRE_SERVERS=1 but the {kind} test server did not start: {message}");
         }
-        eprintln!("skipping: the {kind} test server did not start (set PLFS_REQUIRE_SERVERS=1 to fail instead): {message}");
+        eprintln!(
+            "skipping: the {kind} test server did not start (set PLFS_REQUIRE_SERVERS=1 to fail instead): {message}"
+        );
         None
     }
 
