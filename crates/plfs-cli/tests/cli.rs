@@ -589,8 +589,10 @@ fn check_config_asks_remote_stores() {
     let output = run(&["--mkdir"]);
     assert_eq!(code(&output), Some(1), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
-    let dead_line =
-        text.lines().find(|line| line.contains("UNREACHABLE")).unwrap_or_else(|| panic!("{text}"));
+    let dead_line = text
+        .lines()
+        .find(|line| line.starts_with("problem:") && line.contains("UNREACHABLE"))
+        .unwrap_or_else(|| panic!("{text}"));
     assert!(dead_line.contains("s3://nobucket/p") && dead_line.contains("127.0.0.1:1"), "{text}");
     // No credentials is said as such, before any request (none goes to a
     // cloud metadata service).
