@@ -1160,10 +1160,14 @@ fn ignore_exists(result: Result<()>) -> Result<()> {
     }
 }
 
-/// Opens the store for a backend location; only POSIX is built in so far.
+/// Opens the store for a backend location.
 pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
     match location {
         BackendLocation::Posix(path) => Ok(Arc::new(PosixStore::new(path.clone(), location.to_string())?)),
+        #[cfg(feature = "hdfs")]
+        BackendLocation::Hdfs { host, port, path } => {
+            Ok(Arc::new(crate::store::hdfs::HdfsStore::new(host, *port, path, location.to_string())?))
+        }
         other => Err(Error::new(
             ErrorKind::Unsupported,
             format!("backend {other}: this store is not built in yet"),
