@@ -76,6 +76,9 @@ const NAMENODE_ATTEMPTS: &str = "2";
 const NAMENODE_RETRY_SLEEP_BASE_MS: &str = "100";
 const NAMENODE_RETRY_SLEEP_MAX_MS: &str = "1000";
 
+/// Longest HDFS error text kept in a plfs error message.
+const ERROR_TEXT_CHARS_MAX: usize = 400;
+
 /// Mode of the files plfs creates (HDFS applies no umask to it).
 const FILE_MODE: u32 = 0o644;
 
@@ -339,10 +342,15 @@ impl Inner {
     /// connection failures name the NameNode too.
     fn error(&self, error: &HdfsError, what: &str) -> Error {
         let kind = map_kind(error);
-        // Java exceptions arrive with their stack trace; its first line is
-        // the message.
-        let text = error.to_string();
-        let text = text.lines().next().unwrap_or_default();
+        // Java exceptions arrive with their stack trace (its first line is
+        // the message), and a failed read lists every DataNode it tried in
+        // full; keep messages to a readable size.
+        let full_text = error.to_string();
+        let first_line = full_text.lines().next().unwrap_or_default();
+        let text = match first_line.char_indices().nth(ERROR_TEXT_CHARS_MAX) {
+            Some((cut, _)) => format!("{}…", &first_line[..cut]),
+            None => first_line.to_owned(),
+        };
         if kind == ErrorKind::Unavailable {
             return Error::new(kind, format!("{}: {what}: NameNode {}: {text}", self.url, self.namenode));
         }
@@ -577,7 +585,7 @@ impl Store for HdfsStore {
         })?;
         let log = Arc::new(OpenLog {
             full,
-            label: format!("{}: {path}", self.inner.url),
+            name: path.to_string(),
             state: Mutex::new(LogState { writer: Some(writer), len: 0, published: 0 }),
         });
         self.inner.register_log(&log);
@@ -587,7 +595,7 @@ impl Store for HdfsStore {
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let handle = HdfsReadHandle {
             inner: self.inner.clone(),
-            label: format!("{}: {path}", self.inner.url),
+            name: path.to_string(),
             reader: RwLock::new(None),
             full: self.full(path),
         };
@@ -720,7 +728,8 @@ impl Inner {
 #[derive(Debug)]
 struct OpenLog {
     full: String,
-    label: String,
+    /// The store path, for messages (errors add the store's URL).
+    name: String,
     state: Mutex<LogState>,
 }
 
@@ -780,7 +789,7 @@ impl OpenLog {
             Err(error) => {
                 // HDFS's writer cannot be resumed after a failed close; the
                 // next append reopens the file from what HDFS kept.
-                Err(inner.error(&error, &format!("{}: closing the log", self.label)))
+                Err(inner.error(&error, &format!("{}: closing the log", self.name)))
             }
         }
     }
@@ -804,14 +813,14 @@ impl AppendWriter for HdfsAppendWriter {
         let mut state = lock(&self.log.state);
         if state.writer.is_none() {
             let reopened = inner.call(inner.client.append(&self.log.full)).map_err(|error| {
-                inner.error(&error, &format!("{}: reopening the log for appending", self.log.label))
+                inner.error(&error, &format!("{}: reopening the log for appending", self.log.name))
             })?;
             state.writer = Some(reopened);
         }
         let writer = state.writer.as_mut().expect("opened above");
         // write_bytes takes owned bytes: its packets outlive this call.
         inner.transfer(writer.write_bytes(Bytes::copy_from_slice(buf))).map_err(|error| {
-            inner.error(&error, &format!("{}: append of {} bytes", self.log.label, buf.len()))
+            inner.error(&error, &format!("{}: append of {} bytes", self.log.name, buf.len()))
         })?;
         state.len += buf.len() as u64;
         Ok(())
@@ -840,9 +849,9 @@ impl Drop for HdfsAppendWriter {
         }
         // An HDFS file left open keeps its lease and stays unreadable past
         // its last full block until the lease expires (an hour): finish it.
-        tracing::warn!(log = %self.log.label, "hdfs log dropped without close; closing it");
+        tracing::warn!(store = %self.inner.url, log = %self.log.name, "hdfs log dropped without close; closing it");
         if let Err(error) = self.log.publish(&self.inner, false) {
-            tracing::warn!(log = %self.log.label, %error, "closing a dropped log failed");
+            tracing::warn!(log = %self.log.name, %error, "closing a dropped log failed");
         }
         self.inner.forget_log(&self.log);
     }
@@ -854,7 +863,8 @@ impl Drop for HdfsAppendWriter {
 struct HdfsReadHandle {
     inner: Arc<Inner>,
     full: String,
-    label: String,
+    /// The store path, for messages (errors add the store's URL).
+    name: String,
     reader: RwLock<Option<Arc<Reader>>>,
 }
 
@@ -880,7 +890,7 @@ impl HdfsReadHandle {
         let file = self
             .inner
             .call(self.inner.client.read(&self.full))
-            .map_err(|error| self.inner.error(&error, &format!("{}: open", self.label)))?;
+            .map_err(|error| self.inner.error(&error, &format!("open {}", self.name)))?;
         let length = file.file_length() as u64;
         let reader = Arc::new(Reader { file, length });
         *self.reader.write().unwrap_or_else(PoisonError::into_inner) = Some(reader.clone());
@@ -920,10 +930,14 @@ impl ReadHandle for HdfsReadHandle {
         }
         // hdfs-native panics on a range past the end it knows: clamp first.
         let count = (reader.length - offset).min(buf.len() as u64) as usize;
-        let start = usize::try_from(offset)
-            .map_err(|_| Error::invalid(format!("{}: offset {offset} does not fit in memory", self.label)))?;
+        let start = usize::try_from(offset).map_err(|_| {
+            Error::invalid(format!(
+                "{}: {}: offset {offset} does not fit in memory",
+                self.inner.url, self.name
+            ))
+        })?;
         self.inner.transfer(reader.file.read_range_buf(&mut buf[..count], start)).map_err(|error| {
-            self.inner.error(&error, &format!("{}: read of {count} bytes at offset {offset}", self.label))
+            self.inner.error(&error, &format!("{}: read of {count} bytes at offset {offset}", self.name))
         })?;
         Ok(count)
     }
