@@ -96,4 +96,50 @@ fn readers_see_appends_after_sync() {
     assert_eq!(&buf, b", more");
     writer.close().unwrap();
     assert_eq!(other.metadata(&log).unwrap().size, 26);
+
+    forked_child_uses_the_store(&store, &log);
+}
+
+/// The longest a forked child may take for a few calls.
+const CHILD_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A child forked from a process whose store has been used (runtime
+/// threads running, connections open) uses the store too, instead of
+/// hanging on its parent's threads, which it does not have.
+fn forked_child_uses_the_store(store: &HdfsStore, log: &StorePath) {
+    let from_child = StorePath::parse("from-child").unwrap();
+    // SAFETY: the child calls only the store (no locks the harness may
+    // hold, no printing, no unwinding) and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let works = store.read_all(log).is_ok_and(|bytes| bytes == b"unsynced then synced, more")
+            && store.create_new(&from_child, b"child").is_ok()
+            && store.create_append(&StorePath::parse("child-log").unwrap()).is_ok_and(|mut writer| {
+                writer.append(b"appended by the child").is_ok() && writer.close().is_ok()
+            });
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(if works { 0 } else { 1 }) };
+    }
+    let began = Instant::now();
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child, by pid.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if waited == pid {
+            break;
+        }
+        if began.elapsed() > CHILD_DEADLINE {
+            // SAFETY: our own child, by pid.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the forked child hung on the store for {CHILD_DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child failed: {status:#x}"
+    );
+    assert_eq!(store.read_all(&from_child).unwrap(), b"child");
+    assert_eq!(store.read_all(&StorePath::parse("child-log").unwrap()).unwrap(), b"appended by the child");
 }

@@ -117,10 +117,9 @@ struct Inner {
     /// Absolute HDFS path of the store's root, without a trailing slash
     /// ("" for the file system's root).
     root: String,
-    /// Declared before `runtime` so it is dropped first: its background
-    /// tasks (lease renewal, connection readers) run on that runtime.
-    client: Client,
-    runtime: Runtime,
+    /// The client and runtime of the process that uses the store; see
+    /// [`Inner::connection`] for why it is per process.
+    connection: RwLock<Arc<Connection>>,
     /// Logs being written through this store, by HDFS path, so reads of
     /// them in this process can make their unsynced bytes readable.
     open_logs: Mutex<HashMap<String, Weak<OpenLog>>>,
@@ -139,20 +138,26 @@ impl fmt::Debug for Inner {
     }
 }
 
-impl HdfsStore {
-    /// Connects to the NameNode at `host:port` and opens the store rooted at
-    /// `path`, which must already exist as a directory. `url` is the
-    /// location as configured, used in every error.
-    pub fn new(host: &str, port: u16, path: &str, url: String) -> Result<HdfsStore> {
-        let namenode = format!("hdfs://{host}:{port}");
+/// One process's HDFS client and the runtime its I/O runs on.
+struct Connection {
+    /// Declared before `runtime` so it is dropped first: its background
+    /// tasks (lease renewal, connection readers) run on that runtime.
+    client: Client,
+    runtime: Runtime,
+    /// The process these belong to: a forked child has the memory of the
+    /// runtime but none of its threads.
+    pid: u32,
+}
+
+impl Connection {
+    fn open(namenode: &str) -> hdfs_native::Result<Connection> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(IO_THREADS)
             .thread_name("plfs-hdfs-io")
             .enable_all()
-            .build()
-            .map_err(|error| Error::io(error, format!("{url}: starting the HDFS client's runtime")))?;
+            .build()?;
         let client = ClientBuilder::new()
-            .with_url(namenode.clone())
+            .with_url(namenode)
             .with_io_runtime(runtime.handle().clone())
             .with_config([
                 ("dfs.client.socket-timeout", SOCKET_TIMEOUT_MS),
@@ -160,17 +165,26 @@ impl HdfsStore {
                 ("dfs.client.failover.sleep.base.millis", NAMENODE_RETRY_SLEEP_BASE_MS),
                 ("dfs.client.failover.sleep.max.millis", NAMENODE_RETRY_SLEEP_MAX_MS),
             ])
-            .build()
-            .map_err(|error| {
-                Error::new(map_kind(&error), format!("{url}: connecting to {namenode}: {error}"))
-            })?;
+            .build()?;
+        Ok(Connection { client, runtime, pid: process::id() })
+    }
+}
+
+impl HdfsStore {
+    /// Connects to the NameNode at `host:port` and opens the store rooted at
+    /// `path`, which must already exist as a directory. `url` is the
+    /// location as configured, used in every error.
+    pub fn new(host: &str, port: u16, path: &str, url: String) -> Result<HdfsStore> {
+        let namenode = format!("hdfs://{host}:{port}");
+        let connection = Connection::open(&namenode).map_err(|error| {
+            Error::new(map_kind(&error), format!("{url}: connecting to {namenode}: {error}"))
+        })?;
         let root = path.trim_end_matches('/').to_owned();
         let inner = Inner {
             url,
             namenode,
             root,
-            client,
-            runtime,
+            connection: RwLock::new(Arc::new(connection)),
             open_logs: Mutex::new(HashMap::new()),
             ids: IdMap::default(),
         };
@@ -206,7 +220,7 @@ impl HdfsStore {
 
     fn status(&self, op: &str, path: &StorePath) -> Result<FileStatus> {
         let full = self.full(path);
-        match self.inner.call(self.inner.client.get_file_info(&full)) {
+        match self.inner.call(async |client| client.get_file_info(&full).await) {
             Ok(status) => Ok(status),
             Err(error) => Err(self.explain_missing(self.inner.error(&error, &format!("{op} {path}")), path)),
         }
@@ -221,7 +235,7 @@ impl HdfsStore {
         }
         let mut ancestor = path.parent();
         while let Some(current) = ancestor {
-            match self.inner.call(self.inner.client.get_file_info(&self.full(&current))) {
+            match self.inner.call(async |client| client.get_file_info(&self.full(&current)).await) {
                 Ok(status) if status.isdir => return error,
                 Ok(_) => {
                     return Error::new(
@@ -249,14 +263,15 @@ impl HdfsStore {
         let full = self.full(path);
         let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
         let fail = self.fail(op, path);
-        let mut writer = self.inner.call(self.inner.client.create(&full, options)).map_err(&fail)?;
+        let mut writer =
+            self.inner.call(async |client| client.create(&full, options).await).map_err(&fail)?;
         let written = async {
             if !contents.is_empty() {
                 writer.write_bytes(Bytes::copy_from_slice(contents)).await?;
             }
             writer.close().await
         };
-        if let Err(error) = self.inner.call(written) {
+        if let Err(error) = self.inner.transfer(written) {
             let error = fail(error);
             self.remove_quietly(path);
             return Err(error);
@@ -266,7 +281,7 @@ impl HdfsStore {
 
     /// Cleanup after a failure; the first error is the one reported.
     fn remove_quietly(&self, path: &StorePath) {
-        if let Err(error) = self.inner.call(self.inner.client.delete(&self.full(path), false)) {
+        if let Err(error) = self.inner.call(async |client| client.delete(&self.full(path), false).await) {
             tracing::warn!(store = %self.inner.url, %path, %error, "could not remove a temporary");
         }
     }
@@ -277,13 +292,14 @@ impl HdfsStore {
     /// reverse) fails with a generic IOException; a look at the target
     /// names the real reason.
     fn rename_noreplace(&self, from: &StorePath, to: &StorePath, what: &str) -> Result<()> {
-        let Err(error) = self.inner.call(self.inner.client.rename(&self.full(from), &self.full(to), false))
+        let Err(error) =
+            self.inner.call(async |client| client.rename(&self.full(from), &self.full(to), false).await)
         else {
             return Ok(());
         };
         let error = self.inner.error(&error, what);
         if error.kind() == ErrorKind::Io
-            && self.inner.call(self.inner.client.get_file_info(&self.full(to))).is_ok()
+            && self.inner.call(async |client| client.get_file_info(&self.full(to)).await).is_ok()
         {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,
@@ -307,16 +323,38 @@ impl Inner {
         }
     }
 
-    /// Runs one `hdfs-native` future to completion on the store's runtime.
-    fn call<T>(&self, future: impl Future<Output = hdfs_native::Result<T>>) -> hdfs_native::Result<T> {
+    /// This process's connection. After a fork the child finds its
+    /// parent's: the runtime's worker threads do not exist in the child, so
+    /// any call would wait forever (the JVM-after-fork hang of the PLFS
+    /// HDFS paper). The child opens a connection of its own instead and
+    /// never touches the parent's, not even to drop it, since dropping a
+    /// runtime waits for its threads.
+    fn connection(&self) -> hdfs_native::Result<Arc<Connection>> {
         if tokio::runtime::Handle::try_current().is_ok() {
             // block_on inside a runtime panics; say why instead.
             return Err(HdfsError::InternalError(
                 "the hdfs store was called from inside an async runtime; call it from a plain thread".into(),
             ));
         }
+        let pid = process::id();
+        let current = self.connection.read().unwrap_or_else(PoisonError::into_inner).clone();
+        if current.pid == pid {
+            return Ok(current);
+        }
+        let mut slot = self.connection.write().unwrap_or_else(PoisonError::into_inner);
+        if slot.pid != pid {
+            let inherited = std::mem::replace(&mut *slot, Arc::new(Connection::open(&self.namenode)?));
+            std::mem::forget(inherited);
+        }
+        Ok(slot.clone())
+    }
+
+    /// Runs one NameNode operation to completion on this process's
+    /// runtime, bounded by [`NAMENODE_CALL_DEADLINE`].
+    fn call<T>(&self, op: impl AsyncFnOnce(&Client) -> hdfs_native::Result<T>) -> hdfs_native::Result<T> {
+        let connection = self.connection()?;
         let bounded = async {
-            match tokio::time::timeout(NAMENODE_CALL_DEADLINE, future).await {
+            match tokio::time::timeout(NAMENODE_CALL_DEADLINE, op(&connection.client)).await {
                 Ok(result) => result,
                 Err(_) => Err(HdfsError::IOError(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -324,18 +362,14 @@ impl Inner {
                 ))),
             }
         };
-        self.runtime.block_on(bounded)
+        connection.runtime.block_on(bounded)
     }
 
-    /// Runs a data transfer, bounded by the socket timeout rather than a
-    /// deadline on the whole transfer (a large read may take long).
+    /// Runs a data transfer of a reader or writer opened by this process,
+    /// bounded by the socket timeout rather than a deadline on the whole
+    /// transfer (a large read may take long).
     fn transfer<T>(&self, future: impl Future<Output = hdfs_native::Result<T>>) -> hdfs_native::Result<T> {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return Err(HdfsError::InternalError(
-                "the hdfs store was called from inside an async runtime; call it from a plain thread".into(),
-            ));
-        }
-        self.runtime.block_on(future)
+        self.connection()?.runtime.block_on(future)
     }
 
     /// An HDFS failure as a plfs error naming the store and what was done;
@@ -407,7 +441,7 @@ impl Store for HdfsStore {
         let temp = self.temp_beside(path)?;
         let fail = self.fail("mkdir", path);
         self.inner
-            .call(self.inner.client.mkdirs(&self.full(&temp), mode & 0o7777, false))
+            .call(async |client| client.mkdirs(&self.full(&temp), mode & 0o7777, false).await)
             .map_err(|error| self.explain_missing(fail(error), path))?;
         if let Err(error) = self.rename_noreplace(&temp, path, &format!("mkdir {path}")) {
             self.remove_quietly(&temp);
@@ -418,7 +452,7 @@ impl Store for HdfsStore {
 
     fn create_dir_all(&self, path: &StorePath) -> Result<()> {
         self.inner
-            .call(self.inner.client.mkdirs(&self.full(path), DIR_MODE, true))
+            .call(async |client| client.mkdirs(&self.full(path), DIR_MODE, true).await)
             .map_err(self.fail("mkdir -p", path))
     }
 
@@ -429,7 +463,7 @@ impl Store for HdfsStore {
         let full = self.full(path);
         let statuses = self
             .inner
-            .call(self.inner.client.list_status(&full, false))
+            .call(async |client| client.list_status(&full, false).await)
             .map_err(|error| self.explain_missing(self.inner.error(&error, &format!("list {path}")), path))?;
         let prefix = format!("{}/", full.trim_end_matches('/'));
         let mut entries = Vec::with_capacity(statuses.len());
@@ -469,7 +503,7 @@ impl Store for HdfsStore {
         }
         let deleted = self
             .inner
-            .call(self.inner.client.delete(&self.full(path), false))
+            .call(async |client| client.delete(&self.full(path), false).await)
             .map_err(self.fail("unlink", path))?;
         if !deleted {
             return Err(Error::new(
@@ -492,7 +526,7 @@ impl Store for HdfsStore {
         // (PathIsNotEmptyDirectoryException → DirectoryNotEmpty).
         let deleted = self
             .inner
-            .call(self.inner.client.delete(&self.full(path), false))
+            .call(async |client| client.delete(&self.full(path), false).await)
             .map_err(self.fail("rmdir", path))?;
         if !deleted {
             return Err(Error::new(
@@ -553,12 +587,13 @@ impl Store for HdfsStore {
         }
         let temp = self.temp_beside(path)?;
         self.write_whole("replace", &temp, contents).map_err(|error| self.explain_missing(error, path))?;
-        let renamed = self.inner.call(self.inner.client.rename(&self.full(&temp), &self.full(path), true));
+        let renamed =
+            self.inner.call(async |client| client.rename(&self.full(&temp), &self.full(path), true).await);
         if let Err(error) = renamed {
             self.remove_quietly(&temp);
             // rename2 refuses to overwrite a directory with a file, with a
             // generic IOException; name the real reason.
-            if let Ok(status) = self.inner.call(self.inner.client.get_file_info(&self.full(path)))
+            if let Ok(status) = self.inner.call(async |client| client.get_file_info(&self.full(path)).await)
                 && status.isdir
             {
                 return Err(Error::new(
@@ -580,13 +615,19 @@ impl Store for HdfsStore {
         }
         let full = self.full(path);
         let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
-        let writer = self.inner.call(self.inner.client.create(&full, options)).map_err(|error| {
-            self.explain_missing(self.inner.error(&error, &format!("create log {path}")), path)
-        })?;
+        let writer =
+            self.inner.call(async |client| client.create(&full, options).await).map_err(|error| {
+                self.explain_missing(self.inner.error(&error, &format!("create log {path}")), path)
+            })?;
         let log = Arc::new(OpenLog {
             full,
             name: path.to_string(),
-            state: Mutex::new(LogState { writer: Some(writer), len: 0, published: 0 }),
+            state: Mutex::new(LogState {
+                writer: Some(writer),
+                writer_pid: process::id(),
+                len: 0,
+                published: 0,
+            }),
         });
         self.inner.register_log(&log);
         Ok(Box::new(HdfsAppendWriter { inner: self.inner.clone(), log, closed: false }))
@@ -603,7 +644,7 @@ impl Store for HdfsStore {
         // finding out why (HDFS says "not found" for a directory too).
         if let Err(error) = handle.refresh() {
             if error.kind() == ErrorKind::NotFound
-                && let Ok(status) = self.inner.call(self.inner.client.get_file_info(&handle.full))
+                && let Ok(status) = self.inner.call(async |client| client.get_file_info(&handle.full).await)
                 && status.isdir
             {
                 return Err(Error::new(
@@ -622,7 +663,7 @@ impl Store for HdfsStore {
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
         self.inner
-            .call(self.inner.client.set_permission(&self.full(path), mode & 0o7777))
+            .call(async |client| client.set_permission(&self.full(path), mode & 0o7777).await)
             .map_err(self.fail("chmod", path))
     }
 
@@ -634,7 +675,7 @@ impl Store for HdfsStore {
         let user = uid.map(|uid| self.inner.ids.user_name(uid));
         let group = gid.map(|gid| self.inner.ids.group_name(gid));
         self.inner
-            .call(self.inner.client.set_owner(&self.full(path), user.as_deref(), group.as_deref()))
+            .call(async |client| client.set_owner(&self.full(path), user.as_deref(), group.as_deref()).await)
             .map_err(self.fail("chown", path))
     }
 
@@ -660,7 +701,7 @@ impl Store for HdfsStore {
         };
         let (atime, mtime) = (millis(atime)?, millis(mtime)?);
         self.inner
-            .call(self.inner.client.set_times(&self.full(path), mtime, atime))
+            .call(async |client| client.set_times(&self.full(path), mtime, atime).await)
             .map_err(self.fail("utimens", path))
     }
 
@@ -682,7 +723,7 @@ impl Store for HdfsStore {
         let root = StorePath::root();
         let summary = self
             .inner
-            .call(self.inner.client.get_content_summary(&self.full(&root)))
+            .call(async |client| client.get_content_summary(&self.full(&root)).await)
             .map_err(self.fail("statfs", &root))?;
         // Quotas are -1 (as u64: huge) when unset.
         let quota_set = |quota: u64| quota != 0 && quota < i64::MAX as u64;
@@ -737,6 +778,9 @@ struct LogState {
     /// The HDFS file open for writing, or None once published (closed);
     /// the next append reopens it with HDFS `append`.
     writer: Option<FileWriter>,
+    /// The process that opened `writer`: its I/O runs on that process's
+    /// runtime, which a forked child cannot use.
+    writer_pid: u32,
     /// Bytes appended so far.
     len: u64,
     /// Bytes every reader can read: the length at the last close.
@@ -754,11 +798,31 @@ impl fmt::Debug for LogState {
 }
 
 impl OpenLog {
+    /// A writer this process inherited through fork belongs to the parent,
+    /// which still writes and closes it; the child gives up its copy
+    /// without touching it (dropping it would use the parent's runtime).
+    /// plfs's preload syncs every file before fork, so a child normally
+    /// finds the log published and reopens it for itself.
+    fn refuse_inherited(&self, inner: &Inner, state: &mut LogState) -> Result<()> {
+        if state.writer.is_none() || state.writer_pid == process::id() {
+            return Ok(());
+        }
+        std::mem::forget(state.writer.take());
+        Err(Error::new(
+            ErrorKind::BadHandle,
+            format!(
+                "{}: {}: the log was open for writing in process {} before a fork; unsynced bytes stay with it",
+                inner.url, self.name, state.writer_pid
+            ),
+        ))
+    }
+
     /// Closes the HDFS file so every appended byte is readable, by any
     /// reader; `durable` adds an `hsync` first (the bytes reach the
     /// DataNodes' disks, not only their memory).
     fn publish(&self, inner: &Inner, durable: bool) -> Result<()> {
         let mut state = lock(&self.state);
+        self.refuse_inherited(inner, &mut state)?;
         let Some(mut writer) = state.writer.take() else {
             return Ok(());
         };
@@ -779,7 +843,7 @@ impl OpenLog {
             Err(error)
                 if map_kind(&error) == ErrorKind::NotFound
                     || matches!(
-                        inner.call(inner.client.get_file_info(&self.full)),
+                        inner.call(async |client| client.get_file_info(&self.full).await),
                         Err(HdfsError::FileNotFound(_))
                     ) =>
             {
@@ -811,11 +875,14 @@ impl AppendWriter for HdfsAppendWriter {
         }
         let inner = &self.inner;
         let mut state = lock(&self.log.state);
+        self.log.refuse_inherited(inner, &mut state)?;
         if state.writer.is_none() {
-            let reopened = inner.call(inner.client.append(&self.log.full)).map_err(|error| {
-                inner.error(&error, &format!("{}: reopening the log for appending", self.log.name))
-            })?;
+            let reopened =
+                inner.call(async |client| client.append(&self.log.full).await).map_err(|error| {
+                    inner.error(&error, &format!("{}: reopening the log for appending", self.log.name))
+                })?;
             state.writer = Some(reopened);
+            state.writer_pid = process::id();
         }
         let writer = state.writer.as_mut().expect("opened above");
         // write_bytes takes owned bytes: its packets outlive this call.
@@ -872,6 +939,8 @@ struct HdfsReadHandle {
 struct Reader {
     file: FileReader,
     length: u64,
+    /// The process whose runtime `file` reads on (see `Inner::connection`).
+    pid: u32,
 }
 
 impl fmt::Debug for Reader {
@@ -889,10 +958,10 @@ impl HdfsReadHandle {
     fn refresh(&self) -> Result<Arc<Reader>> {
         let file = self
             .inner
-            .call(self.inner.client.read(&self.full))
+            .call(async |client| client.read(&self.full).await)
             .map_err(|error| self.inner.error(&error, &format!("open {}", self.name)))?;
         let length = file.file_length() as u64;
-        let reader = Arc::new(Reader { file, length });
+        let reader = Arc::new(Reader { file, length, pid: process::id() });
         *self.reader.write().unwrap_or_else(PoisonError::into_inner) = Some(reader.clone());
         Ok(reader)
     }
@@ -902,6 +971,7 @@ impl HdfsReadHandle {
     fn reader_for(&self, end: u64) -> Result<Arc<Reader>> {
         if let Some(reader) = self.current()
             && reader.length >= end
+            && reader.pid == process::id()
         {
             return Ok(reader);
         }
