@@ -8,9 +8,11 @@
 #   hdfs.sh stop-datanode INDEX STATE   stop DataNode INDEX (as numbered in STATE/datanodes.txt)
 #
 # Environment for start: PLFS_HDFS_DATANODES (default 3), PLFS_HDFS_REPLICATION
-# (default 1, at most the DataNodes). STATE holds pid, log, url, datanodes.txt
-# (INDEX http://127.0.0.1:PORT: each DataNode's HTTP server, whose /jmx reports
-# the bytes it served) and the cluster's blocks under data/.
+# (default 3 or the DataNodes if fewer, at most the DataNodes; with 1, every
+# close of a non-empty file takes ~500 ms, see tools/minidfs). STATE holds
+# pid, log, url, datanodes.txt (INDEX http://127.0.0.1:PORT: each DataNode's
+# HTTP server, whose /jmx reports the bytes it served) and the cluster's
+# blocks under data/.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

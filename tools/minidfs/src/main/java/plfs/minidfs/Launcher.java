@@ -35,12 +35,17 @@ import org.apache.hadoop.hdfs.server.datanode.DataNode;
  * unlike a FIFO, never blocks either side when the other is gone.
  *
  * <p>Environment: {@code PLFS_HDFS_DATANODES} (default 3) and
- * {@code PLFS_HDFS_REPLICATION} (default 1, at most the DataNodes: with
- * more replicas than DataNodes every append fails and leaves a lease held).
+ * {@code PLFS_HDFS_REPLICATION} (default: 3, or the DataNodes if fewer;
+ * never more than the DataNodes, or every append fails and leaves a lease
+ * held). Replication 1 works but makes every close of a non-empty file
+ * take about 500 ms: the NameNode completes a file whose last block is
+ * only committed (see below) just when that block expects more replicas
+ * than the minimum of one, and otherwise answers "not yet" until the
+ * DataNode's block report arrives, which hdfs-native retries after 500 ms.
  */
 public final class Launcher {
     private static final int DATANODES_DEFAULT = 3;
-    private static final int REPLICATION_DEFAULT = 1;
+    private static final int REPLICATION_DEFAULT = 3;
     private static final long COMMAND_POLL_MILLIS = 100;
 
     private Launcher() {}
@@ -52,7 +57,7 @@ public final class Launcher {
         }
         Path state = Paths.get(args[0]).toAbsolutePath();
         int datanodes = intFromEnv("PLFS_HDFS_DATANODES", DATANODES_DEFAULT);
-        int replication = intFromEnv("PLFS_HDFS_REPLICATION", REPLICATION_DEFAULT);
+        int replication = intFromEnv("PLFS_HDFS_REPLICATION", Math.min(REPLICATION_DEFAULT, datanodes));
         if (datanodes < 1) {
             fail("PLFS_HDFS_DATANODES=" + datanodes + " must be at least 1");
         }
@@ -68,6 +73,14 @@ public final class Launcher {
         // access times are off (precision 0); HDFS's own default of an hour
         // keeps reads from turning into NameNode writes.
         conf.setLong(DFSConfigKeys.DFS_NAMENODE_ACCESSTIME_PRECISION_KEY, 3_600_000L);
+
+        // A close (complete) succeeds once the client has committed its last
+        // block, without waiting for the DataNodes' block-received reports:
+        // otherwise the NameNode often answers "not yet" and the client
+        // sleeps 500 ms, on every close of a non-empty file (plfs closes
+        // logs at every sync so other processes can read them). HDFS allows
+        // it only for blocks expecting more than one replica.
+        conf.setInt(DFSConfigKeys.DFS_NAMENODE_FILE_CLOSE_NUM_COMMITTED_ALLOWED_KEY, 1);
 
         MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
                 .nameNodePort(0)
