@@ -627,6 +627,7 @@ impl Store for HdfsStore {
                 writer_pid: process::id(),
                 len: 0,
                 published: 0,
+                failed: None,
             }),
         });
         self.inner.register_log(&log);
@@ -785,6 +786,10 @@ struct LogState {
     len: u64,
     /// Bytes every reader can read: the length at the last close.
     published: u64,
+    /// Why the log stopped taking appends: after a failed write or close
+    /// HDFS may hold fewer bytes than `len`, and plfs's index records
+    /// physical offsets from `len`, so the log must end there.
+    failed: Option<String>,
 }
 
 impl fmt::Debug for LogState {
@@ -793,6 +798,7 @@ impl fmt::Debug for LogState {
             .field("open", &self.writer.is_some())
             .field("len", &self.len)
             .field("published", &self.published)
+            .field("failed", &self.failed)
             .finish()
     }
 }
@@ -822,6 +828,7 @@ impl OpenLog {
     /// DataNodes' disks, not only their memory).
     fn publish(&self, inner: &Inner, durable: bool) -> Result<()> {
         let mut state = lock(&self.state);
+        self.refuse_failed(inner, &state)?;
         self.refuse_inherited(inner, &mut state)?;
         let Some(mut writer) = state.writer.take() else {
             return Ok(());
@@ -851,10 +858,23 @@ impl OpenLog {
                 Ok(())
             }
             Err(error) => {
-                // HDFS's writer cannot be resumed after a failed close; the
-                // next append reopens the file from what HDFS kept.
-                Err(inner.error(&error, &format!("{}: closing the log", self.name)))
+                let error = inner.error(&error, &format!("{}: closing the log", self.name));
+                state.failed = Some(error.to_string());
+                Err(error)
             }
+        }
+    }
+
+    fn refuse_failed(&self, inner: &Inner, state: &LogState) -> Result<()> {
+        match &state.failed {
+            None => Ok(()),
+            Some(reason) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "{}: {}: the log failed earlier and takes no more bytes ({reason})",
+                    inner.url, self.name
+                ),
+            )),
         }
     }
 }
@@ -875,6 +895,7 @@ impl AppendWriter for HdfsAppendWriter {
         }
         let inner = &self.inner;
         let mut state = lock(&self.log.state);
+        self.log.refuse_failed(inner, &state)?;
         self.log.refuse_inherited(inner, &mut state)?;
         if state.writer.is_none() {
             let reopened =
@@ -886,9 +907,11 @@ impl AppendWriter for HdfsAppendWriter {
         }
         let writer = state.writer.as_mut().expect("opened above");
         // write_bytes takes owned bytes: its packets outlive this call.
-        inner.transfer(writer.write_bytes(Bytes::copy_from_slice(buf))).map_err(|error| {
-            inner.error(&error, &format!("{}: append of {} bytes", self.log.name, buf.len()))
-        })?;
+        if let Err(error) = inner.transfer(writer.write_bytes(Bytes::copy_from_slice(buf))) {
+            let error = inner.error(&error, &format!("{}: append of {} bytes", self.log.name, buf.len()));
+            state.failed = Some(error.to_string());
+            return Err(error);
+        }
         state.len += buf.len() as u64;
         Ok(())
     }
