@@ -10,9 +10,10 @@
 # Environment for start: PLFS_HDFS_DATANODES (default 3), PLFS_HDFS_REPLICATION
 # (default 3 or the DataNodes if fewer, at most the DataNodes; with 1, every
 # close of a non-empty file takes ~500 ms, see tools/minidfs). STATE holds
-# pid, log, url, datanodes.txt (INDEX http://127.0.0.1:PORT: each DataNode's
-# HTTP server, whose /jmx reports the bytes it served) and the cluster's
-# blocks under data/.
+# pid, log, url, datanodes.txt and the cluster's blocks under data/.
+# datanodes.txt has a line per DataNode: INDEX http://127.0.0.1:PORT BEAN,
+# its HTTP server and its activity MBean (BytesRead: bytes it served). The
+# DataNodes share one JVM, so every /jmx lists all their beans: pick by name.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,7 +75,8 @@ start() {
   fi
   mkdir -p "$state"
   rm -rf "$state/data" "$state/commands" "$state/url" "$state/datanodes.txt"
-  # log4j.properties first on the classpath keeps the cluster at WARN.
+  # tools/minidfs first on the classpath: its log4j.properties keeps the
+  # cluster at WARN, its hadoop-metrics2.properties refreshes JMX every second.
   local classpath="$tool:$cache/classes:$(cat "$cache/classpath.txt")"
   # setsid: the cluster outlives the shell that started it (the test's
   # scripts/servers call returns once the URL is printed).

@@ -11,6 +11,8 @@
 
 #![cfg(feature = "hdfs")]
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -149,6 +151,29 @@ fn replication_of(server: &TestServer, root: &str, path: &StorePath) -> u32 {
     status.replication.expect("a file has a replication")
 }
 
+/// A little more than the JMX refresh period of the test cluster.
+const JMX_REFRESH: Duration = Duration::from_millis(1500);
+
+/// `BytesRead` of each DataNode, from the HTTP servers and MBeans listed in
+/// `STATE/datanodes.txt` (`INDEX http://127.0.0.1:PORT BEAN` per line).
+fn bytes_read_per_datanode(server: &TestServer) -> Vec<u64> {
+    let listing = std::fs::read_to_string(server.state_dir().join("datanodes.txt")).unwrap();
+    listing
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let address = fields[1].strip_prefix("http://").unwrap();
+            let mut stream = TcpStream::connect(address).unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            write!(stream, "GET /jmx?qry={} HTTP/1.0\r\nHost: {address}\r\n\r\n", fields[2]).unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            let (_, after) = response.split_once("\"BytesRead\" : ").expect("BytesRead in the JMX answer");
+            after.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn n1_strided_processes_replication_1_and_a_posix_canonical_hdfs_shadow_mount() {
     let Some(server) =
@@ -160,7 +185,19 @@ fn n1_strided_processes_replication_1_and_a_posix_canonical_hdfs_shadow_mount() 
     let url = store_root(&server, "rep1");
     write_n1_with_processes(&url);
     let reader = hdfs_mount(&url);
+    let served_before = bytes_read_per_datanode(&server);
     verify_read(&reader, || {});
+    // Each byte has one replica, so the DataNodes together served at least
+    // the file (as the benchmark's per-DataNode figures will count it).
+    // JMX refreshes its figures every second (tools/minidfs).
+    std::thread::sleep(JMX_REFRESH);
+    let served_after = bytes_read_per_datanode(&server);
+    let served: u64 = served_after.iter().zip(&served_before).map(|(after, before)| after - before).sum();
+    assert!(
+        served >= total_bytes(),
+        "the DataNodes report {served_after:?} bytes read, of {}",
+        total_bytes()
+    );
     let logs = data_logs(&reader);
     assert_eq!(logs.len(), WRITERS as usize, "one data log per writer process");
     for (_, path) in &logs {

@@ -23,8 +23,13 @@ import org.apache.hadoop.hdfs.server.datanode.DataNode;
  * atomically (write a temporary, then rename):
  * <ul>
  *   <li>{@code STATE_DIR/datanodes.txt}: one line per DataNode,
- *       {@code INDEX http://127.0.0.1:PORT} (its HTTP server, whose
- *       {@code /jmx} reports the bytes it served);</li>
+ *       {@code INDEX http://127.0.0.1:PORT BEAN}: its HTTP server and the
+ *       name of its activity MBean ({@code Hadoop:service=DataNode,
+ *       name=DataNodeActivity-...}, whose {@code BytesRead} counts the bytes
+ *       it served). All DataNodes of a MiniDFSCluster share one JVM, so
+ *       every DataNode's {@code /jmx} lists every DataNode's bean: select by
+ *       name. The JMX figures are refreshed every second
+ *       ({@code hadoop-metrics2.properties}).</li>
  *   <li>{@code STATE_DIR/url}: {@code hdfs://127.0.0.1:PORT}, written last,
  *       so a reader that sees it sees a ready cluster.</li>
  * </ul>
@@ -95,7 +100,11 @@ public final class Launcher {
         List<String> addresses = new ArrayList<>();
         for (int index = 0; index < nodes.size(); index++) {
             addresses.add(nodes.get(index).getDatanodeId().getXferAddr());
-            lines.append(index).append(" http://127.0.0.1:").append(nodes.get(index).getInfoPort()).append('\n');
+            DataNode node = nodes.get(index);
+            lines.append(index)
+                    .append(" http://127.0.0.1:").append(node.getInfoPort())
+                    .append(" Hadoop:service=DataNode,name=").append(node.getMetrics().name())
+                    .append('\n');
         }
         writeAtomically(state.resolve("datanodes.txt"), lines.toString());
         writeAtomically(state.resolve("url"), "hdfs://127.0.0.1:" + cluster.getNameNodePort() + "\n");
