@@ -1004,7 +1004,9 @@ impl HdfsReadHandle {
                 state.published < end.min(state.len)
             };
             if needs_publish {
-                log.publish(&self.inner, false)?;
+                // Durably: a later `sync` finds the file closed and has
+                // nothing left to hsync, so the bytes must be on disk now.
+                log.publish(&self.inner, true)?;
             }
         }
         self.refresh()
