@@ -30,7 +30,10 @@
 //! threads read in parallel without a thread per read. Calling the store
 //! from inside an async runtime is refused with an `Internal` error instead
 //! of tokio's panic: plfs's callers (FUSE, the C API, rayon pools) are plain
-//! threads.
+//! threads. A process forked after the store was used (the preload runs in
+//! programs that fork) opens a runtime and client of its own at its first
+//! call: the parent's runtime has no threads in the child, and waiting on it
+//! would hang, as the JVM did in the PLFS HDFS paper.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
