@@ -24,6 +24,16 @@ packages=(
   # (tar, cp, dd, truncate, cmp and diff are in Essential packages.)
 )
 
+# The hdfs:// store's tests run a MiniDFSCluster (tools/minidfs,
+# scripts/servers hdfs), which Maven fetches and Java 17 runs. A JDK or
+# Maven installed some other way (sdkman, a tarball on PATH) is used as is.
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+  packages+=(openjdk-17-jdk-headless)
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+  packages+=(maven)
+fi
+
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

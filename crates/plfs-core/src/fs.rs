@@ -1165,7 +1165,7 @@ fn ignore_exists(result: Result<()>) -> Result<()> {
     }
 }
 
-/// Opens the store for a backend location; only POSIX is built in so far.
+/// Opens the store for a backend location.
 pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
     match location {
         BackendLocation::Posix(path) => Ok(Arc::new(PosixStore::new(path.clone(), location.to_string())?)),
@@ -1173,9 +1173,17 @@ pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
         BackendLocation::S3 { bucket, prefix, access } => {
             Ok(Arc::new(crate::store::s3::S3Store::new(bucket, prefix, access)?))
         }
+        #[cfg(feature = "hdfs")]
+        BackendLocation::Hdfs { host, port, path } => {
+            Ok(Arc::new(crate::store::hdfs::HdfsStore::new(host, *port, path, location.to_string())?))
+        }
+        // Reached only in a build without the `hdfs` or `s3` feature.
+        #[allow(unreachable_patterns)]
         other => Err(Error::new(
             ErrorKind::Unsupported,
-            format!("backend {other}: this store is not built in yet"),
+            format!(
+                "backend {other}: this plfs was built without support for this store (cargo features hdfs, s3)"
+            ),
         )),
     }
 }

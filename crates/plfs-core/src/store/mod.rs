@@ -13,6 +13,8 @@
 pub mod conformance;
 pub mod counting;
 pub mod faulty;
+#[cfg(feature = "hdfs")]
+pub mod hdfs;
 pub mod memory;
 pub mod path;
 pub mod posix;
