@@ -136,7 +136,8 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> Vec<DataNodeBytes> {
 }
 
 /// The DataNode HTTP URLs in a launcher's state file: one DataNode a line,
-/// `index url`; blank lines and `#` comments are skipped.
+/// `index url [bean]`; blank lines and `#` comments are skipped. The bean
+/// name (tools/minidfs writes it) is not needed: beans are keyed by name.
 pub fn read_datanode_file(path: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut urls = Vec::new();
@@ -146,9 +147,11 @@ pub fn read_datanode_file(path: &Path) -> Result<Vec<String>, String> {
             continue;
         }
         let mut fields = line.split_whitespace();
-        let (Some(index), Some(url), None) = (fields.next(), fields.next(), fields.next()) else {
+        let (Some(index), Some(url), _bean, None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
             return Err(format!(
-                "{}:{}: expected \"index http://host:port\", got {line:?}",
+                "{}:{}: expected \"index http://host:port [bean]\", got {line:?}",
                 path.display(),
                 number + 1
             ));
@@ -396,11 +399,12 @@ mod tests {
         let path = dir.path().join("datanodes.txt");
         std::fs::write(
             &path,
-            "# written by the launcher\n0 http://127.0.0.1:9864\n\n1 http://127.0.0.1:9865\n",
+            "# written by the launcher\n0 http://127.0.0.1:9864\n\n\
+             1 http://127.0.0.1:9865 Hadoop:service=DataNode,name=DataNodeActivity-127.0.0.1-9866\n",
         )
         .unwrap();
         assert_eq!(read_datanode_file(&path).unwrap(), ["http://127.0.0.1:9864", "http://127.0.0.1:9865"]);
-        std::fs::write(&path, "0 http://127.0.0.1:9864 extra\n").unwrap();
+        std::fs::write(&path, "0 http://127.0.0.1:9864 bean extra\n").unwrap();
         assert!(read_datanode_file(&path).unwrap_err().contains(":1:"));
         std::fs::write(&path, "x http://127.0.0.1:9864\n").unwrap();
         assert!(read_datanode_file(&path).unwrap_err().contains("index"));
