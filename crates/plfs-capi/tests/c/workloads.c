@@ -20,45 +20,8 @@
 #include <unistd.h>
 #include <utime.h>
 
-#include "plfs.h"
+#include "check.h"
 
-static int failures = 0;
-static int checks = 0;
-
-#define EXPECT(call, want)                                                                   \
-    do {                                                                                     \
-        plfs_error_t got_ = (call);                                                          \
-        checks++;                                                                            \
-        if (got_ != (want)) {                                                                \
-            fprintf(stderr, "workloads.c:%d: %s = %d (%s), expected %d (%s)\n", __LINE__,    \
-                    #call, (int)got_, strplfserr(got_), (int)(want), strplfserr(want));      \
-            failures++;                                                                      \
-        }                                                                                    \
-    } while (0)
-
-#define CHECK(condition)                                                                     \
-    do {                                                                                     \
-        checks++;                                                                            \
-        if (!(condition)) {                                                                  \
-            fprintf(stderr, "workloads.c:%d: %s is false\n", __LINE__, #condition);          \
-            failures++;                                                                      \
-        }                                                                                    \
-    } while (0)
-
-static char *join(const char *dir, const char *name)
-{
-    size_t bytes = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(bytes);
-    if (path == NULL) {
-        perror("malloc");
-        exit(2);
-    }
-    snprintf(path, bytes, "%s/%s", dir, name);
-    return path;
-}
-
-static const char RECORD[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-#define RECORD_BYTES ((ssize_t)(sizeof RECORD - 1))
 
 /* The names plfs_readdir_c gives for dir, in its order, joined by ','. */
 static void list(const char *dir, char *out, size_t out_bytes)
