@@ -11,11 +11,14 @@
 
 #![cfg(feature = "hdfs")]
 
+#[path = "support/strided.rs"]
+mod strided;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use plfs::config::{BackendLocation, BackendRole, Tuning};
 use plfs::file::OpenFlags;
@@ -25,22 +28,11 @@ use plfs::placement::BackendId;
 use plfs::store::posix::PosixStore;
 use plfs::store::test_server::TestServer;
 use plfs::store::{SharedStore, StorePath};
+use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
 
-/// The unaligned record size of the PLFS papers' checkpoint benchmark.
-const RECORD_BYTES: usize = 47001;
 const WRITERS: u64 = 6;
 const RECORDS_PER_WRITER: u64 = 24;
 const FILE: &str = "/n1/checkpoint";
-
-/// The byte at `position` of record `record`: distinct per record and
-/// position, never zero, so holes and misplaced bytes both show.
-fn pattern(record: u64, position: usize) -> u8 {
-    ((record.wrapping_mul(131) + position as u64 * 7) % 251) as u8 + 1
-}
-
-fn record_bytes(record: u64) -> Vec<u8> {
-    (0..RECORD_BYTES).map(|i| pattern(record, i)).collect()
-}
 
 fn hdfs_store(url: &str) -> SharedStore {
     open_store(&BackendLocation::parse(url).unwrap()).unwrap()
@@ -57,10 +49,6 @@ fn store_root(server: &TestServer, name: &str) -> String {
     format!("{}/{name}", server.url())
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
 /// Child entry point: runs only when spawned with PLFS_TEST_ROLE.
 #[test]
 fn child() {
@@ -72,14 +60,8 @@ fn child() {
     let (rank, start_at_ms) = (args[0], args[1]);
     let plfs = hdfs_mount(&url);
     // Every writer opens at about the same moment, racing to create the container.
-    std::thread::sleep(Duration::from_millis(start_at_ms.saturating_sub(now_ms())));
-    let handle = plfs.open(FILE, OpenFlags::WRONLY.create(), 0o644, rank).unwrap();
-    for k in 0..RECORDS_PER_WRITER {
-        let record = k * WRITERS + rank;
-        handle.write(&record_bytes(record), record * RECORD_BYTES as u64).unwrap();
-    }
-    handle.sync().unwrap();
-    handle.close().unwrap();
+    wait_until(start_at_ms);
+    write_strided(&plfs, FILE, rank, WRITERS, RECORDS_PER_WRITER);
 }
 
 /// WRITERS processes write FILE N-1 strided into the store at `url`.
@@ -107,29 +89,10 @@ fn total_bytes() -> u64 {
     WRITERS * RECORDS_PER_WRITER * RECORD_BYTES as u64
 }
 
-/// Reads FILE through `plfs` in chunks that do not line up with records,
-/// checking every byte; `between` runs after the first chunk.
-fn verify_read(plfs: &Plfs, mut between: impl FnMut()) {
-    assert_eq!(plfs.stat(FILE).unwrap().size, total_bytes());
-    let handle = plfs.open(FILE, OpenFlags::RDONLY, 0, 0).unwrap();
-    let mut buf = vec![0u8; 300_001];
-    let mut offset = 0;
-    let mut first = true;
-    while offset < total_bytes() {
-        let count = handle.read(&mut buf, offset).unwrap();
-        assert!(count > 0, "short file at {offset}");
-        for (i, &byte) in buf[..count].iter().enumerate() {
-            let position = offset as usize + i;
-            let (record, within) = (position / RECORD_BYTES, position % RECORD_BYTES);
-            assert_eq!(byte, pattern(record as u64, within), "byte {position}");
-        }
-        offset += count as u64;
-        if first {
-            between();
-            first = false;
-        }
-    }
-    handle.close().unwrap();
+/// Reads FILE through `plfs`, checking every byte; `between` runs after
+/// the first chunk.
+fn verify_read(plfs: &Plfs, between: impl FnMut()) {
+    verify_strided(plfs, FILE, WRITERS * RECORDS_PER_WRITER, between);
 }
 
 /// The HDFS paths of FILE's data logs, with the backend holding each.

@@ -4,6 +4,9 @@
 //! Children are this test binary re-run with `PLFS_TEST_ROLE` set; the
 //! `child` test dispatches on it and is a no-op in a normal run.
 
+#[path = "support/strided.rs"]
+mod strided;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,8 +18,7 @@ use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
-
-const RECORD_BYTES: usize = 47001;
+use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
 
 fn posix_backends(backends: &[PathBuf]) -> Vec<(SharedStore, BackendRole)> {
     backends
@@ -60,16 +62,6 @@ fn backends_in(root: &Path, count: usize) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The byte at `position` of record `record`: distinct per record and
-/// position, never zero, so holes and misplaced bytes both show.
-fn pattern(record: u64, position: usize) -> u8 {
-    ((record.wrapping_mul(131) + position as u64 * 7) % 251) as u8 + 1
-}
-
-fn record_bytes(record: u64) -> Vec<u8> {
-    (0..RECORD_BYTES).map(|i| pattern(record, i)).collect()
-}
-
 fn spawn_child(role: &str, backends: &[PathBuf], args: &[String]) -> Child {
     let joined = backends.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
     Command::new(std::env::current_exe().unwrap())
@@ -94,17 +86,6 @@ fn child_args() -> (Vec<PathBuf>, Vec<u64>) {
     (backends, args)
 }
 
-fn wait_until(start_at_ms: u64) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
-    if start_at_ms > now {
-        std::thread::sleep(Duration::from_millis(start_at_ms - now));
-    }
-}
-
-fn start_time_ms(delay_ms: u64) -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + delay_ms
-}
-
 /// Child entry point: runs only when spawned with PLFS_TEST_ROLE.
 #[test]
 fn child() {
@@ -116,13 +97,7 @@ fn child() {
             let (rank, writers, records, start_at) = (args[0], args[1], args[2], args[3]);
             let plfs = mount(&backends, Tuning::default());
             wait_until(start_at);
-            let handle = plfs.open("/n1/checkpoint", OpenFlags::WRONLY.create(), 0o644, rank).unwrap();
-            for k in 0..records {
-                let record = k * writers + rank;
-                handle.write(&record_bytes(record), record * RECORD_BYTES as u64).unwrap();
-            }
-            handle.sync().unwrap();
-            handle.close().unwrap();
+            write_strided(&plfs, "/n1/checkpoint", rank, writers, records);
         }
         "crash-writer" => {
             // args: sync_every; writes records until killed, printing the
@@ -173,7 +148,7 @@ fn n1_strided_processes_then_a_fresh_reader() {
     let plfs = mount(&backends, Tuning::default());
     plfs.mkdir("/n1", 0o755).unwrap();
     let (writers, records) = (6u64, 40u64);
-    let start = start_time_ms(300);
+    let start = now_ms() + 300;
     let children: Vec<Child> = (0..writers)
         .map(|rank| {
             let args = [rank, writers, records, start].map(|v| v.to_string());
@@ -184,24 +159,7 @@ fn n1_strided_processes_then_a_fresh_reader() {
         assert!(child.wait().unwrap().success());
     }
     let reader = mount(&backends, Tuning::default());
-    let attr = reader.stat("/n1/checkpoint").unwrap();
-    let total = writers * records;
-    assert_eq!(attr.size, total * RECORD_BYTES as u64);
-    let handle = reader.open("/n1/checkpoint", OpenFlags::RDONLY, 0, 0).unwrap();
-    // Read in chunks that do not line up with records.
-    let mut buf = vec![0u8; 1 << 20];
-    let mut offset = 0u64;
-    while offset < attr.size {
-        let count = handle.read(&mut buf, offset).unwrap();
-        assert!(count > 0);
-        for (i, &byte) in buf[..count].iter().enumerate() {
-            let position = offset as usize + i;
-            let (record, within) = (position / RECORD_BYTES, position % RECORD_BYTES);
-            assert_eq!(byte, pattern(record as u64, within), "byte {position}");
-        }
-        offset += count as u64;
-    }
-    handle.close().unwrap();
+    verify_strided(&reader, "/n1/checkpoint", writers * records, || {});
     let inventory = reader.inventory("/n1/checkpoint").unwrap();
     assert_eq!(inventory.logs.len(), writers as usize, "one log pair per writer process");
 }
@@ -212,7 +170,7 @@ fn sixteen_processes_create_one_container() {
     let backends = backends_in(root.path(), 3);
     let plfs = mount(&backends, Tuning::default());
     plfs.mkdir("/n1", 0o755).unwrap();
-    let start = start_time_ms(400);
+    let start = now_ms() + 400;
     let children: Vec<Child> = (0..16u64)
         .map(|rank| spawn_child("strided-writer", &backends, &[rank, 16, 1, start].map(|v| v.to_string())))
         .collect();
@@ -251,7 +209,7 @@ fn sixteen_processes_create_a_thousand_n_n_files_each() {
     let plfs = flat_mount(&backends);
     plfs.mkdir("/storm", 0o755).unwrap();
     let began = Instant::now();
-    let start = start_time_ms(400);
+    let start = now_ms() + 400;
     let children: Vec<Child> = (0..PROCESSES)
         .map(|rank| spawn_child("flat-creator", &backends, &[rank, FILES, start].map(|v| v.to_string())))
         .collect();
@@ -279,7 +237,7 @@ fn sixteen_processes_create_a_thousand_small_files_each() {
     let backends = backends_in(root.path(), 4);
     workload_mount(&backends, Workload::SmallFile).mkdir("/storm", 0o755).unwrap();
     let began = Instant::now();
-    let start = start_time_ms(400);
+    let start = now_ms() + 400;
     let children: Vec<Child> = (0..PROCESSES)
         .map(|rank| spawn_child("small-creator", &backends, &[rank, FILES, start].map(|v| v.to_string())))
         .collect();

@@ -11,6 +11,9 @@
 
 #![cfg(feature = "s3")]
 
+#[path = "support/strided.rs"]
+mod strided;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,8 +24,7 @@ use plfs::fs::{Options, Plfs, open_store};
 use plfs::store::s3::{S3Store, SEGMENT_BYTES_MAX};
 use plfs::store::test_server::TestServer;
 use plfs::store::{SharedStore, Store, StoreExt, StorePath, conformance};
-
-const RECORD_BYTES: usize = 47001;
+use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
 
 /// The server's URL with `prefix` as the key prefix.
 fn location(server: &TestServer, prefix: &str) -> String {
@@ -46,14 +48,6 @@ fn backend_urls(server: &TestServer) -> Vec<String> {
     vec![location(server, "b0"), location(server, "b1")]
 }
 
-fn pattern(record: u64, position: usize) -> u8 {
-    ((record.wrapping_mul(131) + position as u64 * 7) % 251) as u8 + 1
-}
-
-fn record_bytes(record: u64) -> Vec<u8> {
-    (0..RECORD_BYTES).map(|i| pattern(record, i)).collect()
-}
-
 fn spawn_child(role: &str, urls: &[String], args: &[u64]) -> Child {
     let args: Vec<String> = args.iter().map(u64::to_string).collect();
     Command::new(std::env::current_exe().unwrap())
@@ -65,18 +59,6 @@ fn spawn_child(role: &str, urls: &[String], args: &[u64]) -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
-/// Children wait for a common start time so their creates really race.
-fn wait_until(start_at_ms: u64) {
-    let now = now_ms();
-    if start_at_ms > now {
-        std::thread::sleep(Duration::from_millis(start_at_ms - now));
-    }
 }
 
 /// Waits for every child, bounded: a hung child fails the test.
@@ -115,37 +97,10 @@ fn child() {
             let (rank, writers, records, start_at) = (args[0], args[1], args[2], args[3]);
             let plfs = mount(&urls);
             wait_until(start_at);
-            let handle = plfs.open("/n1/checkpoint", OpenFlags::WRONLY.create(), 0o644, rank).unwrap();
-            for k in 0..records {
-                let record = k * writers + rank;
-                handle.write(&record_bytes(record), record * RECORD_BYTES as u64).unwrap();
-            }
-            handle.sync().unwrap();
-            handle.close().unwrap();
+            write_strided(&plfs, "/n1/checkpoint", rank, writers, records);
         }
         other => panic!("unknown role {other}"),
     }
-}
-
-/// Reads the whole file in chunks that do not line up with records and
-/// checks every byte.
-fn verify_strided(plfs: &Plfs, path: &str, records: u64) {
-    let size = plfs.stat(path).unwrap().size;
-    assert_eq!(size, records * RECORD_BYTES as u64, "{path}: size");
-    let handle = plfs.open(path, OpenFlags::RDONLY, 0, 0).unwrap();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut offset = 0u64;
-    while offset < size {
-        let count = handle.read(&mut buf, offset).unwrap();
-        assert!(count > 0, "{path}: short read at {offset} of {size}");
-        for (i, &byte) in buf[..count].iter().enumerate() {
-            let position = offset as usize + i;
-            let (record, within) = (position / RECORD_BYTES, position % RECORD_BYTES);
-            assert_eq!(byte, pattern(record as u64, within), "{path}: byte {position}");
-        }
-        offset += count as u64;
-    }
-    handle.close().unwrap();
 }
 
 #[test]
@@ -255,7 +210,7 @@ fn n1_strided_processes_then_a_fresh_reader() {
         .collect();
     wait_all(children, Duration::from_secs(120));
     let reader = mount(&urls);
-    verify_strided(&reader, "/n1/checkpoint", writers * records);
+    verify_strided(&reader, "/n1/checkpoint", writers * records, || {});
     let inventory = reader.inventory("/n1/checkpoint").unwrap();
     assert_eq!(inventory.logs.len(), writers as usize, "one log pair per writer process");
 }
@@ -275,7 +230,7 @@ fn processes_racing_to_create_one_file() {
     wait_all(children, Duration::from_secs(120));
     let names: Vec<String> = plfs.readdir("/n1").unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, vec!["checkpoint".to_string()]);
-    verify_strided(&plfs, "/n1/checkpoint", racers);
+    verify_strided(&plfs, "/n1/checkpoint", racers, || {});
     let access = StorePath::parse("n1/checkpoint/access").unwrap();
     let holders = urls.iter().filter(|url| store_at(url).exists(&access).unwrap()).count();
     assert_eq!(holders, 1, "exactly one access file, on the canonical backend");
@@ -306,7 +261,7 @@ fn rename_and_unlink_through_plfs_with_a_writer_open() {
         plfs.readdir(path).unwrap().into_iter().map(|entry| entry.name).collect()
     };
     assert_eq!(names(&plfs, "/e"), vec!["b".to_string()]);
-    verify_strided(&mount(&urls), "/e/b", 4);
+    verify_strided(&mount(&urls), "/e/b", 4, || {});
     plfs.unlink("/e/b").unwrap();
     assert_eq!(names(&plfs, "/e"), Vec::<String>::new());
     plfs.rmdir("/e").unwrap();
