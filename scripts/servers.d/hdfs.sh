@@ -8,8 +8,8 @@
 #   hdfs.sh stop-datanode INDEX STATE   stop DataNode INDEX (as numbered in STATE/datanodes.txt)
 #
 # Environment for start: PLFS_HDFS_DATANODES (default 3), PLFS_HDFS_REPLICATION
-# (default 3 or the DataNodes if fewer, at most the DataNodes; with 1, every
-# close of a non-empty file takes ~500 ms, see tools/minidfs). STATE holds
+# (default 3 or the DataNodes if fewer, at most the DataNodes; a close may
+# take ~500 ms, see tools/minidfs). STATE holds
 # pid, log, url, datanodes.txt and the cluster's blocks under data/.
 # datanodes.txt has a line per DataNode: INDEX http://127.0.0.1:PORT BEAN,
 # its HTTP server and its activity MBean (BytesRead: bytes it served). The

@@ -154,7 +154,7 @@ fn store_options_are_checked_before_anything_runs() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("https://dn:9864"), "{}", stderr(&output));
     let list = store.path().join("datanodes.txt");
-    std::fs::write(&list, "0 http://127.0.0.1:1 extra\n").unwrap();
+    std::fs::write(&list, "0 http://127.0.0.1:1 bean extra\n").unwrap();
     let output =
         plfs_bench(&["n1-strided", "--backend", &url, "--datanode-jmx-file", list.to_str().unwrap()]);
     assert!(!output.status.success());
