@@ -172,9 +172,20 @@ fn publish_by_rename(
     let staged = ContainerPaths::new(temporary.clone());
     let assemble = || -> Result<()> {
         store.create_dir(&temporary, 0o755)?;
-        store.create_dir(&staged.meta_dir(), 0o755)?;
-        store.create_new(&staged.version(), &VersionRecord::current().encode())?;
-        store.create_new(&staged.access(), &access.encode())?;
+        // The three pieces are independent, so they are made at once: on
+        // HDFS each file's close waits for a DataNode's block report (often
+        // a 500 ms client retry), and every writer of a new file is here.
+        std::thread::scope(|scope| {
+            let meta = scope.spawn(|| store.create_dir(&staged.meta_dir(), 0o755));
+            let version =
+                scope.spawn(|| store.create_new(&staged.version(), &VersionRecord::current().encode()));
+            let access = store.create_new(&staged.access(), &access.encode());
+            let joined = |handle: std::thread::ScopedJoinHandle<'_, Result<()>>| {
+                handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            };
+            let (meta, version) = (joined(meta), joined(version));
+            meta.and(version).and(access)
+        })?;
         store.rename(&temporary, &paths.dir)
     };
     match assemble() {
