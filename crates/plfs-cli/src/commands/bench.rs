@@ -207,30 +207,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         false => None,
     };
     let worker = worker_command()?;
-    if opts.repeat == 1 {
-        let report = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!(e))?;
-        if opts.json {
-            print_json(&report)?;
-        } else {
-            print!("{}", report.to_text());
-        }
-        return Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE });
-    }
-    let mut reports = Vec::with_capacity(opts.repeat as usize);
-    for run in 1..=opts.repeat {
-        let report = plfs_bench::run(&spec, &worker).map_err(|e| anyhow!("run {run}: {e}"))?;
-        if !opts.json {
-            print!("run {run} of {}:\n{}\n", opts.repeat, report.to_text());
-        }
-        reports.push(report);
-    }
-    let summary = plfs_bench::RepeatedReport::new(reports);
-    if opts.json {
-        print_json(&summary)?;
-    } else {
-        print!("{}", summary.to_text());
-    }
-    Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    run_repeated(opts.repeat, opts.json, |_| plfs_bench::run(&spec, &worker), plfs_bench::RepeatedReport::new)
 }
 
 fn spec_of(opts: &Opts) -> BenchSpec {
@@ -350,32 +327,80 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
         plfs_first: false,
     };
     let worker = worker_command()?;
-    if opts.repeat == 1 {
-        let report = plfs_bench::run_store(&spec, &worker).map_err(|e| anyhow!(e))?;
-        if opts.json {
-            print_json(&report)?;
-        } else {
-            print!("{}", report.to_text());
-        }
-        return Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE });
-    }
-    let mut reports = Vec::with_capacity(opts.repeat as usize);
-    for run in 1..=opts.repeat {
+    run_repeated(
+        opts.repeat,
+        opts.json,
         // Every other run swaps which of plfs and raw goes first at each size.
-        let spec = plfs_bench::StoreBenchSpec { plfs_first: run % 2 == 0, ..spec.clone() };
-        let report = plfs_bench::run_store(&spec, &worker).map_err(|e| anyhow!("run {run}: {e}"))?;
-        if !opts.json {
-            print!("run {run} of {}:\n{}\n", opts.repeat, report.to_text());
+        |run| {
+            plfs_bench::run_store(
+                &plfs_bench::StoreBenchSpec { plfs_first: run % 2 == 0, ..spec.clone() },
+                &worker,
+            )
+        },
+        plfs_bench::StoreRepeatedReport::new,
+    )
+}
+
+/// What [`run_repeated`] needs of a report: its text and whether every byte
+/// read back matched.
+trait Outcome: serde::Serialize {
+    fn text(&self) -> String;
+    fn verified(&self) -> bool;
+}
+
+macro_rules! outcome {
+    ($($report:ty),*) => {$(
+        impl Outcome for $report {
+            fn text(&self) -> String {
+                self.to_text()
+            }
+            fn verified(&self) -> bool {
+                self.verified
+            }
+        }
+    )*};
+}
+outcome!(
+    plfs_bench::BenchReport,
+    plfs_bench::RepeatedReport,
+    plfs_bench::StoreReport,
+    plfs_bench::StoreRepeatedReport
+);
+
+/// Runs a benchmark `repeat` times (`once(run)`, runs counted from 1) and
+/// prints each report as text, then the `summarize`d medians; one run is
+/// printed alone. Exit status 1 if any byte read back was wrong.
+fn run_repeated<R: Outcome, S: Outcome>(
+    repeat: u32,
+    json: bool,
+    mut once: impl FnMut(u32) -> std::result::Result<R, String>,
+    summarize: impl FnOnce(Vec<R>) -> S,
+) -> Result<ExitCode> {
+    let status = |verified: bool| if verified { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    if repeat == 1 {
+        let report = once(1).map_err(|e| anyhow!(e))?;
+        if json {
+            print_json(&report)?
+        } else {
+            print!("{}", report.text())
+        }
+        return Ok(status(report.verified()));
+    }
+    let mut reports = Vec::with_capacity(repeat as usize);
+    for run in 1..=repeat {
+        let report = once(run).map_err(|e| anyhow!("run {run}: {e}"))?;
+        if !json {
+            print!("run {run} of {repeat}:\n{}\n", report.text());
         }
         reports.push(report);
     }
-    let summary = plfs_bench::StoreRepeatedReport::new(reports);
-    if opts.json {
-        print_json(&summary)?;
+    let summary = summarize(reports);
+    if json {
+        print_json(&summary)?
     } else {
-        print!("{}", summary.to_text());
+        print!("{}", summary.text())
     }
-    Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(status(summary.verified()))
 }
 
 pub fn worker_command() -> Result<WorkerCommand> {
