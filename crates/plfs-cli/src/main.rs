@@ -41,7 +41,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Parse the plfsrc, show mounts and backends, and check their directories exist.
+    /// Parse the plfsrc, show mounts and backends, and check their directories exist (HDFS and S3: list their roots).
     CheckConfig(commands::check_config::Opts),
     /// Library and format version; with FILE, the versions that created it.
     Version(commands::version::Opts),
