@@ -367,8 +367,9 @@ fn compared(spec: &BenchSpec, order: &[&str]) -> String {
              N-N = each process writes its records sequentially into its own plain file."
         ),
         Workload::Nn => format!(
-            "Compared: plfs = {n} logical files, one writer process each, through the library (plfs's \
-             own N-N mode is not built yet, so each is a full container); N-N = {n} plain files. \
+            "Compared: plfs = {n} logical files, one writer process each, through the library on a \
+             shared_file mount, so each is a full container (the n-n workload's plain files are \
+             measured by `plfs bench mdtest`); N-N = {n} plain files. \
              There is no direct N-1 phase."
         ),
     };

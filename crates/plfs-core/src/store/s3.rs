@@ -921,7 +921,9 @@ impl Store for S3Store {
             Source::Live(log)
         } else {
             match self.shared.probe_blocking("open", path)? {
-                Probe::File { size, .. } => Source::Object { key: self.shared.key(path), size },
+                Probe::File { size, .. } => {
+                    Source::Object(Segment { key: self.shared.key(path), start: 0, len: size })
+                }
                 Probe::Log { .. } => Source::Sealed { path: path.clone(), segments: RwLock::new(None) },
                 Probe::Directory => {
                     return Err(self.shared.plain_error(
@@ -1139,7 +1141,7 @@ impl Drop for S3AppendWriter {
 #[derive(Debug)]
 enum Source {
     /// A whole file: one object of fixed size.
-    Object { key: Key, size: u64 },
+    Object(Segment),
     /// A log another process wrote (or is writing): its sealed segments,
     /// listed at the first read and again when a read runs past them.
     Sealed { path: StorePath, segments: RwLock<Option<Arc<Vec<Segment>>>> },
@@ -1212,10 +1214,7 @@ impl S3ReadHandle {
 impl ReadHandle for S3ReadHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         match &self.source {
-            Source::Object { key, size } => {
-                let segment = Segment { key: key.clone(), start: 0, len: *size };
-                self.read_segments(std::slice::from_ref(&segment), buf, offset)
-            }
+            Source::Object(whole) => self.read_segments(std::slice::from_ref(whole), buf, offset),
             Source::Sealed { path, segments } => {
                 let known = segments.read().unwrap_or_else(PoisonError::into_inner).clone();
                 let known = match known {
@@ -1261,7 +1260,7 @@ impl ReadHandle for S3ReadHandle {
 
     fn len(&self) -> Result<u64> {
         match &self.source {
-            Source::Object { size, .. } => Ok(*size),
+            Source::Object(whole) => Ok(whole.len),
             Source::Sealed { path, segments } => {
                 let current = self.reload(path, segments)?;
                 Ok(current.last().map_or(0, |last| last.start + last.len))
