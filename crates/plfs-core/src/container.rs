@@ -219,15 +219,18 @@ fn publish_by_access_file(store: &dyn Store, paths: &ContainerPaths, access: &Ac
 /// still making: only its `meta/` directory (made first) and perhaps its
 /// `version` file, no access file yet. A logical directory cannot look like
 /// that unless a user made an empty `meta` directory and nothing else in it.
+/// A creator that finished since the caller looked for the access file
+/// (there is one now), or a directory removed since, also means: look again.
 fn being_created(store: &dyn Store, paths: &ContainerPaths) -> Result<bool> {
     let entries = match store.list(&paths.dir) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(true),
         Err(error) => return Err(error),
     };
     let mut has_meta = false;
     for entry in &entries {
         match (layout::classify_container_entry(&entry.name), entry.kind) {
+            (ContainerEntry::Access, EntryKind::File) => return Ok(true),
             (ContainerEntry::Meta, EntryKind::Directory) => has_meta = true,
             (ContainerEntry::Version, EntryKind::File) => {}
             _ => return Ok(false),
