@@ -337,24 +337,32 @@ impl OpenFile {
 
     /// Makes a writer's data durable, then the index records that point at
     /// it: after a crash an index record never names bytes that are gone.
+    /// Only then are both made readable, at once (see
+    /// [`AppendWriter::persist`]): on HDFS that is one close wait, not two.
     fn sync_slot(&self, slot: &mut WriterSlot) -> Result<()> {
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
-        if logs.data_dirty {
-            if let Err(error) = logs.data.sync() {
-                self.retire(slot);
-                return Err(error.context(format!("/{}: syncing data log", self.path())));
-            }
-            slot.logs.as_mut().expect("present").data_dirty = false;
+        let data_dirty = logs.data_dirty;
+        if data_dirty && let Err(error) = logs.data.persist() {
+            self.retire(slot);
+            return Err(error.context(format!("/{}: syncing data log", self.path())));
         }
         self.flush_frame(slot)?;
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
-        if logs.index_dirty {
-            if let Err(error) = logs.index.sync() {
-                self.retire(slot);
-                return Err(error.context(format!("/{}: syncing index log", self.path())));
-            }
-            slot.logs.as_mut().expect("present").index_dirty = false;
+        let index_dirty = logs.index_dirty;
+        if index_dirty && let Err(error) = logs.index.persist() {
+            self.retire(slot);
+            return Err(error.context(format!("/{}: syncing index log", self.path())));
         }
+        let (data, index) = publish_pair(logs, data_dirty, index_dirty);
+        for (result, what) in [(data, "data"), (index, "index")] {
+            if let Err(error) = result {
+                self.retire(slot);
+                return Err(error.context(format!("/{}: syncing {what} log", self.path())));
+            }
+        }
+        let logs = slot.logs.as_mut().expect("present");
+        logs.data_dirty = false;
+        logs.index_dirty = false;
         Ok(())
     }
 
@@ -685,6 +693,22 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
     }
     container::ignore_missing(store.remove_file(&paths.meta(&layout::open_record_name(&summary.log))?))
         .with_context(context)
+}
+
+/// Publishes a writer's persisted logs, the data log on a thread of its
+/// own when both need it, so their waits overlap.
+fn publish_pair(logs: &mut WriterLogs, data_dirty: bool, index_dirty: bool) -> (Result<()>, Result<()>) {
+    let (data, index) = (&mut logs.data, &mut logs.index);
+    match (data_dirty, index_dirty) {
+        (true, true) => std::thread::scope(|scope| {
+            let data = scope.spawn(|| data.publish());
+            let index = index.publish();
+            (data.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), index)
+        }),
+        (true, false) => (data.publish(), Ok(())),
+        (false, true) => (Ok(()), index.publish()),
+        (false, false) => (Ok(()), Ok(())),
+    }
 }
 
 /// Moves the writer's pending run, if any, into its frame. (Its entry in

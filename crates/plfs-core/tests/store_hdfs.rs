@@ -100,6 +100,39 @@ fn readers_see_appends_after_sync() {
     forked_child_uses_the_store(&store, &log);
 }
 
+/// A writer persists two logs and publishes them at once (plfs's sync of
+/// a data and an index log): a reader in another client that reaches the
+/// persisted bytes before the close finishes waits for them instead of
+/// reading short, which is what makes publishing both at once safe.
+#[test]
+fn persisted_bytes_are_never_read_short() {
+    let Some(server) = TestServer::start("hdfs", &[]) else { return };
+    let store = store_at(&server, "/persist");
+    let (host, port) = host_port(server.url());
+    let other = HdfsStore::new(&host, port, "/persist", format!("{}/persist", server.url())).unwrap();
+    let log = StorePath::parse("log").unwrap();
+    let mut writer = store.create_append(&log).unwrap();
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    writer.append(&bytes).unwrap();
+    writer.persist().unwrap();
+    // Until the close, the block is under construction: readable length 0.
+    let reader = other.open_read(&log).unwrap();
+    std::thread::scope(|scope| {
+        let read = scope.spawn(|| {
+            let mut buf = vec![0u8; bytes.len()];
+            let count = reader.read_at(&mut buf, 0).unwrap();
+            (count, buf)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        writer.publish().unwrap();
+        let (count, buf) = read.join().unwrap();
+        assert_eq!(count, bytes.len(), "a read of persisted bytes came back short");
+        assert!(buf == bytes, "persisted bytes read back differently");
+    });
+    assert_eq!(other.metadata(&log).unwrap().size, bytes.len() as u64);
+    writer.close().unwrap();
+}
+
 /// The longest a forked child may take for a few calls.
 const CHILD_DEADLINE: Duration = Duration::from_secs(60);
 

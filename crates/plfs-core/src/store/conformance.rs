@@ -27,6 +27,7 @@ pub fn run_all(store: &dyn Store) {
     create_new_race(store);
     replace_overwrites(store);
     append_and_read(store);
+    persist_then_publish(store);
     create_append_is_exclusive(store);
     random_writes(store);
     rename_files(store);
@@ -214,6 +215,44 @@ pub fn append_and_read(store: &dyn Store) {
     whole.extend_from_slice(b"tail");
     assert!(read(store, &path) == whole, "log read back differently");
     assert_eq!(ok(store.metadata(&path), "metadata log").size, 1007);
+    remove_tree(store, &d);
+}
+
+/// `persist` then `publish` is a `sync` split in two: what was persisted
+/// reads back whole, even before it is published, and several logs can be
+/// published at once.
+pub fn persist_then_publish(store: &dyn Store) {
+    let d = scratch(store, "persist");
+    let (first, second) = (at(&d, "first"), at(&d, "second"));
+    let mut logs =
+        [ok(store.create_append(&first), "create_append"), ok(store.create_append(&second), "create_append")];
+    let chunk = pattern(5000, 3);
+    for log in &mut logs {
+        ok(log.append(&chunk), "append");
+        ok(log.persist(), "persist");
+    }
+    assert!(read(store, &first) == chunk, "persisted, unpublished log read back differently");
+    std::thread::scope(|scope| {
+        let [a, b] = &mut logs;
+        let a = scope.spawn(|| a.publish());
+        ok(b.publish(), "publish");
+        ok(a.join().expect("publishing thread"), "publish");
+    });
+    assert!(read(store, &second) == chunk, "published log read back differently");
+    for log in &mut logs {
+        ok(log.append(b"more"), "append after publish");
+        ok(log.persist(), "persist again");
+        ok(log.publish(), "publish again");
+    }
+    let mut whole = chunk.clone();
+    whole.extend_from_slice(b"more");
+    for log in logs {
+        ok(log.close(), "close");
+    }
+    for path in [&first, &second] {
+        assert!(read(store, path) == whole, "log read back differently after a second publish");
+        assert_eq!(ok(store.metadata(path), "metadata log").size, whole.len() as u64);
+    }
     remove_tree(store, &d);
 }
 

@@ -370,6 +370,16 @@ impl AppendWriter for FaultyWriter {
         self.inner.sync()
     }
 
+    // A sync fault strikes the durable half; publishing is not a second sync.
+    fn persist(&mut self) -> Result<()> {
+        self.faults.guard(Op::Sync, &[&self.path])?;
+        self.inner.persist()
+    }
+
+    fn publish(&mut self) -> Result<()> {
+        self.inner.publish()
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
     }

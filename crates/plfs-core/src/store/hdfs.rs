@@ -42,7 +42,7 @@ use std::future::Future;
 use std::process;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use hdfs_native::client::FileStatus;
@@ -78,6 +78,16 @@ const SOCKET_TIMEOUT_MS: &str = "20000";
 const NAMENODE_ATTEMPTS: &str = "2";
 const NAMENODE_RETRY_SLEEP_BASE_MS: &str = "100";
 const NAMENODE_RETRY_SLEEP_MAX_MS: &str = "1000";
+
+/// Longest wait of a read for bytes a writer has persisted but not yet
+/// closed (see `HdfsReadHandle::wait_for_tail`): a close waits for the
+/// NameNode up to about 15 s (`hdfs-native` retries 5 times, doubling from
+/// 500 ms), so anything longer means the writer is gone.
+const TAIL_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// The first and longest pauses between looks at such a file.
+const TAIL_POLL_FIRST: Duration = Duration::from_millis(5);
+const TAIL_POLL_MAX: Duration = Duration::from_millis(100);
 
 /// Longest HDFS error text kept in a plfs error message.
 const ERROR_TEXT_CHARS_MAX: usize = 400;
@@ -868,6 +878,24 @@ impl OpenLog {
         }
     }
 
+    /// `hsync` without closing: the bytes are durable and counted in the
+    /// file's length, and readers that reach them wait for the close
+    /// ([`HdfsReadHandle::reader_for`]).
+    fn persist(&self, inner: &Inner) -> Result<()> {
+        let mut state = lock(&self.state);
+        self.refuse_failed(inner, &state)?;
+        self.refuse_inherited(inner, &mut state)?;
+        let Some(writer) = state.writer.as_mut() else {
+            return Ok(());
+        };
+        if let Err(error) = inner.transfer(writer.hsync()) {
+            let error = inner.error(&error, &format!("{}: hsync of the log", self.name));
+            state.failed = Some(error.to_string());
+            return Err(error);
+        }
+        Ok(())
+    }
+
     fn refuse_failed(&self, inner: &Inner, state: &LogState) -> Result<()> {
         match &state.failed {
             None => Ok(()),
@@ -921,6 +949,14 @@ impl AppendWriter for HdfsAppendWriter {
 
     fn sync(&mut self) -> Result<()> {
         self.log.publish(&self.inner, true)
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        self.log.persist(&self.inner)
+    }
+
+    fn publish(&mut self) -> Result<()> {
+        self.log.publish(&self.inner, false)
     }
 
     fn len(&self) -> u64 {
@@ -1012,7 +1048,52 @@ impl HdfsReadHandle {
                 log.publish(&self.inner, true)?;
             }
         }
-        self.refresh()
+        let reader = self.refresh()?;
+        if reader.length >= end {
+            return Ok(reader);
+        }
+        self.wait_for_tail(reader, end)
+    }
+
+    /// Bytes another writer has persisted (hsync) count in the file's
+    /// length before anyone can read them: `hdfs-native` reads only up to
+    /// the last completed block, and a last block completes when its writer
+    /// closes the file, which writers do right after persisting (see
+    /// [`AppendWriter::persist`]) but which takes the NameNode about 500 ms.
+    /// A read that reaches such bytes waits for them, so it is never short
+    /// for bytes that are durable. A writer that died between its hsync and
+    /// its close leaves them unreadable until HDFS recovers its lease; after
+    /// [`TAIL_WAIT_MAX`] the read returns what is readable, with a warning.
+    fn wait_for_tail(&self, mut reader: Arc<Reader>, end: u64) -> Result<Arc<Reader>> {
+        let deadline = Instant::now() + TAIL_WAIT_MAX;
+        let mut pause = TAIL_POLL_FIRST;
+        loop {
+            let durable = match self.inner.call(async |client| client.get_file_info(&self.full).await) {
+                Ok(status) => status.length as u64,
+                // Removed since it was opened: what was readable is all.
+                Err(HdfsError::FileNotFound(_)) => return Ok(reader),
+                Err(error) => return Err(self.inner.error(&error, &format!("stat {}", self.name))),
+            };
+            let wanted = end.min(durable);
+            if reader.length >= wanted {
+                return Ok(reader);
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    store = %self.inner.url,
+                    file = %self.name,
+                    readable = reader.length,
+                    durable,
+                    "bytes synced by a writer are still unreadable after {} s: its writer has not \
+                     closed the file (if it died, HDFS releases it when the lease expires)",
+                    TAIL_WAIT_MAX.as_secs()
+                );
+                return Ok(reader);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(TAIL_POLL_MAX);
+            reader = self.refresh()?;
+        }
     }
 }
 
@@ -1044,7 +1125,7 @@ impl ReadHandle for HdfsReadHandle {
         if let Some(log) = self.inner.open_log(&self.full) {
             return Ok(lock(&log.state).len);
         }
-        Ok(self.refresh()?.length)
+        Ok(self.reader_for(u64::MAX)?.length)
     }
 }
 

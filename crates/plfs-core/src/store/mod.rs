@@ -180,8 +180,27 @@ pub trait AppendWriter: Send + fmt::Debug {
     /// readers must detect (the index format's checksums do).
     fn append(&mut self, buf: &[u8]) -> Result<()>;
 
-    /// Makes every appended byte durable.
+    /// Makes every appended byte durable, and readable by every reader.
     fn sync(&mut self) -> Result<()>;
+
+    /// The first half of [`sync`](Self::sync): every appended byte is
+    /// durable when it returns, and a reader that reaches such bytes before
+    /// [`publish`](Self::publish) gets them (waiting if it must), never a
+    /// short read. Callers that sync several logs persist them in the order
+    /// crash safety needs, then publish them all at once: on HDFS publishing
+    /// is a file close that waits about 500 ms for the NameNode, and paying
+    /// that once per log in a row dominated small checkpoints. Stores where
+    /// durability and visibility are one step do all of `sync` here.
+    fn persist(&mut self) -> Result<()> {
+        self.sync()
+    }
+
+    /// The second half of [`sync`](Self::sync), after
+    /// [`persist`](Self::persist): nothing to do on stores whose persist
+    /// already published.
+    fn publish(&mut self) -> Result<()> {
+        Ok(())
+    }
 
     /// Bytes in the log so far: the physical offset of the next append.
     fn len(&self) -> u64;
