@@ -151,6 +151,15 @@ pub(crate) fn create(
         if published {
             return Ok(true);
         }
+        // Another creator won. Its access file may not be readable yet (on
+        // HDFS it is closed in the background), and seeing it is enough.
+        if store.metadata(&paths.access()).is_ok_and(|metadata| metadata.kind == EntryKind::File) {
+            return if exclusive {
+                Err(Error::new(ErrorKind::AlreadyExists, path.to_string()))
+            } else {
+                Ok(false)
+            };
+        }
     }
     Err(Error::new(
         ErrorKind::Io,
@@ -172,14 +181,15 @@ fn publish_by_rename(
     let staged = ContainerPaths::new(temporary.clone());
     let assemble = || -> Result<()> {
         store.create_dir(&temporary, 0o755)?;
-        // The three pieces are independent, so they are made at once: on
-        // HDFS each file's close waits for a DataNode's block report (often
-        // a 500 ms client retry), and every writer of a new file is here.
+        // The three pieces are independent, so they are made at once, and
+        // the files are deferred: on HDFS each file's close waits for a
+        // DataNode's block report (often a 500 ms client retry), and every
+        // writer of a new file is here. The file's close settles them.
         std::thread::scope(|scope| {
             let meta = scope.spawn(|| store.create_dir(&staged.meta_dir(), 0o755));
-            let version =
-                scope.spawn(|| store.create_new(&staged.version(), &VersionRecord::current().encode()));
-            let access = store.create_new(&staged.access(), &access.encode());
+            let version = scope
+                .spawn(|| store.create_new_deferred(&staged.version(), &VersionRecord::current().encode()));
+            let access = store.create_new_deferred(&staged.access(), &access.encode());
             let joined = |handle: std::thread::ScopedJoinHandle<'_, Result<()>>| {
                 handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             };

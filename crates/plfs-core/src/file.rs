@@ -650,6 +650,11 @@ impl OpenFile {
             }
         }
         *write_lock(&self.read_state) = None;
+        // A container this process created is readable by the time its
+        // creator's close returns (see Store::create_new_deferred).
+        if let Err(error) = self.mount.settle() {
+            first_error.get_or_insert(error.context(format!("/{path}: creating the container")));
+        }
         if wrote && first_error.is_none() && self.mount.tuning.flatten_on_close {
             self.flatten_if_last(&path);
         }

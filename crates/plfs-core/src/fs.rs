@@ -91,6 +91,17 @@ impl MountState {
         self.stores[backend.0].as_ref()
     }
 
+    /// Settles every backend (see `Store::settle`); the first failure.
+    pub(crate) fn settle(&self) -> Result<()> {
+        let mut first_error = None;
+        for store in &self.stores {
+            if let Err(error) = store.settle() {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Whether files are plain backend files (n-n) rather than containers.
     pub(crate) fn is_flat(&self) -> bool {
         self.workload == Workload::FilePerProc

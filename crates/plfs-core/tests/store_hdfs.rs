@@ -133,6 +133,31 @@ fn persisted_bytes_are_never_read_short() {
     writer.close().unwrap();
 }
 
+/// A small file created deferred is in place and durable at once; another
+/// client that reads it before its close completes gets all of it, and
+/// `settle` finds the close done.
+#[test]
+fn deferred_small_files_read_whole_before_they_settle() {
+    let Some(server) = TestServer::start("hdfs", &[]) else { return };
+    let store = store_at(&server, "/deferred");
+    let (host, port) = host_port(server.url());
+    let other = HdfsStore::new(&host, port, "/deferred", format!("{}/deferred", server.url())).unwrap();
+    for i in 0..4 {
+        let path = StorePath::parse(&format!("small.{i}")).unwrap();
+        let contents = format!("record {i} of a container's creation").into_bytes();
+        store.create_new_deferred(&path, &contents).unwrap();
+        assert_eq!(other.metadata(&path).unwrap().size, contents.len() as u64, "in place at once");
+        assert_eq!(other.read_all(&path).unwrap(), contents, "another client read it differently");
+    }
+    store.settle().unwrap();
+    // Dropping a store settles what is left.
+    let path = StorePath::parse("dropped").unwrap();
+    store.create_new_deferred(&path, b"closed by drop").unwrap();
+    drop(store);
+    let reader = other.open_read(&path).unwrap();
+    assert_eq!(reader.len().unwrap(), 14);
+}
+
 /// The longest a forked child may take for a few calls.
 const CHILD_DEADLINE: Duration = Duration::from_secs(60);
 

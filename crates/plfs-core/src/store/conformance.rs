@@ -25,6 +25,7 @@ pub fn run_all(store: &dyn Store) {
     directories(store);
     create_new_is_atomic_and_exclusive(store);
     create_new_race(store);
+    create_new_deferred_then_settle(store);
     replace_overwrites(store);
     append_and_read(store);
     persist_then_publish(store);
@@ -151,6 +152,29 @@ pub fn create_new_race(store: &dyn Store) {
     single_winner(&results, "create_new race on an empty file");
     fails(store.create_new(&empty, b""), ErrorKind::AlreadyExists, "create_new empty again");
     assert_eq!(names(store, &d), owned(&[("empty", EntryKind::File), ("target", EntryKind::File)]));
+    remove_tree(store, &d);
+}
+
+/// `create_new_deferred` is `create_new` whose file may become readable a
+/// moment later: reads get all of it, the race has one winner and leaves
+/// no debris, a file removed before `settle` is no failure.
+pub fn create_new_deferred_then_settle(store: &dyn Store) {
+    let d = scratch(store, "create_new_deferred");
+    let (x, gone) = (at(&d, "x"), at(&d, "gone"));
+    ok(store.create_new_deferred(&x, b"deferred"), "create_new_deferred x");
+    assert_eq!(read(store, &x), b"deferred", "a deferred file read back differently");
+    assert_eq!(ok(store.metadata(&x), "metadata x").size, 8);
+    fails(store.create_new_deferred(&x, b"other"), ErrorKind::AlreadyExists, "create_new_deferred x again");
+    fails(store.create_new(&x, b"other"), ErrorKind::AlreadyExists, "create_new onto a deferred file");
+    let target = at(&d, "target");
+    let results = race(|i| store.create_new_deferred(&target, &contents_for(i)));
+    let winner = single_winner(&results, "create_new_deferred race");
+    ok(store.create_new_deferred(&gone, b"removed before settle"), "create_new_deferred gone");
+    ok(store.remove_file(&gone), "remove a deferred file");
+    ok(store.settle(), "settle");
+    assert!(read(store, &target) == contents_for(winner), "the file is not the winner's");
+    assert_eq!(names(store, &d), owned(&[("target", EntryKind::File), ("x", EntryKind::File)]));
+    ok(store.settle(), "settle with nothing pending");
     remove_tree(store, &d);
 }
 

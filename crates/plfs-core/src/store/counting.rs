@@ -162,6 +162,15 @@ impl Store for CountingStore {
         self.inner.create_new(path, contents)
     }
 
+    fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.count(|c| &c.creates);
+        self.inner.create_new_deferred(path, contents)
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.inner.settle()
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.count(|c| &c.replaces);
         self.inner.replace(path, contents)

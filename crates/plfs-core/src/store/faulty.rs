@@ -280,6 +280,15 @@ impl Store for FaultyStore {
         self.inner.create_new(path, contents)
     }
 
+    fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.faults.guard(Op::CreateNew, &[path])?;
+        self.inner.create_new_deferred(path, contents)
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.inner.settle()
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.faults.guard(Op::Replace, &[path])?;
         self.inner.replace(path, contents)

@@ -136,7 +136,18 @@ struct Inner {
     /// Logs being written through this store, by HDFS path, so reads of
     /// them in this process can make their unsynced bytes readable.
     open_logs: Mutex<HashMap<String, Weak<OpenLog>>>,
+    /// Closes that `create_new_deferred` left running, until `settle`.
+    unsettled: Mutex<Vec<Unsettled>>,
     ids: IdMap,
+}
+
+/// The close of a small file, running on the store's runtime.
+struct Unsettled {
+    /// The store path it was created at, for messages.
+    name: String,
+    close: tokio::task::JoinHandle<hdfs_native::Result<()>>,
+    /// The process whose runtime runs `close`.
+    pid: u32,
 }
 
 impl fmt::Debug for HdfsStore {
@@ -199,6 +210,7 @@ impl HdfsStore {
             root,
             connection: RwLock::new(Arc::new(connection)),
             open_logs: Mutex::new(HashMap::new()),
+            unsettled: Mutex::new(Vec::new()),
             ids: IdMap::default(),
         };
         let store = HdfsStore { inner: Arc::new(inner) };
@@ -269,6 +281,27 @@ impl HdfsStore {
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
         let serial = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         parent.join(&format!("{TEMP_PREFIX}{}.{serial}.{nanos}", process::id()))
+    }
+
+    /// Writes `contents` to a new file at `path` and hsyncs it, leaving it
+    /// open: durable, counted in its length, not yet readable.
+    fn write_unclosed(&self, path: &StorePath, contents: &[u8]) -> Result<FileWriter> {
+        let full = self.full(path);
+        let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
+        let fail = self.fail("create", path);
+        let mut writer =
+            self.inner.call(async |client| client.create(&full, options).await).map_err(&fail)?;
+        let written = async {
+            writer.write_bytes(Bytes::copy_from_slice(contents)).await?;
+            writer.hsync().await
+        };
+        if let Err(error) = self.inner.transfer(written) {
+            let error = fail(error);
+            self.inner.close_later(writer, path.to_string());
+            self.remove_quietly(path);
+            return Err(error);
+        }
+        Ok(writer)
     }
 
     /// Writes `contents` to a new file at `path` and closes it.
@@ -402,6 +435,46 @@ impl Inner {
             return Error::new(kind, format!("{}: {what}: NameNode {}: {text}", self.url, self.namenode));
         }
         Error::new(kind, format!("{}: {what}: {text}", self.url))
+    }
+
+    /// Starts closing `writer` on this process's runtime; [`Inner::settle`]
+    /// waits for it.
+    fn close_later(&self, mut writer: FileWriter, name: String) {
+        let Ok(connection) = self.connection() else {
+            // No runtime to run it on: the file stays open, like a writer
+            // that died, and HDFS recovers its lease.
+            std::mem::forget(writer);
+            return;
+        };
+        let close = connection.runtime.spawn(async move { writer.close().await });
+        lock(&self.unsettled).push(Unsettled { name, close, pid: process::id() });
+    }
+
+    /// Waits for every close [`Inner::close_later`] started in this process.
+    /// A file removed meanwhile (a container that lost its creation race)
+    /// has nothing left to close.
+    fn settle(&self) -> Result<()> {
+        let pending = std::mem::take(&mut *lock(&self.unsettled));
+        let pid = process::id();
+        let mut first_error = None;
+        for unsettled in pending {
+            if unsettled.pid != pid {
+                // The parent's, inherited through fork: it finishes them.
+                std::mem::forget(unsettled.close);
+                continue;
+            }
+            let joined = self.transfer(async {
+                unsettled.close.await.unwrap_or_else(|error| Err(HdfsError::InternalError(error.to_string())))
+            });
+            match joined {
+                Ok(()) => {}
+                Err(error) if map_kind(&error) == ErrorKind::NotFound => {}
+                Err(error) => {
+                    first_error.get_or_insert(self.error(&error, &format!("closing {}", unsettled.name)));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     fn open_log(&self, full: &str) -> Option<Arc<OpenLog>> {
@@ -589,6 +662,28 @@ impl Store for HdfsStore {
             return Err(error);
         }
         Ok(())
+    }
+
+    /// Like `create_new`, but the file is put in place after its hsync and
+    /// closed in the background: readers that get to it before the close
+    /// completes wait for it (`HdfsReadHandle::wait_for_tail`).
+    fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        if path.is_root() || contents.is_empty() {
+            return self.create_new(path, contents);
+        }
+        let temp = self.temp_beside(path)?;
+        let writer =
+            self.write_unclosed(&temp, contents).map_err(|error| self.explain_missing(error, path))?;
+        let renamed = self.rename_noreplace(&temp, path, &format!("create {path}"));
+        if renamed.is_err() {
+            self.remove_quietly(&temp);
+        }
+        self.inner.close_later(writer, path.to_string());
+        renamed
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.inner.settle()
     }
 
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
@@ -983,6 +1078,14 @@ impl Drop for HdfsAppendWriter {
             tracing::warn!(log = %self.log.name, %error, "closing a dropped log failed");
         }
         self.inner.forget_log(&self.log);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(error) = self.settle() {
+            tracing::warn!(store = %self.url, %error, "a file created in the background failed to close");
+        }
     }
 }
 

@@ -140,6 +140,24 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// `AlreadyExists`. Readers never see a partial file.
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()>;
 
+    /// [`create_new`](Self::create_new), except that the store may finish
+    /// making the file readable after it returns: it is durable and in
+    /// place, a reader that gets to it first waits for it, and
+    /// [`settle`](Self::settle) waits for every such file. For the small
+    /// files of a new container, which every writer of a new file waits
+    /// for: on HDFS each file's close waits about 500 ms for the NameNode,
+    /// and this overlaps that wait with the writer's work.
+    fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.create_new(path, contents)
+    }
+
+    /// Waits until every file [`create_new_deferred`](Self::create_new_deferred)
+    /// made through this store (in this process) is readable; reports the
+    /// first that failed. Dropping the store settles too.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Atomically replaces (or creates) a small file with `contents`.
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()>;
 
