@@ -135,7 +135,9 @@ start() {
   [ "$ready" = 1 ] || die "MinIO would not start; log: $state/log"
   local status
   status="$(s3_status_settled PUT "$endpoint/$bucket")"
-  [ "$status" = 200 ] || { stop; die "creating bucket $bucket at $endpoint answered HTTP $status"; }
+  # 409: the bucket is left from an earlier start over the same STATE.
+  [ "$status" = 200 ] || [ "$status" = 409 ] ||
+    { stop; die "creating bucket $bucket at $endpoint answered HTTP $status"; }
   # The store's atomic container creation rests on conditional puts: a
   # second If-None-Match: * put of one key must be refused with 412.
   local probe="$endpoint/$bucket/plfs-probe-conditional-put" first second

@@ -9,6 +9,14 @@
 //!   what makes synced bytes readable by other processes: `hdfs-native`
 //!   reads only up to the end of the last *completed* block, so bytes of a
 //!   file still open for writing are invisible to every reader.
+//! - `persist` / `publish` split `sync` into the `hsync` and the close, so
+//!   plfs closes a writer's data and index logs at once (each close waits
+//!   about 500 ms for the NameNode). Bytes hsynced but not yet closed count
+//!   in the file's length; a read that reaches them waits until they are
+//!   readable instead of reading short.
+//! - The small files of a new container are written, hsynced and put in
+//!   place by `create_new_deferred`, and closed in the background until
+//!   `settle` (or the store's drop).
 //! - Reads in this process of a log this process is still writing (plfs
 //!   reads its own writes before any sync) find the writer through a
 //!   per-store registry of open logs and ask it to *publish* (close) first.
@@ -40,7 +48,7 @@ use std::ffi::{CStr, CString};
 use std::fmt;
 use std::future::Future;
 use std::process;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -747,6 +755,7 @@ impl Store for HdfsStore {
             inner: self.inner.clone(),
             name: path.to_string(),
             reader: RwLock::new(None),
+            tail_abandoned: AtomicBool::new(false),
             full: self.full(path),
         };
         // One getBlockLocations opens the file; only a failure pays for
@@ -1098,6 +1107,9 @@ struct HdfsReadHandle {
     /// The store path, for messages (errors add the store's URL).
     name: String,
     reader: RwLock<Option<Arc<Reader>>>,
+    /// Set when a wait for durable bytes ran out: the writer is gone, and
+    /// later reads through this handle do not wait again.
+    tail_abandoned: AtomicBool,
 }
 
 /// `hdfs-native`'s reader with the length it can serve.
@@ -1152,7 +1164,7 @@ impl HdfsReadHandle {
             }
         }
         let reader = self.refresh()?;
-        if reader.length >= end {
+        if reader.length >= end || self.tail_abandoned.load(Ordering::Relaxed) {
             return Ok(reader);
         }
         self.wait_for_tail(reader, end)
@@ -1166,7 +1178,8 @@ impl HdfsReadHandle {
     /// A read that reaches such bytes waits for them, so it is never short
     /// for bytes that are durable. A writer that died between its hsync and
     /// its close leaves them unreadable until HDFS recovers its lease; after
-    /// [`TAIL_WAIT_MAX`] the read returns what is readable, with a warning.
+    /// [`TAIL_WAIT_MAX`] the read returns what is readable, with a warning,
+    /// and this handle stops waiting.
     fn wait_for_tail(&self, mut reader: Arc<Reader>, end: u64) -> Result<Arc<Reader>> {
         let deadline = Instant::now() + TAIL_WAIT_MAX;
         let mut pause = TAIL_POLL_FIRST;
@@ -1191,6 +1204,7 @@ impl HdfsReadHandle {
                      closed the file (if it died, HDFS releases it when the lease expires)",
                     TAIL_WAIT_MAX.as_secs()
                 );
+                self.tail_abandoned.store(true, Ordering::Relaxed);
                 return Ok(reader);
             }
             std::thread::sleep(pause);
