@@ -291,14 +291,19 @@ impl HdfsStore {
         parent.join(&format!("{TEMP_PREFIX}{}.{serial}.{nanos}", process::id()))
     }
 
+    /// Creates an empty file at `path`, open for writing; fails if anything
+    /// is there.
+    fn create_file(&self, path: &StorePath) -> hdfs_native::Result<FileWriter> {
+        let full = self.full(path);
+        let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
+        self.inner.call(async |client| client.create(&full, options).await)
+    }
+
     /// Writes `contents` to a new file at `path` and hsyncs it, leaving it
     /// open: durable, counted in its length, not yet readable.
     fn write_unclosed(&self, path: &StorePath, contents: &[u8]) -> Result<FileWriter> {
-        let full = self.full(path);
-        let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
         let fail = self.fail("create", path);
-        let mut writer =
-            self.inner.call(async |client| client.create(&full, options).await).map_err(&fail)?;
+        let mut writer = self.create_file(path).map_err(&fail)?;
         let written = async {
             writer.write_bytes(Bytes::copy_from_slice(contents)).await?;
             writer.hsync().await
@@ -314,11 +319,8 @@ impl HdfsStore {
 
     /// Writes `contents` to a new file at `path` and closes it.
     fn write_whole(&self, op: &str, path: &StorePath, contents: &[u8]) -> Result<()> {
-        let full = self.full(path);
-        let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
         let fail = self.fail(op, path);
-        let mut writer =
-            self.inner.call(async |client| client.create(&full, options).await).map_err(&fail)?;
+        let mut writer = self.create_file(path).map_err(&fail)?;
         let written = async {
             if !contents.is_empty() {
                 writer.write_bytes(Bytes::copy_from_slice(contents)).await?;
@@ -730,11 +732,9 @@ impl Store for HdfsStore {
             ));
         }
         let full = self.full(path);
-        let options = WriteOptions::default().overwrite(false).create_parent(false).permission(FILE_MODE);
-        let writer =
-            self.inner.call(async |client| client.create(&full, options).await).map_err(|error| {
-                self.explain_missing(self.inner.error(&error, &format!("create log {path}")), path)
-            })?;
+        let writer = self.create_file(path).map_err(|error| {
+            self.explain_missing(self.inner.error(&error, &format!("create log {path}")), path)
+        })?;
         let log = Arc::new(OpenLog {
             full,
             name: path.to_string(),
