@@ -701,9 +701,11 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
 }
 
 /// Publishes a writer's persisted logs, the data log on a thread of its
-/// own when both need it, so their waits overlap.
+/// own when both have work to do (HDFS closes), so their waits overlap.
 fn publish_pair(logs: &mut WriterLogs, data_dirty: bool, index_dirty: bool) -> (Result<()>, Result<()>) {
     let (data, index) = (&mut logs.data, &mut logs.index);
+    let data_dirty = data_dirty && data.publish_pending();
+    let index_dirty = index_dirty && index.publish_pending();
     match (data_dirty, index_dirty) {
         (true, true) => std::thread::scope(|scope| {
             let data = scope.spawn(|| data.publish());

@@ -267,6 +267,7 @@ pub fn persist_then_publish(store: &dyn Store) {
         ok(log.append(b"more"), "append after publish");
         ok(log.persist(), "persist again");
         ok(log.publish(), "publish again");
+        assert!(!log.publish_pending(), "a published log still has publishing to do");
     }
     let mut whole = chunk.clone();
     whole.extend_from_slice(b"more");

@@ -270,6 +270,10 @@ impl AppendWriter for CountingWriter {
         self.inner.publish()
     }
 
+    fn publish_pending(&self) -> bool {
+        self.inner.publish_pending()
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
     }

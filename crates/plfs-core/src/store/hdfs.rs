@@ -1063,6 +1063,10 @@ impl AppendWriter for HdfsAppendWriter {
         self.log.publish(&self.inner, false)
     }
 
+    fn publish_pending(&self) -> bool {
+        lock(&self.log.state).writer.is_some()
+    }
+
     fn len(&self) -> u64 {
         lock(&self.log.state).len
     }

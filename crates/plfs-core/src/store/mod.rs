@@ -220,6 +220,12 @@ pub trait AppendWriter: Send + fmt::Debug {
         Ok(())
     }
 
+    /// Whether [`publish`](Self::publish) has work to do, so callers
+    /// publishing several logs overlap them only when it pays.
+    fn publish_pending(&self) -> bool {
+        false
+    }
+
     /// Bytes in the log so far: the physical offset of the next append.
     fn len(&self) -> u64;
 
