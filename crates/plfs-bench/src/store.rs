@@ -6,8 +6,9 @@
 //! Figure 7) when the DataNodes' JMX addresses are given.
 //!
 //! Per size, in a fresh directory `plfs-bench.<pid>.<ns>` on the stores:
-//! raw write, plfs write, then (with `read`) raw read and plfs read, each
-//! a set of worker processes released together. Raw writer r streams its
+//! raw write, plfs write, then (with `read`) raw read, plfs read, plfs
+//! read again and raw read again, each a set of worker processes released
+//! together; a side's read figure is its bytes over its time in both passes. Raw writer r streams its
 //! records, in order, into one object of its own (`Store::create_append`,
 //! `append`, `sync`, `close`); raw reader r reads writer (r+1)%N's object
 //! back with `open_read` / `read_at`, record by record, as the plfs reader
@@ -64,8 +65,8 @@ pub struct StoreBenchSpec {
     pub datanodes: Vec<String>,
     /// Wait before each DataNode snapshot (see [`DEFAULT_JMX_SETTLE`]).
     pub jmx_settle: Duration,
-    /// The first size runs plfs before raw (writes, then reads in the same
-    /// order), and every following size swaps: whichever goes first after
+    /// The first size runs plfs before raw (writes, then reads in the order
+    /// plfs, raw, raw, plfs), and every following size swaps: whichever goes first after
     /// a cleanup may meet a stall the other does not (seen on a shared
     /// disk), so repeats alternate this to cancel the order out.
     pub plfs_first: bool,
@@ -269,10 +270,20 @@ fn run_size(
     let dirs = RunDirs::create(stores, plfs, &run, spec.writers, spec.keep)?;
     let records = spec.records_at(record_bytes);
     let total_bytes = spec.writers as u64 * records * record_bytes as u64;
-    let targets = if plfs_first { [Target::Plfs, Target::RawNn] } else { [Target::RawNn, Target::Plfs] };
-    let mut plan: Vec<(Target, Op)> = targets.iter().map(|t| (*t, Op::Write)).collect();
+    let [first, second] =
+        if plfs_first { [Target::Plfs, Target::RawNn] } else { [Target::RawNn, Target::Plfs] };
+    let mut plan: Vec<(Target, Op, u32)> = vec![(first, Op::Write, 1), (second, Op::Write, 1)];
     if spec.read {
-        plan.extend(targets.iter().map(|t| (*t, Op::Read)));
+        // Reads are cheap next to writes, so each side reads twice, in the
+        // order first, second, second, first: a drift over the phases (a
+        // cache warming, a DataNode settling) then lands on both sides alike
+        // instead of on whichever reads second.
+        plan.extend([
+            (first, Op::Read, 1),
+            (second, Op::Read, 1),
+            (second, Op::Read, 2),
+            (first, Op::Read, 2),
+        ]);
     }
     let jmx = !spec.datanodes.is_empty();
     let settled_snapshot = || -> Result<Snapshot, String> {
@@ -281,8 +292,11 @@ fn run_size(
     };
     let mut before = if jmx { Some(settled_snapshot()?) } else { None };
     let (mut phases, mut traffic) = (Vec::new(), Vec::new());
-    for (target, op) in plan {
-        let name = format!("{} {}", op.as_str(), target.as_str());
+    for (target, op, pass) in plan {
+        let name = match pass {
+            1 => format!("{} {}", op.as_str(), target.as_str()),
+            _ => format!("{} {} {pass}", op.as_str(), target.as_str()),
+        };
         let specs: Vec<WorkerSpec> = (0..spec.writers)
             .map(|rank| WorkerSpec {
                 workload: spec.workload,
@@ -311,8 +325,14 @@ fn run_size(
         }
         phases.push(phase);
     }
-    let find =
-        |target: Target, op: Op| phases.iter().find(|p| p.target == target && p.op == op).map(|p| p.mibs);
+    // A side's bandwidth over all its passes: their bytes over their time.
+    let find = |target: Target, op: Op| {
+        let (bytes, seconds) = phases
+            .iter()
+            .filter(|p| p.target == target && p.op == op)
+            .fold((0u64, 0f64), |(bytes, seconds), p| (bytes + p.bytes, seconds + p.seconds));
+        (seconds > 0.0).then(|| bytes as f64 / MIB / seconds)
+    };
     let ratio = |plfs: Option<f64>, raw: Option<f64>| match (plfs, raw) {
         (Some(plfs), Some(raw)) if raw > 0.0 => Some(plfs / raw),
         _ => None,
@@ -408,11 +428,15 @@ fn compared(spec: &StoreBenchSpec) -> String {
         Workload::N1Segmented => "one logical file, one contiguous block each",
         Workload::Nn => "one logical file each",
     };
-    let reads = if spec.read {
-        " Read-back: process r reads, record by record, what process (r+1) mod N wrote (plfs through \
-         a fresh mount; raw with open_read/read_at on that writer's object), and checks every byte."
+    let (reads, order) = if spec.read {
+        (
+            " Read-back: process r reads, record by record, what process (r+1) mod N wrote (plfs through \
+             a fresh mount; raw with open_read/read_at on that writer's object), and checks every byte.",
+            "Per size the writes run, A then B, then each side reads twice in the order A, B, B, A (a \
+             side's read bandwidth is its bytes over its time in both passes)",
+        )
     } else {
-        ""
+        ("", "Per size the writes run, A then B")
     };
     let datanodes = if spec.datanodes.is_empty() {
         String::new()
@@ -427,9 +451,8 @@ fn compared(spec: &StoreBenchSpec) -> String {
         "Compared on the same store(s): plfs = {n} processes write {shape} through the library, which \
          appends per-writer logs to the store; raw N-N = each process streams its records into one object \
          of its own with the store's create_append/append/sync/close (on hdfs:// and s3:// the client \
-         library itself). Both sync before their clocks stop.{reads}{datanodes} Per size the writes \
-         run, then the reads, in the same order; which of plfs and raw goes first alternates from \
-         size to size and from run to run (see phases)."
+         library itself). Both sync before their clocks stop.{reads}{datanodes} {order}; which of plfs \
+         and raw is A alternates from size to size and from run to run (see phases)."
     )
 }
 

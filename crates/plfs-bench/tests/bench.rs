@@ -185,8 +185,8 @@ fn the_store_bench_reports_bytes_per_datanode_for_every_phase() {
     assert!(report.verified);
     assert_eq!(report.sizes.len(), 2);
     let orders = [
-        ["write raw-nn", "write plfs", "read raw-nn", "read plfs"],
-        ["write plfs", "write raw-nn", "read plfs", "read raw-nn"],
+        ["write raw-nn", "write plfs", "read raw-nn", "read plfs", "read plfs 2", "read raw-nn 2"],
+        ["write plfs", "write raw-nn", "read plfs", "read raw-nn", "read raw-nn 2", "read plfs 2"],
     ];
     for (size, order) in report.sizes.iter().zip(orders) {
         let phases: Vec<&str> = size.datanode_traffic.iter().map(|t| t.phase.as_str()).collect();

@@ -49,10 +49,11 @@ fn n1_strided_on_a_store_compares_plfs_with_raw_streams_at_every_size() {
     assert_eq!(report["target_ratio"], 0.9);
     let sizes = report["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 2, "{report}");
-    // The first size runs raw first, the next plfs first (order alternates).
+    // The first size runs raw first, the next plfs first (order alternates);
+    // each side reads twice, the first side first and last.
     let orders = [
-        ["write raw-nn", "write plfs", "read raw-nn", "read plfs"],
-        ["write plfs", "write raw-nn", "read plfs", "read raw-nn"],
+        ["write raw-nn", "write plfs", "read raw-nn", "read plfs", "read plfs 2", "read raw-nn 2"],
+        ["write plfs", "write raw-nn", "read plfs", "read raw-nn", "read raw-nn 2", "read plfs 2"],
     ];
     for ((size, record_bytes), order) in sizes.iter().zip([4099u64, 8192]).zip(orders) {
         let total = 3 * 10 * record_bytes;
@@ -80,6 +81,23 @@ fn n1_strided_on_a_store_compares_plfs_with_raw_streams_at_every_size() {
         }
         let ratio = size["plfs_write_mibs"].as_f64().unwrap() / size["raw_write_mibs"].as_f64().unwrap();
         assert!((size["write_ratio"].as_f64().unwrap() - ratio).abs() < 1e-9, "{size}");
+        // A side's read figure is its bytes over its time in both passes.
+        let read_mibs = |target: &str| {
+            let passes: Vec<&Value> = size["phases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["op"] == "read" && p["target"] == target)
+                .collect();
+            assert_eq!(passes.len(), 2, "{size}");
+            let bytes: f64 = passes.iter().map(|p| p["bytes"].as_f64().unwrap()).sum();
+            let seconds: f64 = passes.iter().map(|p| p["seconds"].as_f64().unwrap()).sum();
+            bytes / f64::from(1 << 20) / seconds
+        };
+        for (figure, target) in [("plfs_read_mibs", "plfs"), ("raw_read_mibs", "raw-nn")] {
+            let expected = read_mibs(target);
+            assert!((size[figure].as_f64().unwrap() - expected).abs() < 1e-9 * expected, "{figure}: {size}");
+        }
         assert_eq!(size["datanode_traffic"], serde_json::json!([]), "no DataNodes were given");
     }
     assert_eq!(entries(store.path()), Vec::<String>::new(), "the bench left files on the store");
@@ -215,7 +233,7 @@ fn datanodes_from_the_launchers_file_get_bytes_per_phase() {
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["datanode_jmx"].as_array().unwrap().len(), 2, "{report}");
     let traffic = report["sizes"][0]["datanode_traffic"].as_array().unwrap();
-    assert_eq!(traffic.len(), 4, "{report}");
+    assert_eq!(traffic.len(), 6, "two writes and four reads: {report}");
     for phase in traffic {
         let served: Vec<(&str, u64)> = phase["datanodes"]
             .as_array()
