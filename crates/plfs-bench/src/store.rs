@@ -65,11 +65,6 @@ pub struct StoreBenchSpec {
     pub datanodes: Vec<String>,
     /// Wait before each DataNode snapshot (see [`DEFAULT_JMX_SETTLE`]).
     pub jmx_settle: Duration,
-    /// Quiet before every write phase. On a shared virtual disk the phase
-    /// after a 6 GiB write (or after a size's files were deleted) ran
-    /// 20-40% slower whichever side it was, even after a sync: the disk
-    /// keeps digesting what the guest already flushed.
-    pub settle: Duration,
     /// The first size runs plfs before raw (writes, then reads in the order
     /// plfs, raw, raw, plfs), and every following size swaps: whichever goes first after
     /// a cleanup may meet a stall the other does not (seen on a shared
@@ -100,7 +95,6 @@ impl StoreBenchSpec {
             keep: false,
             datanodes: Vec::new(),
             jmx_settle: DEFAULT_JMX_SETTLE,
-            settle: Duration::ZERO,
             plfs_first: false,
         }
     }
@@ -322,11 +316,6 @@ fn run_size(
         // now, not during this phase's clock (as the posix bench does).
         // SAFETY: sync(2) takes no arguments and cannot fail.
         unsafe { libc::sync() };
-        if op == Op::Write && !spec.settle.is_zero() {
-            std::thread::sleep(spec.settle);
-            // SAFETY: as above.
-            unsafe { libc::sync() };
-        }
         let (start_ns, results) = run_workers(&format!("{name} ({record_bytes} B)"), command, &specs, &[])?;
         let phase = PhaseReport::from_results(&name, target, op, total_bytes, start_ns, &results)?;
         if let Some(then) = &before {
@@ -458,17 +447,12 @@ fn compared(spec: &StoreBenchSpec) -> String {
             spec.jmx_settle.as_secs_f64()
         )
     };
-    let settle = if spec.settle.is_zero() {
-        String::new()
-    } else {
-        format!(", with a sync and {} s of quiet before every write phase", spec.settle.as_secs_f64())
-    };
     format!(
         "Compared on the same store(s): plfs = {n} processes write {shape} through the library, which \
          appends per-writer logs to the store; raw N-N = each process streams its records into one object \
          of its own with the store's create_append/append/sync/close (on hdfs:// and s3:// the client \
-         library itself). Both sync before their clocks stop.{reads}{datanodes} {order}{settle}; which \
-         of plfs and raw is A alternates from size to size and from run to run (see phases)."
+         library itself). Both sync before their clocks stop.{reads}{datanodes} {order}; which of plfs \
+         and raw is A alternates from size to size and from run to run (see phases)."
     )
 }
 

@@ -59,11 +59,6 @@ pub struct Opts {
     /// default) include the phase just run.
     #[arg(long, default_value_t = 11.0, requires = "backend")]
     jmx_settle: f64,
-    /// Store benchmark: seconds of quiet (after a sync) before every write
-    /// phase, so each write starts on a disk that has finished the last
-    /// phase's writes and the last size's deletions (see docs/PERFORMANCE.md).
-    #[arg(long, default_value_t = 0.0, requires = "backend")]
-    settle: f64,
     /// Store benchmark: MiB each process writes at every size (whole
     /// records), instead of a fixed --records count, so the sizes compare
     /// on equal volumes as in the paper (512 MB per node).
@@ -315,10 +310,8 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
     for url in &datanodes {
         plfs_bench::jmx::split_url(url).map_err(|e| anyhow!(e))?;
     }
-    for (flag, seconds) in [("--jmx-settle", opts.jmx_settle), ("--settle", opts.settle)] {
-        if !(seconds.is_finite() && (0.0..=3600.0).contains(&seconds)) {
-            bail!("{flag} {seconds}: expected seconds between 0 and 3600");
-        }
+    if !(opts.jmx_settle.is_finite() && (0.0..=3600.0).contains(&opts.jmx_settle)) {
+        bail!("--jmx-settle {}: expected seconds between 0 and 3600", opts.jmx_settle);
     }
     let spec = plfs_bench::StoreBenchSpec {
         workload,
@@ -331,7 +324,6 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
         keep: opts.keep,
         datanodes,
         jmx_settle: std::time::Duration::from_secs_f64(opts.jmx_settle),
-        settle: std::time::Duration::from_secs_f64(opts.settle),
         plfs_first: false,
     };
     let worker = worker_command()?;
