@@ -45,8 +45,8 @@ pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, InterfaceFigures, PhaseReport};
 pub use runner::run;
 pub use store::{
-    DEFAULT_JMX_SETTLE, PhaseTraffic, SizeSpread, StoreBenchSpec, StoreRepeatedReport, StoreReport,
-    StoreSizeReport, TARGET_RATIO, run_store,
+    Crossover, DEFAULT_JMX_SETTLE, PhaseTraffic, SizeSpread, StoreBenchSpec, StoreRepeatedReport,
+    StoreReport, StoreSizeReport, TARGET_RATIO, run_store,
 };
 pub use streaming::{StreamingReport, streaming};
 pub use worker::{

@@ -589,6 +589,45 @@ pub struct SizeSpread {
     pub plfs_read_mibs: Option<Spread>,
     pub raw_read_mibs: Option<Spread>,
     pub read_ratio: Option<Spread>,
+    /// The ratios with the order cancelled (see [`Crossover`]); present
+    /// once both orders ran at this size.
+    pub write_crossover: Option<Crossover>,
+    pub read_crossover: Option<Crossover>,
+}
+
+/// A ratio from runs in both orders, as in a crossover trial. Whichever
+/// side runs second at a size can be 20-40% faster or slower for reasons
+/// of the machine (seen here: page cache shrunk from outside the VM, so
+/// the side written first is read back partly from disk). If position
+/// multiplies a ratio by p, runs with plfs first measure r·p and runs with
+/// raw first r/p, so the geometric mean of the two medians is r whatever
+/// p is, where the median of all runs is pulled toward whichever order ran
+/// more often.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Crossover {
+    /// √(plfs_first × raw_first).
+    pub ratio: f64,
+    /// Median over the runs where plfs went first.
+    pub plfs_first: f64,
+    /// Median over the runs where raw went first.
+    pub raw_first: f64,
+}
+
+impl Crossover {
+    fn of(sizes: &[&StoreSizeReport], get: fn(&StoreSizeReport) -> Option<f64>) -> Option<Crossover> {
+        let in_order = |plfs_first: bool| {
+            Spread::of(
+                sizes
+                    .iter()
+                    .filter(|size| {
+                        size.phases.first().map(|phase| phase.target == Target::Plfs) == Some(plfs_first)
+                    })
+                    .map(|size| get(size)),
+            )
+        };
+        let (plfs_first, raw_first) = (in_order(true)?.median, in_order(false)?.median);
+        Some(Crossover { ratio: (plfs_first * raw_first).sqrt(), plfs_first, raw_first })
+    }
 }
 
 /// Several [`run_store`]s summarised per size by medians (and ranges).
@@ -612,6 +651,8 @@ impl StoreRepeatedReport {
                 let of = |get: fn(&StoreSizeReport) -> Option<f64>| {
                     Spread::of(reports.iter().map(|r| r.sizes.get(index).and_then(get)))
                 };
+                let at_size: Vec<&StoreSizeReport> =
+                    reports.iter().filter_map(|r| r.sizes.get(index)).collect();
                 SizeSpread {
                     record_bytes,
                     plfs_write_mibs: of(|s| Some(s.plfs_write_mibs)),
@@ -620,6 +661,8 @@ impl StoreRepeatedReport {
                     plfs_read_mibs: of(|s| s.plfs_read_mibs),
                     raw_read_mibs: of(|s| s.raw_read_mibs),
                     read_ratio: of(|s| s.read_ratio),
+                    write_crossover: Crossover::of(&at_size, |s| Some(s.write_ratio)),
+                    read_crossover: Crossover::of(&at_size, |s| s.read_ratio),
                 }
             })
             .collect();
@@ -655,6 +698,24 @@ impl StoreRepeatedReport {
                 cell(size.plfs_read_mibs, 1),
                 cell(size.raw_read_mibs, 1),
                 cell(size.read_ratio, 2),
+            );
+        }
+        let crossover = |c: Option<Crossover>| match c {
+            Some(c) => format!("{:.2} ({:.2} / {:.2})", c.ratio, c.plfs_first, c.raw_first),
+            None => "- (one order only)".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "\nplfs/raw with the order cancelled: sqrt(median with plfs first x median with raw first)"
+        );
+        let _ = writeln!(out, "{:>9} {:>26} {:>26}", "record B", "write (plfs 1st / raw 1st)", "read");
+        for size in &self.sizes {
+            let _ = writeln!(
+                out,
+                "{:>9} {:>26} {:>26}",
+                size.record_bytes,
+                crossover(size.write_crossover),
+                crossover(size.read_crossover)
             );
         }
         let _ = writeln!(out, "target: plfs/raw >= {TARGET_RATIO:.2}");
@@ -696,6 +757,84 @@ mod tests {
         assert_eq!(read.max_over_mean, Some(1.5));
         let idle = PhaseTraffic::new("read raw-nn", Op::Read, vec![bytes("a:1", 0, 0)], 10);
         assert_eq!(idle.max_over_mean, None);
+    }
+
+    /// One size of one run: `first` wrote first; the ratios as given.
+    fn size_run(first: Target, write_ratio: f64, read_ratio: Option<f64>) -> StoreSizeReport {
+        let phase = |target: Target| PhaseReport {
+            name: format!("write {}", target.as_str()),
+            target,
+            op: Op::Write,
+            seconds: 1.0,
+            bytes: 1,
+            mibs: 1.0,
+            bad_records: 0,
+            first_bad: None,
+            max_start_lag_ms: 0.0,
+        };
+        let second = if first == Target::Plfs { Target::RawNn } else { Target::Plfs };
+        StoreSizeReport {
+            record_bytes: 4096,
+            records: 1,
+            total_bytes: 1,
+            plfs_write_mibs: write_ratio,
+            raw_write_mibs: 1.0,
+            write_ratio,
+            plfs_read_mibs: read_ratio,
+            raw_read_mibs: read_ratio.map(|_| 1.0),
+            read_ratio,
+            verified: true,
+            phases: vec![phase(first), phase(second)],
+            datanode_traffic: Vec::new(),
+            run_dir: String::new(),
+        }
+    }
+
+    fn summary(sizes: Vec<StoreSizeReport>) -> SizeSpread {
+        let run = |size: StoreSizeReport| StoreReport {
+            workload: Workload::N1Strided,
+            writers: 1,
+            bytes_per_writer: None,
+            backends: Vec::new(),
+            cores: 1,
+            read: true,
+            verified: true,
+            target_ratio: TARGET_RATIO,
+            datanode_jmx: Vec::new(),
+            sizes: vec![size],
+            kept: false,
+            compared: String::new(),
+        };
+        StoreRepeatedReport::new(sizes.into_iter().map(run).collect()).sizes.remove(0)
+    }
+
+    #[test]
+    fn the_crossover_ratio_cancels_a_penalty_on_whichever_side_goes_second() {
+        // True ratio 0.95; going second costs 20%. Three runs with raw
+        // first and two with plfs first: the plain median sides with raw.
+        let (truth, penalty) = (0.95, 0.8);
+        let sizes = vec![
+            size_run(Target::RawNn, truth * penalty, Some(truth / penalty)),
+            size_run(Target::Plfs, truth / penalty, Some(truth * penalty)),
+            size_run(Target::RawNn, truth * penalty, Some(truth / penalty)),
+            size_run(Target::Plfs, truth / penalty, Some(truth * penalty)),
+            size_run(Target::RawNn, truth * penalty, Some(truth / penalty)),
+        ];
+        let size = summary(sizes);
+        assert!((size.write_ratio.unwrap().median - truth * penalty).abs() < 1e-12);
+        let write = size.write_crossover.unwrap();
+        assert!((write.ratio - truth).abs() < 1e-12, "{write:?}");
+        assert!(
+            (write.plfs_first - truth / penalty).abs() < 1e-12
+                && (write.raw_first - truth * penalty).abs() < 1e-12
+        );
+        assert!((size.read_crossover.unwrap().ratio - truth).abs() < 1e-12);
+        // One order only: nothing to cancel with, so no figure.
+        let one_order = summary(vec![size_run(Target::Plfs, 1.0, None), size_run(Target::Plfs, 0.9, None)]);
+        assert_eq!((one_order.write_crossover, one_order.read_crossover), (None, None));
+        let text =
+            StoreRepeatedReport { sizes: vec![size], ..StoreRepeatedReport::new(Vec::new()) }.to_text();
+        assert!(text.contains("0.95 (1.19 / 0.76)"), "{text}");
     }
 
     #[test]

@@ -225,7 +225,13 @@ fn repeated_store_runs_give_medians_per_size() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let spec = plfs_bench::StoreBenchSpec { read: false, ..store_spec(&[a.path(), b.path()]) };
     let command = WorkerCommand::test_binary("worker").unwrap();
-    let reports: Vec<_> = (0..2).map(|_| plfs_bench::run_store(&spec, &command).unwrap()).collect();
+    // As `--repeat` does: every other run swaps which side goes first.
+    let reports: Vec<_> = (0..2)
+        .map(|run| {
+            let spec = plfs_bench::StoreBenchSpec { plfs_first: run % 2 == 0, ..spec.clone() };
+            plfs_bench::run_store(&spec, &command).unwrap()
+        })
+        .collect();
     let summary = plfs_bench::StoreRepeatedReport::new(reports);
     assert_eq!(summary.runs, 2);
     let sizes: Vec<usize> = summary.sizes.iter().map(|s| s.record_bytes).collect();
@@ -234,6 +240,13 @@ fn repeated_store_runs_give_medians_per_size() {
         let ratio = size.write_ratio.unwrap();
         assert!(ratio.min <= ratio.median && ratio.median <= ratio.max && ratio.min > 0.0);
         assert_eq!(size.read_ratio, None, "no read-back was asked for");
+        // Both orders ran, so the order-cancelled ratio exists and sits
+        // between the two orders' figures.
+        let crossover = size.write_crossover.unwrap();
+        let (low, high) =
+            (crossover.plfs_first.min(crossover.raw_first), crossover.plfs_first.max(crossover.raw_first));
+        assert!(low <= crossover.ratio && crossover.ratio <= high, "{crossover:?}");
+        assert_eq!(size.read_crossover, None);
     }
     assert!(summary.to_text().contains("plfs/raw"));
     assert_cleaned(a.path());
