@@ -596,7 +596,7 @@ pub struct SizeSpread {
 }
 
 /// A ratio from runs in both orders, as in a crossover trial. Whichever
-/// side runs second at a size can be 20-40% faster or slower for reasons
+/// side runs second at a size can be 10-40% faster or slower for reasons
 /// of the machine (seen here: page cache shrunk from outside the VM, so
 /// the side written first is read back partly from disk). If position
 /// multiplies a ratio by p, runs with plfs first measure r·p and runs with
