@@ -8,11 +8,12 @@
 //! Per size, in a fresh directory `plfs-bench.<pid>.<ns>` on the stores:
 //! raw write, plfs write, then (with `read`) raw read, plfs read, plfs
 //! read again and raw read again, each a set of worker processes released
-//! together; a side's read figure is its bytes over its time in both passes. Raw writer r streams its
-//! records, in order, into one object of its own (`Store::create_append`,
-//! `append`, `sync`, `close`); raw reader r reads writer (r+1)%N's object
-//! back with `open_read` / `read_at`, record by record, as the plfs reader
-//! does through the library. Every byte read is checked.
+//! together; a side's read figure is its bytes over its time in both
+//! passes. Raw writer r streams its records, in order, into one object of
+//! its own (`Store::create_append`, `append`, `sync`, `close`); raw reader
+//! r reads writer (r+1)%N's object back with `open_read` / `read_at`,
+//! record by record, as the plfs reader does through the library. Every
+//! byte read is checked.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -65,10 +66,11 @@ pub struct StoreBenchSpec {
     pub datanodes: Vec<String>,
     /// Wait before each DataNode snapshot (see [`DEFAULT_JMX_SETTLE`]).
     pub jmx_settle: Duration,
-    /// The first size runs plfs before raw (writes, then reads in the order
-    /// plfs, raw, raw, plfs), and every following size swaps: whichever goes first after
-    /// a cleanup may meet a stall the other does not (seen on a shared
-    /// disk), so repeats alternate this to cancel the order out.
+    /// The first size runs plfs before raw (writes, then reads in the
+    /// order plfs, raw, raw, plfs), and every following size swaps:
+    /// whichever goes first after a cleanup may meet a stall the other does
+    /// not (seen on a shared disk), so repeats alternate this, and the
+    /// summary cancels the order out (see [`Crossover`]).
     pub plfs_first: bool,
 }
 
@@ -601,7 +603,7 @@ pub struct SizeSpread {
 /// the side written first is read back partly from disk). If position
 /// multiplies a ratio by p, runs with plfs first measure r·p and runs with
 /// raw first r/p, so the geometric mean of the two medians is r whatever
-/// p is, where the median of all runs is pulled toward whichever order ran
+/// p is, whereas the median of all runs leans toward whichever order ran
 /// more often.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Crossover {
