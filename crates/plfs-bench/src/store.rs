@@ -6,10 +6,11 @@
 //! Figure 7) when the DataNodes' JMX addresses are given.
 //!
 //! Per size, in a fresh directory `plfs-bench.<pid>.<ns>` on the stores:
-//! raw write, plfs write, then (with `read`) raw read, plfs read, plfs
-//! read again and raw read again, each a set of worker processes released
-//! together; a side's read figure is its bytes over its time in both
-//! passes. Raw writer r streams its records, in order, into one object of
+//! A write, B write, then (with `read`) A read, B read, B read again and A
+//! read again, where A is raw or plfs by turns (see
+//! [`StoreBenchSpec::plfs_first`]), each a set of worker processes
+//! released together; a side's read figure is its bytes over its time in
+//! both passes. Raw writer r streams its records, in order, into one object of
 //! its own (`Store::create_append`, `append`, `sync`, `close`); raw reader
 //! r reads writer (r+1)%N's object back with `open_read` / `read_at`,
 //! record by record, as the plfs reader does through the library. Every
