@@ -168,6 +168,41 @@ fn segments_seal_at_the_threshold_and_at_sync() {
     assert_eq!(other_store.list(&StorePath::parse("d").unwrap()).unwrap(), vec![], "removal left segments");
 }
 
+/// An append that would take the buffer past SEGMENT_BYTES_MAX seals the
+/// buffer first, so a record appended whole is sealed whole (one GET to
+/// read it back); only an append larger than a segment is split.
+#[test]
+fn segments_end_at_append_boundaries() {
+    let Some(server) = TestServer::start("s3", &[]) else { return };
+    let url = location(&server, "boundaries");
+    let (writer_store, other_store) = (store_at(&url), store_at(&url));
+    writer_store.create_dir_all(&StorePath::parse("d").unwrap()).unwrap();
+    let path = StorePath::parse("d/log").unwrap();
+    let mut log = writer_store.create_append(&path).unwrap();
+    let (header, record) = (vec![7u8; 60], (0..1 << 20).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    log.append(&header).unwrap();
+    for _ in 0..8 {
+        log.append(&record).unwrap();
+    }
+    let seven = 60 + 7 * record.len() as u64;
+    assert_eq!(other_store.metadata(&path).unwrap().size, seven, "the eighth record would have straddled");
+    let big = vec![3u8; SEGMENT_BYTES_MAX + 5];
+    log.append(&big).unwrap();
+    assert_eq!(
+        other_store.metadata(&path).unwrap().size,
+        seven + SEGMENT_BYTES_MAX as u64,
+        "an append larger than a segment fills the buffer and seals it"
+    );
+    log.close().unwrap();
+    let mut expected = header.clone();
+    for _ in 0..8 {
+        expected.extend_from_slice(&record);
+    }
+    expected.extend_from_slice(&big);
+    assert!(other_store.read_all(&path).unwrap() == expected, "the log read back differently");
+    other_store.remove_file(&path).unwrap();
+}
+
 /// A dead endpoint fails quickly with an error naming the store, and the
 /// secret never appears in errors or Debug output.
 #[test]

@@ -13,8 +13,9 @@
 //! - **Logs** (`create_append`) are an empty *head* object `p` (user metadata
 //!   `plfs-log: 1`), created with `If-None-Match: *` so a log is created
 //!   once, plus immutable *segment* objects `p.seg/0000000000`, `…/0000000001`,
-//!   sealed in order at `sync`, `close`, or when [`SEGMENT_BYTES_MAX`] bytes
-//!   are buffered. Bytes not yet sealed live in the writer's memory: this
+//!   sealed in order at `sync`, `close`, and before an append that would
+//!   take the buffer past [`SEGMENT_BYTES_MAX`] (only a larger append is
+//!   split across segments). Bytes not yet sealed live in the writer's memory: this
 //!   process's readers see them (through the store's table of live logs),
 //!   other processes see sealed segments only (docs/FORMAT.md §13).
 //! - **Renames** copy and delete (S3 has no rename): files are read and put
@@ -57,7 +58,9 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// Bytes a log buffers before it seals them as a segment. Large enough that
 /// a PUT runs at full speed (S3 and MinIO both recommend 8–16 MiB parts)
-/// and that one listing page (1000 keys) covers 8 GB of log; small enough
+/// and that one listing page (1000 keys) covers gigabytes of log (segments
+/// end at append boundaries, so with appends of at most 4 MiB every full
+/// segment is over 4 MiB); small enough
 /// that a process with many open logs stays within memory (a writer has
 /// two logs open: 16 MiB of buffers at most).
 pub const SEGMENT_BYTES_MAX: usize = 8 << 20;
@@ -1101,6 +1104,13 @@ impl S3AppendWriter {
 impl AppendWriter for S3AppendWriter {
     fn append(&mut self, buf: &[u8]) -> Result<()> {
         let mut state = self.log.lock();
+        // An append that fits in a segment is kept whole in one: reading
+        // back what was written (a restart reads its records) is then one
+        // GET per record, not two wherever a record would straddle.
+        let fits = buf.len() <= SEGMENT_BYTES_MAX;
+        if fits && !state.buffer.is_empty() && state.buffer.len() + buf.len() > SEGMENT_BYTES_MAX {
+            state.seal(&self.store)?;
+        }
         let mut rest = buf;
         while !rest.is_empty() {
             let room = SEGMENT_BYTES_MAX - state.buffer.len();
