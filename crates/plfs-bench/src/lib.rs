@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod host;
 pub mod index;
 pub mod jmx;
 pub mod mdtest;

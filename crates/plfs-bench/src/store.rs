@@ -187,6 +187,9 @@ pub struct StoreReport {
     pub sizes: Vec<StoreSizeReport>,
     pub kept: bool,
     pub compared: String,
+    /// What about the machine skews a phase-against-phase comparison
+    /// (see [`crate::host`]); empty when nothing known was found.
+    pub host_notes: Vec<String>,
 }
 
 /// Runs every size of `spec`, starting workers with `command`.
@@ -229,6 +232,7 @@ pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<Store
         sizes,
         kept: spec.keep,
         compared: compared(spec),
+        host_notes: crate::host::memory_notes(std::path::Path::new("/sys")),
     })
 }
 
@@ -483,6 +487,7 @@ impl StoreReport {
             self.cores
         );
         let _ = writeln!(out, "{}\n", self.compared);
+        write_host_notes(&mut out, &self.host_notes);
         let _ = writeln!(
             out,
             "{:>9} {:>8} {:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
@@ -600,8 +605,9 @@ pub struct SizeSpread {
 
 /// A ratio from runs in both orders, as in a crossover trial. Whichever
 /// side runs second at a size can be 10-40% faster or slower for reasons
-/// of the machine (seen here: page cache shrunk from outside the VM, so
-/// the side written first is read back partly from disk). If position
+/// of the machine (seen here: a guest that frees page cache and hands the
+/// pages to its host, so what a phase's writes cost depends on what ran
+/// before it; see [`crate::host`]). If position
 /// multiplies a ratio by p, runs with plfs first measure r·p and runs with
 /// raw first r/p, so the geometric mean of the two medians is r whatever
 /// p is, whereas the median of all runs leans toward whichever order ran
@@ -640,6 +646,8 @@ pub struct StoreRepeatedReport {
     pub target_ratio: f64,
     pub verified: bool,
     pub sizes: Vec<SizeSpread>,
+    /// Every run's notes, each once.
+    pub host_notes: Vec<String>,
     pub reports: Vec<StoreReport>,
 }
 
@@ -669,11 +677,18 @@ impl StoreRepeatedReport {
                 }
             })
             .collect();
+        let mut host_notes: Vec<String> = Vec::new();
+        for note in reports.iter().flat_map(|r| &r.host_notes) {
+            if !host_notes.contains(note) {
+                host_notes.push(note.clone());
+            }
+        }
         StoreRepeatedReport {
             runs: reports.len(),
             target_ratio: TARGET_RATIO,
             verified: reports.iter().all(|r| r.verified),
             sizes,
+            host_notes,
             reports,
         }
     }
@@ -722,10 +737,21 @@ impl StoreRepeatedReport {
             );
         }
         let _ = writeln!(out, "target: plfs/raw >= {TARGET_RATIO:.2}");
+        write_host_notes(&mut out, &self.host_notes);
         let verdict =
             if self.verified { "every run verified every byte it read" } else { "MISMATCH in some run" };
         let _ = writeln!(out, "verified: {verdict}");
         out
+    }
+}
+
+/// The machine's conditions, as a warning above or under the figures.
+fn write_host_notes(out: &mut String, notes: &[String]) {
+    for note in notes {
+        let _ = writeln!(
+            out,
+            "warning: {note}; phases then differ by what ran before them (docs/PERFORMANCE.md)"
+        );
     }
 }
 
@@ -794,7 +820,12 @@ mod tests {
     }
 
     fn summary(sizes: Vec<StoreSizeReport>) -> SizeSpread {
-        let run = |size: StoreSizeReport| StoreReport {
+        let run = |size| run_report(size, Vec::new());
+        StoreRepeatedReport::new(sizes.into_iter().map(run).collect()).sizes.remove(0)
+    }
+
+    fn run_report(size: StoreSizeReport, host_notes: Vec<String>) -> StoreReport {
+        StoreReport {
             workload: Workload::N1Strided,
             writers: 1,
             bytes_per_writer: None,
@@ -807,8 +838,23 @@ mod tests {
             sizes: vec![size],
             kept: false,
             compared: String::new(),
-        };
-        StoreRepeatedReport::new(sizes.into_iter().map(run).collect()).sizes.remove(0)
+            host_notes,
+        }
+    }
+
+    #[test]
+    fn host_notes_are_warnings_and_a_summary_lists_each_once() {
+        let notes = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
+        let reports = vec![
+            run_report(size_run(Target::Plfs, 1.0, None), notes(&["reporting"])),
+            run_report(size_run(Target::RawNn, 1.0, None), notes(&["reporting", "reclaim"])),
+        ];
+        let one = reports[1].to_text();
+        assert!(one.contains("warning: reporting;") && one.contains("warning: reclaim;"), "{one}");
+        let summary = StoreRepeatedReport::new(reports);
+        assert_eq!(summary.host_notes, notes(&["reporting", "reclaim"]));
+        assert_eq!(summary.to_text().matches("warning: reporting;").count(), 1);
+        assert!(!run_report(size_run(Target::Plfs, 1.0, None), Vec::new()).to_text().contains("warning"));
     }
 
     #[test]
