@@ -37,8 +37,7 @@ pub fn memory_notes(sys: &Path) -> Vec<String> {
              freed behind the benchmark's back"
         ));
     }
-    let reclaim = fs::read_to_string(sys.join("module/damon_reclaim/parameters/enabled"));
-    if reclaim.is_ok_and(|enabled| enabled.trim() == "Y") {
+    if reads(&sys.join("module/damon_reclaim/parameters/enabled"), "Y") {
         notes.push(
             "DAMON_RECLAIM is enabled: page cache left unused is freed behind the benchmark's back".into(),
         );
@@ -49,43 +48,42 @@ pub fn memory_notes(sys: &Path) -> Vec<String> {
 /// Bound virtio-balloon devices whose negotiated features include free
 /// page reporting (sysfs shows features as one '0'/'1' per bit, bit 0 first).
 fn balloons_reporting(sys: &Path) -> Vec<String> {
-    let Ok(entries) = fs::read_dir(sys.join("bus/virtio/drivers/virtio_balloon")) else { return Vec::new() };
-    let mut devices: Vec<String> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let features = fs::read_to_string(entry.path().join("features")).ok()?;
-            (name.starts_with("virtio") && features.as_bytes().get(BALLOON_F_REPORTING) == Some(&b'1'))
-                .then_some(name)
-        })
-        .collect();
-    devices.sort();
-    devices
+    names_where(&sys.join("bus/virtio/drivers/virtio_balloon"), |device| {
+        fs::read_to_string(device.join("features"))
+            .is_ok_and(|features| features.as_bytes().get(BALLOON_F_REPORTING) == Some(&b'1'))
+    })
 }
 
 /// kdamonds that are on with at least one `pageout` scheme.
 fn damon_pageout(sys: &Path) -> Vec<String> {
-    let root = sys.join("kernel/mm/damon/admin/kdamonds");
-    let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
-    let mut found: Vec<String> = entries
+    names_where(&sys.join("kernel/mm/damon/admin/kdamonds"), |kdamond| {
+        reads(&kdamond.join("state"), "on")
+            && any_entry(&kdamond.join("contexts"), |context| {
+                any_entry(&context.join("schemes"), |scheme| reads(&scheme.join("action"), "pageout"))
+            })
+    })
+}
+
+/// The sorted names of `dir`'s entries that pass `test`.
+fn names_where(dir: &Path, test: impl Fn(&Path) -> bool) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .into_iter()
         .flatten()
-        .filter(|entry| fs::read_to_string(entry.path().join("state")).is_ok_and(|s| s.trim() == "on"))
-        .filter(|entry| {
-            let schemes = |context: &Path| -> bool {
-                fs::read_dir(context.join("schemes")).into_iter().flatten().flatten().any(|scheme| {
-                    fs::read_to_string(scheme.path().join("action")).is_ok_and(|a| a.trim() == "pageout")
-                })
-            };
-            fs::read_dir(entry.path().join("contexts"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|context| schemes(&context.path()))
-        })
+        .flatten()
+        .filter(|entry| test(&entry.path()))
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .collect();
-    found.sort();
-    found
+    names.sort();
+    names
+}
+
+fn any_entry(dir: &Path, test: impl Fn(&Path) -> bool) -> bool {
+    fs::read_dir(dir).into_iter().flatten().flatten().any(|entry| test(&entry.path()))
+}
+
+/// Whether the sysfs file at `path` holds `value` (trailing newline aside).
+fn reads(path: &Path, value: &str) -> bool {
+    fs::read_to_string(path).is_ok_and(|contents| contents.trim() == value)
 }
 
 #[cfg(test)]
