@@ -23,7 +23,7 @@ use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs, open_store};
 use plfs::store::s3::{S3Store, SEGMENT_BYTES_MAX};
 use plfs::store::test_server::TestServer;
-use plfs::store::{SharedStore, Store, StoreExt, StorePath, conformance};
+use plfs::store::{AppendWriter, SharedStore, Store, StoreExt, StorePath, conformance};
 use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
 
 /// The server's URL with `prefix` as the key prefix.
@@ -121,17 +121,27 @@ fn conformance_at_the_bucket_root() {
     assert_eq!(store.list(&StorePath::root()).unwrap(), vec![], "the suite left objects behind");
 }
 
+/// Two stores on one prefix (a writer's, and another process's with no view
+/// of its buffers) and a new log `d/log` opened for appending on the first.
+fn fresh_log(
+    server: &TestServer,
+    prefix: &str,
+) -> (SharedStore, SharedStore, StorePath, Box<dyn AppendWriter>) {
+    let url = location(server, prefix);
+    let (writer_store, other_store) = (store_at(&url), store_at(&url));
+    writer_store.create_dir_all(&StorePath::parse("d").unwrap()).unwrap();
+    let path = StorePath::parse("d/log").unwrap();
+    let log = writer_store.create_append(&path).unwrap();
+    (writer_store, other_store, path, log)
+}
+
 /// A log seals a segment each time SEGMENT_BYTES_MAX bytes are buffered,
 /// and at sync; another process (here: another store, which has no view of
 /// this one's buffers) sees exactly the sealed bytes.
 #[test]
 fn segments_seal_at_the_threshold_and_at_sync() {
     let Some(server) = TestServer::start("s3", &[]) else { return };
-    let url = location(&server, "segments");
-    let (writer_store, other_store) = (store_at(&url), store_at(&url));
-    writer_store.create_dir_all(&StorePath::parse("d").unwrap()).unwrap();
-    let path = StorePath::parse("d/log").unwrap();
-    let mut log = writer_store.create_append(&path).unwrap();
+    let (writer_store, other_store, path, mut log) = fresh_log(&server, "segments");
     let bytes: Vec<u8> = (0..SEGMENT_BYTES_MAX + 100_000).map(|i| (i % 253) as u8).collect();
     for chunk in bytes.chunks(1 << 20) {
         log.append(chunk).unwrap();
@@ -174,11 +184,7 @@ fn segments_seal_at_the_threshold_and_at_sync() {
 #[test]
 fn segments_end_at_append_boundaries() {
     let Some(server) = TestServer::start("s3", &[]) else { return };
-    let url = location(&server, "boundaries");
-    let (writer_store, other_store) = (store_at(&url), store_at(&url));
-    writer_store.create_dir_all(&StorePath::parse("d").unwrap()).unwrap();
-    let path = StorePath::parse("d/log").unwrap();
-    let mut log = writer_store.create_append(&path).unwrap();
+    let (_writer_store, other_store, path, mut log) = fresh_log(&server, "boundaries");
     let (header, record) = (vec![7u8; 60], (0..1 << 20).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     log.append(&header).unwrap();
     for _ in 0..8 {

@@ -15,9 +15,10 @@
 //!   once, plus immutable *segment* objects `p.seg/0000000000`, `…/0000000001`,
 //!   sealed in order at `sync`, `close`, and before an append that would
 //!   take the buffer past [`SEGMENT_BYTES_MAX`] (only a larger append is
-//!   split across segments). Bytes not yet sealed live in the writer's memory: this
-//!   process's readers see them (through the store's table of live logs),
-//!   other processes see sealed segments only (docs/FORMAT.md §13).
+//!   split across segments). Bytes not yet sealed live in the writer's
+//!   memory: this process's readers see them (through the store's table of
+//!   live logs), other processes see sealed segments only (docs/FORMAT.md
+//!   §13).
 //! - **Renames** copy and delete (S3 has no rename): files are read and put
 //!   back with `If-None-Match: *` (so a rename never replaces); logs and
 //!   directories claim the target the same way (head object, directory
