@@ -26,7 +26,12 @@ fn hooks() -> Option<(Enter, Leave)> {
         }
         // SAFETY: the interposer exports both with these signatures
         // (crates/plfs-preload/src/guard.rs).
-        Some(unsafe { (std::mem::transmute::<*mut libc::c_void, Enter>(enter), std::mem::transmute::<*mut libc::c_void, Leave>(leave)) })
+        Some(unsafe {
+            (
+                std::mem::transmute::<*mut libc::c_void, Enter>(enter),
+                std::mem::transmute::<*mut libc::c_void, Leave>(leave),
+            )
+        })
     })
 }
 

@@ -4,7 +4,9 @@
 use std::ffi::{c_char, c_int};
 
 use crate::errors::{PLFS_EINVAL, PlfsError, guard};
-use crate::mounts::{check_parent, mount_config, not_found, path_argument, resolve, resolve_argument, text_argument};
+use crate::mounts::{
+    check_parent, mount_config, not_found, path_argument, resolve, resolve_argument, text_argument,
+};
 
 /// # Safety
 /// `path` is NULL or a C string.

@@ -50,7 +50,11 @@ pub unsafe extern "C" fn plfs_getxattr(
 /// # Safety
 /// `fd` is NULL or live; `value` and `key` are NULL or C strings.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn plfs_setxattr(fd: *mut PlfsFd, value: *const c_void, key: *const c_char) -> PlfsError {
+pub unsafe extern "C" fn plfs_setxattr(
+    fd: *mut PlfsFd,
+    value: *const c_void,
+    key: *const c_char,
+) -> PlfsError {
     if value.is_null() {
         return PLFS_EINVAL;
     }

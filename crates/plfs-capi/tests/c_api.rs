@@ -112,7 +112,13 @@ impl Fixture {
             .env("PLFSRC", &self.plfsrc)
             .output()
             .unwrap();
-        assert!(output.status.success(), "{}: {}\n{}", program.display(), output.status, text(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{}: {}\n{}",
+            program.display(),
+            output.status,
+            text(&output.stderr)
+        );
         text(&output.stdout)
     }
 
@@ -260,13 +266,9 @@ fn pkg_config_finds_an_installed_library() {
         .output()
         .unwrap();
     assert!(installed.status.success(), "make install-lib:\n{}", text(&installed.stderr));
-    for file in [
-        "lib/libplfs.so",
-        "lib/libplfs.a",
-        "include/plfs.h",
-        "include/plfs_error.h",
-        "include/plfs_mpi.h",
-    ] {
+    for file in
+        ["lib/libplfs.so", "lib/libplfs.a", "include/plfs.h", "include/plfs_error.h", "include/plfs_mpi.h"]
+    {
         assert!(prefix.join(file).exists(), "make install-lib did not install {file}");
     }
 
@@ -318,12 +320,17 @@ fn plfs_25_unit_and_regression_programs_as_c_and_cpp() {
 
         let offset = fixture.compile_as(&program_source("plfs25_offset.c"), language, &flags);
         fixture.run(&offset, &[mount.join(format!("offset-{language:?}"))], "plfs25_offset: OK");
-        fixture.run(&offset, &[prefixed(&mount.join(format!("offset-plfs-{language:?}")))], "plfs25_offset: OK");
+        fixture.run(
+            &offset,
+            &[prefixed(&mount.join(format!("offset-plfs-{language:?}")))],
+            "plfs25_offset: OK",
+        );
 
         // As 2.5's driver: each directory above the mount point, the mount
         // and a directory in it answer 0; a missing directory ENOENT (2).
         let access = fixture.compile_as(&program_source("plfs25_access.c"), language, &flags);
-        let mut expected: Vec<(PathBuf, i32)> = mount.ancestors().skip(1).map(|dir| (dir.to_path_buf(), 0)).collect();
+        let mut expected: Vec<(PathBuf, i32)> =
+            mount.ancestors().skip(1).map(|dir| (dir.to_path_buf(), 0)).collect();
         expected.push((mount.clone(), 0));
         expected.push((prefixed(&mount), 0));
         expected.push((mount.join("nonexistent_dir"), libc::ENOENT));
