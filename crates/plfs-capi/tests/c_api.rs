@@ -344,3 +344,37 @@ fn plfs_25_unit_and_regression_programs_as_c_and_cpp() {
         }
     }
 }
+
+/// Directories above a mount point (2.5's regression test walks down to
+/// the mount with plfs_access): one that exists locally and one that does
+/// not (mount point `absent/deeper/mnt`, created nowhere).
+#[test]
+fn access_and_getattr_above_a_mount_point() {
+    let fixture = Fixture::new();
+    let plfsrc = fixture.path("plfsrc-above");
+    std::fs::create_dir(fixture.path("b-above")).unwrap();
+    std::fs::write(
+        &plfsrc,
+        format!(
+            "- mount_point: {}\n  workload: shared_file\n  backends:\n    - location: posix://{}\n",
+            fixture.path("absent/deeper/mnt").display(),
+            fixture.path("b-above").display()
+        ),
+    )
+    .unwrap();
+    let program = fixture.compile_in_tree("above_mount.c", &[]);
+    let output = Command::new("timeout")
+        .arg(TIMEOUT.as_secs().to_string())
+        .arg(&program)
+        .arg(fixture.dir.path())
+        .arg(fixture.path("absent/deeper"))
+        .env("PLFSRC", &plfsrc)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success() && text(&output.stdout).contains("above_mount: OK"),
+        "{}\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
