@@ -41,7 +41,8 @@ install: build install-lib
 	  fi; \
 	done
 
-# The library alone, already built: libplfs.so, libplfs.a, the headers and
+# The library alone, already built: libplfs.so, libplfs.a, the headers
+# (plfs.h includes plfs_error.h, as 2.5's did) and
 # pkg-config's plfs.pc. LIBPLFS_DIR: where the build put the libraries (the
 # capi tests install from their own target directory).
 LIBPLFS_DIR ?= target/release
@@ -53,7 +54,7 @@ install-lib:
 	if [ -f $(LIBPLFS_DIR)/libplfs_preload.so ]; then \
 		install -m 755 $(LIBPLFS_DIR)/libplfs_preload.so $(DESTDIR)$(PREFIX)/lib/libplfs_preload.so; fi
 	install -m 644 $(LIBPLFS_DIR)/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
-	install -m 644 include/plfs.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/plfs.h include/plfs_error.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' crates/plfs-capi/plfs.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/plfs.pc
 

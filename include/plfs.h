@@ -8,7 +8,8 @@
  *    value is the errno it stands for (PLFS_ENOENT == ENOENT, ...), so
  *    plfs_error_to_errno is the identity on those;
  *  - paths are logical paths under a mount point of the plfsrc found the
- *    usual way ($PLFSRC, ~/.plfsrc, /etc/plfsrc);
+ *    usual way ($PLFSRC, ~/.plfsrc, /etc/plfsrc), optionally written with
+ *    2.5's MPI-IO prefix: "plfs:/mnt/plfs/f" is "/mnt/plfs/f";
  *  - the pid passed to plfs_open and plfs_write names the writer and must
  *    be unique among the writers of a file (MPI programs pass the rank);
  *  - NULL where a pointer is required returns PLFS_EINVAL (PLFS_EBADF for
@@ -26,64 +27,31 @@
 #ifndef PLFS_H
 #define PLFS_H
 
+/* PLFS 2.5's plfs.h included stdio.h, stdarg.h and string.h, and its own
+ * programs rely on that (strdup, printf without their headers). */
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
 #include <utime.h>
 
+#include "plfs_error.h"
+
+/* The PLFS API this header implements: 2.5's, so programs that choose
+ * between API generations by these numbers pick 2.5's calls (plfs_error_t
+ * results, num_ref, bytes_read ...). This library's own version is
+ * plfs_version(). */
+#define plfs_VERSION_MAJOR 2
+#define plfs_VERSION_MINOR 5
+#define plfs_VERSION_PATCH 0
+#define plfs_package_string "plfs 2.5"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum {
-    PLFS_SUCCESS = 0,
-    PLFS_EPERM = 1,
-    PLFS_ENOENT = 2,
-    PLFS_ESRCH = 3,
-    PLFS_EINTR = 4,
-    PLFS_EIO = 5,
-    PLFS_ENXIO = 6,
-    PLFS_E2BIG = 7,
-    PLFS_EBADF = 9,
-    PLFS_EAGAIN = 11,
-    PLFS_ENOMEM = 12,
-    PLFS_EACCES = 13,
-    PLFS_EFAULT = 14,
-    PLFS_EBUSY = 16,
-    PLFS_EEXIST = 17,
-    PLFS_EXDEV = 18,
-    PLFS_ENODEV = 19,
-    PLFS_ENOTDIR = 20,
-    PLFS_EISDIR = 21,
-    PLFS_EINVAL = 22,
-    PLFS_ENFILE = 23,
-    PLFS_EMFILE = 24,
-    PLFS_EFBIG = 27,
-    PLFS_ENOSPC = 28,
-    PLFS_ESPIPE = 29,
-    PLFS_EROFS = 30,
-    PLFS_EMLINK = 31,
-    PLFS_ERANGE = 34,
-    PLFS_EDEADLK = 35,
-    PLFS_ENAMETOOLONG = 36,
-    PLFS_ENOSYS = 38,
-    PLFS_ENOTEMPTY = 39,
-    PLFS_ELOOP = 40,
-    PLFS_ENODATA = 61,
-    PLFS_ETIME = 62,
-    PLFS_EOVERFLOW = 75,
-    PLFS_EBADFD = 77,
-    PLFS_ENOTSUP = 95,
-    PLFS_ETIMEDOUT = 110,
-    PLFS_ESTALE = 116,
-    PLFS_EDQUOT = 122,
-    /* Not errno values (their numbers are this library's own). */
-    PLFS_EEOF = 297,
-    PLFS_SIGSEGV = 298,
-    PLFS_SIGBUS = 299,
-    PLFS_TBD = 300 /* any other failure; plfs_error_to_errno gives EIO */
-} plfs_error_t;
 
 typedef enum { PLFS_API, PLFS_POSIX, PLFS_MPIIO } plfs_interface;
 
@@ -133,7 +101,9 @@ int is_plfs_path(const char *path);
 ssize_t plfs_mount_points(char *buf, size_t size);
 
 /* access(2) for this process's real user and groups; mask is F_OK or any
- * of R_OK|W_OK|X_OK (other bits: PLFS_EINVAL). */
+ * of R_OK|W_OK|X_OK (other bits: PLFS_EINVAL). A directory above a mount
+ * point answers as the local directory, or, when there is none, as one
+ * readable and searchable by all and writable by none (PLFS_EROFS). */
 plfs_error_t plfs_access(const char *path, int mask);
 
 plfs_error_t plfs_chmod(const char *path, mode_t mode);
@@ -156,7 +126,8 @@ plfs_error_t plfs_create(const char *path, mode_t mode, int flags, pid_t pid);
 plfs_error_t plfs_flatten_index(Plfs_fd *fd, const char *path);
 
 /* Attributes of fd's file (fd is synced first) or, when fd is NULL, of
- * path. Every field is filled whatever size_only says. st_ino is a hash of
+ * path (a directory above a mount point: as for plfs_access). Every field
+ * is filled whatever size_only says. st_ino is a hash of
  * the logical path (plfs has no inode numbers). */
 plfs_error_t plfs_getattr(Plfs_fd *fd, const char *path, struct stat *st, int size_only);
 
@@ -164,8 +135,13 @@ plfs_error_t plfs_getattr(Plfs_fd *fd, const char *path, struct stat *st, int si
  * value; a longer value is cut at len (as 2.5). Missing: PLFS_ENODATA. */
 plfs_error_t plfs_getxattr(Plfs_fd *fd, void *value, const char *key, size_t len);
 
-/* Sets attribute key to len bytes, replacing any. */
-plfs_error_t plfs_setxattr(Plfs_fd *fd, const void *value, const char *key, size_t len);
+/* Sets attribute key to the C string value (its bytes without the NUL),
+ * replacing any: 2.5's three-argument form. */
+plfs_error_t plfs_setxattr(Plfs_fd *fd, const void *value, const char *key);
+
+/* Not in PLFS 2.5: sets attribute key to len bytes (any bytes, NULs
+ * included), replacing any. */
+plfs_error_t plfs_setxattr_len(Plfs_fd *fd, const void *value, const char *key, size_t len);
 
 /* Hard links are impossible (a file is a container): always PLFS_ENOSYS
  * for valid arguments, as in 2.5. */
@@ -177,7 +153,8 @@ plfs_error_t plfs_mkdir(const char *path, mode_t mode);
 plfs_error_t plfs_mode(const char *path, mode_t *mode);
 
 /* Opens (with O_CREAT, creates) a logical file. flags are open(2) flags;
- * mode applies when the file is created. opt may be NULL. Calling again
+ * mode applies when the file is created. A symbolic link is not followed:
+ * PLFS_ELOOP, as open(2) with O_NOFOLLOW (2.5 followed it). opt may be NULL. Calling again
  * with the same non-NULL *fd adds a reference. */
 plfs_error_t plfs_open(Plfs_fd **fd, const char *path, int flags, pid_t pid, mode_t mode,
                        Plfs_open_opt *opt);
@@ -258,10 +235,7 @@ plfs_error_t plfs_expand_path(const char *logical, char **physical, void **pmoun
 /* *hname = this host's name, in static storage: do not free or modify. */
 plfs_error_t plfs_gethostname(char **hname);
 
-int plfs_error_to_errno(plfs_error_t error);
-plfs_error_t errno_to_plfs_error(int errno_value);
-/* A static description; never NULL. */
-const char *strplfserr(plfs_error_t error);
+/* plfs_error_to_errno, errno_to_plfs_error and strplfserr: plfs_error.h. */
 
 /* Semi-private in 2.5 (plfs_private.h). Static strings. */
 const char *plfs_version(void);

@@ -2,19 +2,20 @@
 //! `plfs_chown`, `plfs_utime` and `plfs_statvfs`. The core's attributes
 //! become `struct stat` / `struct statvfs` here, at the edge.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{CString, c_char, c_int};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::mem::MaybeUninit;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::errors::{PLFS_EINVAL, PlfsError, guard, report};
 use crate::files::PlfsFd;
-use crate::mounts::{not_found, resolve_argument};
+use crate::mounts::{Place, not_found, place_argument, resolve_argument};
 use crate::plfs::fs::{Credentials, FileAttr, FileKind, Plfs};
 
 /// Attributes of fd's file (synced first, as 2.5 did, so the size counts
-/// every write made through it) or, with a NULL fd, of `path`. Every field
-/// is filled whatever `size_only` says: the core's stat costs the same.
+/// every write made through it) or, with a NULL fd, of `path` (which may
+/// be a directory above a mount point). Every field is filled whatever
+/// `size_only` says: the core's stat costs the same.
 ///
 /// # Safety
 /// `fd` is NULL or live; `path` is NULL or a C string; `st` is NULL or a
@@ -30,18 +31,17 @@ pub unsafe extern "C" fn plfs_getattr(
         // SAFETY: NULL or writable.
         let st = unsafe { st.as_mut() }.ok_or(PLFS_EINVAL)?;
         // SAFETY: NULL or live.
-        let (attr, inner) = match unsafe { fd.as_ref() } {
+        *st = match unsafe { fd.as_ref() } {
             Some(fd) => {
                 fd.handle.sync().map_err(report)?;
-                (fd.plfs.stat(&fd.path).map_err(report)?, fd.path.clone())
+                to_stat(&fd.plfs.stat(&fd.path).map_err(report)?, &fd.path)
             }
-            None => {
-                // SAFETY: the caller's contract.
-                let (plfs, inner) = unsafe { resolve_argument(path) }?;
-                (stat(&plfs, &inner)?, inner)
-            }
+            // SAFETY: the caller's contract.
+            None => match unsafe { place_argument(path) }? {
+                Place::Mount(plfs, inner) => to_stat(&stat(&plfs, &inner)?, &inner),
+                Place::AboveMount(path) => above_mount_stat(&path)?,
+            },
         };
-        *st = to_stat(&attr, &inner);
         Ok(())
     })
 }
@@ -56,13 +56,17 @@ pub unsafe extern "C" fn plfs_mode(path: *const c_char, mode: *mut libc::mode_t)
         // SAFETY: NULL or writable.
         let mode = unsafe { mode.as_mut() }.ok_or(PLFS_EINVAL)?;
         // SAFETY: the caller's contract.
-        let (plfs, inner) = unsafe { resolve_argument(path) }?;
-        *mode = mode_of(&stat(&plfs, &inner)?);
+        *mode = match unsafe { place_argument(path) }? {
+            Place::Mount(plfs, inner) => mode_of(&stat(&plfs, &inner)?),
+            Place::AboveMount(path) => above_mount_stat(&path)?.st_mode,
+        };
         Ok(())
     })
 }
 
-/// access(2) for this process's real user and groups.
+/// access(2) for this process's real user and groups, also on the
+/// directories above a mount point (2.5's regression test walks down to the
+/// mount with it).
 ///
 /// # Safety
 /// `path` is NULL or a C string.
@@ -71,8 +75,12 @@ pub unsafe extern "C" fn plfs_access(path: *const c_char, mask: c_int) -> PlfsEr
     guard(|| {
         let mask = u32::try_from(mask).ok().filter(|mask| mask & !0o7 == 0).ok_or(PLFS_EINVAL)?;
         // SAFETY: the caller's contract.
-        let (plfs, inner) = unsafe { resolve_argument(path) }?;
-        plfs.access(&inner, mask, &credentials()).map_err(|error| not_found(&plfs, &inner, error))
+        match unsafe { place_argument(path) }? {
+            Place::Mount(plfs, inner) => {
+                plfs.access(&inner, mask, &credentials()).map_err(|error| not_found(&plfs, &inner, error))
+            }
+            Place::AboveMount(path) => above_mount_access(&path, mask),
+        }
     })
 }
 
@@ -149,6 +157,58 @@ pub unsafe extern "C" fn plfs_statvfs(path: *const c_char, stbuf: *mut libc::sta
     })
 }
 
+/// A directory above mount points is not plfs's: it is the local
+/// directory the mount points hang off, when there is one. Mounts used
+/// through this library need no mount point on disk, though, so when the
+/// local directory is missing the answer is a directory that only leads to
+/// the mounts: readable and searchable by everyone, root's, and writable by
+/// no one (nothing can be made in it through plfs).
+fn above_mount_stat(path: &str) -> Result<libc::stat, PlfsError> {
+    let local = CString::new(path).map_err(|_| PLFS_EINVAL)?;
+    // SAFETY: stat is plain integers; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { MaybeUninit::zeroed().assume_init() };
+    // SAFETY: local is a C string and st a writable stat.
+    if unsafe { libc::stat(local.as_ptr(), &mut st) } == 0 {
+        return Ok(st);
+    }
+    match last_errno() {
+        libc::ENOENT => {
+            st.st_ino = inode_of(path);
+            st.st_mode = libc::S_IFDIR | 0o555;
+            st.st_nlink = 2;
+            st.st_blksize = 4096;
+            Ok(st)
+        }
+        errno => Err(errno),
+    }
+}
+
+/// access(2) on a directory above mount points: see `above_mount_stat`.
+fn above_mount_access(path: &str, mask: u32) -> Result<(), PlfsError> {
+    let local = CString::new(path).map_err(|_| PLFS_EINVAL)?;
+    // SAFETY: local is a C string.
+    if unsafe { libc::access(local.as_ptr(), mask as c_int) } == 0 {
+        return Ok(());
+    }
+    match last_errno() {
+        libc::ENOENT if mask & libc::W_OK as u32 != 0 => Err(libc::EROFS),
+        libc::ENOENT => Ok(()),
+        errno => Err(errno),
+    }
+}
+
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// plfs has no inode numbers; a hash of the path is stable for the file's
+/// life and distinct enough for tools that compare them.
+fn inode_of(path: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    path.hash(&mut hasher);
+    hasher.finish().max(1)
+}
+
 fn stat(plfs: &Plfs, inner: &str) -> Result<FileAttr, PlfsError> {
     plfs.stat(inner).map_err(|error| not_found(plfs, inner, error))
 }
@@ -165,11 +225,7 @@ pub fn mode_of(attr: &FileAttr) -> libc::mode_t {
 fn to_stat(attr: &FileAttr, inner: &str) -> libc::stat {
     // SAFETY: stat is plain integers; all-zero is a valid value.
     let mut st: libc::stat = unsafe { MaybeUninit::zeroed().assume_init() };
-    // plfs has no inode numbers; a hash of the logical path is stable for
-    // the file's life and distinct enough for tools that compare them.
-    let mut hasher = DefaultHasher::new();
-    inner.hash(&mut hasher);
-    st.st_ino = hasher.finish().max(1) as _;
+    st.st_ino = inode_of(inner) as _;
     st.st_mode = mode_of(attr);
     st.st_nlink = attr.nlink as _;
     st.st_uid = attr.uid;

@@ -34,9 +34,11 @@ pub fn code_of(error: &Error) -> PlfsError {
     from_errno(error.errno())
 }
 
-/// Runs one C entry point: its error becomes a code, and a panic (a plfs
-/// bug) becomes PLFS_TBD instead of unwinding into C.
+/// Runs one C entry point, with the interposer (if any) kept out of it:
+/// its error becomes a code, and a panic (a plfs bug) becomes PLFS_TBD
+/// instead of unwinding into C.
 pub fn guard(body: impl FnOnce() -> Result<(), PlfsError>) -> PlfsError {
+    let _bypass = crate::interposer::Bypass::enter();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => PLFS_SUCCESS,
         Ok(Err(code)) => code,
@@ -77,19 +79,47 @@ fn description(error: PlfsError) -> &'static CStr {
         PLFS_SUCCESS => c"Success",
         libc::EPERM => c"Operation not permitted",
         libc::ENOENT => c"No such file or directory",
+        libc::ESRCH => c"No such process",
+        libc::EINTR => c"Interrupted system call",
         libc::EIO => c"Input/output error",
+        libc::ENXIO => c"No such device or address",
+        libc::E2BIG => c"Argument list too long",
         libc::EBADF => c"Bad file descriptor",
+        libc::EAGAIN => c"Resource temporarily unavailable",
         libc::ENOMEM => c"Cannot allocate memory",
         libc::EACCES => c"Permission denied",
+        libc::EFAULT => c"Bad address",
+        libc::EBUSY => c"Device or resource busy",
         libc::EEXIST => c"File exists",
+        libc::EXDEV => c"Invalid cross-device link",
+        libc::ENODEV => c"No such device",
         libc::ENOTDIR => c"Not a directory",
         libc::EISDIR => c"Is a directory",
         libc::EINVAL => c"Invalid argument",
+        libc::ENFILE => c"Too many open files in system",
+        libc::EMFILE => c"Too many open files",
+        libc::ENOTTY => c"Inappropriate ioctl for device",
+        libc::ETXTBSY => c"Text file busy",
+        libc::EFBIG => c"File too large",
         libc::ENOSPC => c"No space left on device",
+        libc::ESPIPE => c"Illegal seek",
+        libc::EROFS => c"Read-only file system",
+        libc::EMLINK => c"Too many links",
+        libc::EPIPE => c"Broken pipe",
+        libc::ERANGE => c"Numerical result out of range",
+        libc::EDEADLK => c"Resource deadlock avoided",
         libc::ENAMETOOLONG => c"File name too long",
+        libc::ENOSYS => c"Function not implemented",
         libc::ENOTEMPTY => c"Directory not empty",
+        libc::ELOOP => c"Too many levels of symbolic links",
         libc::ENODATA => c"No data available",
+        libc::ETIME => c"Timer expired",
+        libc::EOVERFLOW => c"Value too large for defined data type",
+        libc::EBADFD => c"File descriptor in bad state",
+        libc::EPROTOTYPE => c"Protocol wrong type for socket",
         libc::ENOTSUP => c"Operation not supported",
+        libc::ETIMEDOUT => c"Connection timed out",
+        libc::ESTALE => c"Stale file handle",
         libc::EDQUOT => c"Disk quota exceeded",
         PLFS_EEOF => c"End of file",
         PLFS_SIGSEGV => c"Segmentation fault",

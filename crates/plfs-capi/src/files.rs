@@ -116,7 +116,12 @@ pub fn open_one(path: &str, flags: c_int, pid: libc::pid_t, mode: libc::mode_t) 
     if flags.create {
         check_parent(&plfs, &inner)?;
     }
-    let handle = plfs.open(&inner, flags, mode, writer).map_err(|error| not_found(&plfs, &inner, error))?;
+    let handle = plfs.open(&inner, flags, mode, writer).map_err(|error| match plfs.stat(&inner) {
+        // The core follows no symbolic links, so opening one is refused as
+        // open(2) with O_NOFOLLOW refuses it (PLFS 2.5 followed it).
+        Ok(attr) if attr.kind == crate::plfs::fs::FileKind::Symlink => libc::ELOOP,
+        _ => not_found(&plfs, &inner, error),
+    })?;
     Ok(PlfsFd::new(plfs, inner, handle, flags))
 }
 

@@ -56,6 +56,7 @@ pub unsafe extern "C" fn plfs_get_fileinfo(path: *const c_char, ixtypep: *mut c_
 /// # Safety
 /// `path` is NULL or a C string.
 unsafe fn filetype(path: *const c_char) -> c_int {
+    let _bypass = crate::interposer::Bypass::enter();
     // SAFETY: forwarded from the caller.
     let Ok(path) = (unsafe { path_argument(path) }) else { return PFT_UNKNOWN };
     match mount_config(path) {

@@ -15,6 +15,8 @@
 //! - `xattrs`: `plfs_getxattr`, `plfs_setxattr`.
 //! - `info`: file types, `plfs_expand_path`, host name, version.
 //! - `collective`: `plfs_open_collective_ops`.
+//! - `interposer`: keeps the LD_PRELOAD interposer out of this library's
+//!   own libc calls.
 
 use plfs_core_crate as plfs;
 
@@ -24,6 +26,7 @@ mod dirs;
 mod errors;
 mod files;
 mod info;
+mod interposer;
 mod mounts;
 mod paths;
 mod xattrs;

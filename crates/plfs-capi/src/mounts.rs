@@ -11,16 +11,37 @@ use crate::plfs::fs::{FileKind, Plfs};
 use crate::plfs::mounts::MountTable;
 use crate::plfs::{Error, ErrorKind};
 
-/// A C path argument: NULL or not UTF-8 is EINVAL.
+/// The prefix PLFS 2.5's MPI-IO driver (ad_plfs) put on plfs paths; 2.5
+/// accepted it in every call, and so does every call here.
+const PREFIX: &str = "plfs:";
+
+/// `path` without the `plfs:` prefix, if it has one: the one place the C
+/// API reads it, so every call that takes a path takes it.
+pub fn logical_path(path: &str) -> &str {
+    path.strip_prefix(PREFIX).unwrap_or(path)
+}
+
+/// A C string argument as it is (a symbolic link's text): NULL or not
+/// UTF-8 is EINVAL.
+///
+/// # Safety
+/// `text` is NULL or a NUL-terminated string.
+pub unsafe fn text_argument<'a>(text: *const c_char) -> Result<&'a str, PlfsError> {
+    if text.is_null() {
+        return Err(PLFS_EINVAL);
+    }
+    // SAFETY: the caller passes a C string.
+    unsafe { CStr::from_ptr(text) }.to_str().map_err(|_| PLFS_EINVAL)
+}
+
+/// A C path argument, without its `plfs:` prefix: NULL or not UTF-8 is
+/// EINVAL.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
 pub unsafe fn path_argument<'a>(path: *const c_char) -> Result<&'a str, PlfsError> {
-    if path.is_null() {
-        return Err(PLFS_EINVAL);
-    }
-    // SAFETY: the caller passes a C string.
-    unsafe { CStr::from_ptr(path) }.to_str().map_err(|_| PLFS_EINVAL)
+    // SAFETY: forwarded from the caller.
+    unsafe { text_argument(path) }.map(logical_path)
 }
 
 /// The mount holding `path` and the path inside it.
@@ -41,6 +62,28 @@ pub fn mount_config(path: &str) -> Result<(&'static MountConfig, String), PlfsEr
     table()?.config().resolve(Path::new(path)).ok_or_else(|| {
         report(Error::new(ErrorKind::NotFound, format!("{path}: not under a mount point of the plfsrc")))
     })
+}
+
+/// Where a path is: in a mount, or a directory above mount points (which
+/// plfs does not hold, but which lead to its files).
+pub enum Place {
+    Mount(Plfs, String),
+    AboveMount(String),
+}
+
+/// A C path argument and where it is: what the calls that describe a
+/// path (`plfs_access`, `plfs_getattr`, `plfs_mode`) need, since a program
+/// walking down to its files asks about the directories above the mount.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub unsafe fn place_argument(path: *const c_char) -> Result<Place, PlfsError> {
+    // SAFETY: forwarded from the caller.
+    let path = unsafe { path_argument(path) }?;
+    if table()?.is_above_mount(Path::new(path)) {
+        return Ok(Place::AboveMount(path.to_owned()));
+    }
+    resolve(path).map(|(plfs, inner)| Place::Mount(plfs, inner))
 }
 
 /// A C path argument and the mount it is on.
@@ -94,13 +137,14 @@ pub fn check_parent(plfs: &Plfs, inner: &str) -> Result<(), PlfsError> {
 }
 
 /// `int is_plfs_path(const char *path)`: 1 when a mount point of the
-/// plfsrc covers `path` (relative paths are taken from the current
-/// directory), 0 otherwise, including for NULL and when there is no plfsrc.
+/// plfsrc covers `path` (with or without its `plfs:` prefix; relative
+/// paths are taken from the current directory), 0 otherwise, including for NULL and when there is no plfsrc.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn is_plfs_path(path: *const c_char) -> std::ffi::c_int {
+    let _bypass = crate::interposer::Bypass::enter();
     // SAFETY: forwarded from the caller.
     let Ok(path) = (unsafe { path_argument(path) }) else { return 0 };
     let Ok(table) = MountTable::process() else { return 0 };
@@ -122,6 +166,7 @@ pub unsafe extern "C" fn plfs_mount_points(buf: *mut c_char, size: libc::size_t)
     if buf.is_null() && size != 0 {
         return -1;
     }
+    let _bypass = crate::interposer::Bypass::enter();
     let mut list: Vec<u8> = Vec::new();
     if let Ok(table) = MountTable::process() {
         for point in table.mount_points() {

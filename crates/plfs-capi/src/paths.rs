@@ -4,7 +4,9 @@
 use std::ffi::{c_char, c_int};
 
 use crate::errors::{PLFS_EINVAL, PlfsError, guard};
-use crate::mounts::{check_parent, mount_config, not_found, path_argument, resolve, resolve_argument};
+use crate::mounts::{
+    check_parent, mount_config, not_found, path_argument, resolve, resolve_argument, text_argument,
+};
 
 /// # Safety
 /// `path` is NULL or a C string.
@@ -61,7 +63,7 @@ pub unsafe extern "C" fn plfs_link(path: *const c_char, to: *const c_char) -> Pl
 pub unsafe extern "C" fn plfs_symlink(path: *const c_char, to: *const c_char) -> PlfsError {
     guard(|| {
         // SAFETY: the caller's contract.
-        let target = unsafe { path_argument(path) }?;
+        let target = unsafe { text_argument(path) }?;
         // SAFETY: the caller's contract.
         let (plfs, inner) = unsafe { resolve_argument(to) }?;
         check_parent(&plfs, &inner)?;

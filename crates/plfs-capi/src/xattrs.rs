@@ -1,4 +1,5 @@
-//! Extended attributes of an open file: `plfs_getxattr`, `plfs_setxattr`
+//! Extended attributes of an open file: `plfs_getxattr`, `plfs_setxattr`,
+//! `plfs_setxattr_len`
 //! (the core keeps them in the container's `xattrs/`, as 2.5 did).
 
 use std::ffi::{CStr, c_char, c_void};
@@ -43,13 +44,34 @@ pub unsafe extern "C" fn plfs_getxattr(
     })
 }
 
-/// Sets attribute `key` to the `len` bytes at `value`, replacing any.
+/// PLFS 2.5's three-argument form: sets attribute `key` to the C string
+/// `value` (its bytes without the NUL), replacing any.
+///
+/// # Safety
+/// `fd` is NULL or live; `value` and `key` are NULL or C strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_setxattr(
+    fd: *mut PlfsFd,
+    value: *const c_void,
+    key: *const c_char,
+) -> PlfsError {
+    if value.is_null() {
+        return PLFS_EINVAL;
+    }
+    // SAFETY: a non-NULL value is a C string.
+    let len = unsafe { CStr::from_ptr(value.cast::<c_char>()) }.to_bytes().len();
+    // SAFETY: value is readable for len bytes; the rest is the caller's contract.
+    unsafe { plfs_setxattr_len(fd, value, key, len) }
+}
+
+/// Not in 2.5: sets attribute `key` to the `len` bytes at `value` (any
+/// bytes), replacing any.
 ///
 /// # Safety
 /// `fd` is NULL or live; `value` is NULL or readable for `len` bytes;
 /// `key` is NULL or a C string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn plfs_setxattr(
+pub unsafe extern "C" fn plfs_setxattr_len(
     fd: *mut PlfsFd,
     value: *const c_void,
     key: *const c_char,

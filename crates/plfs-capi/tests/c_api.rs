@@ -78,11 +78,19 @@ impl Fixture {
     /// Compiles `source` (C, or C++ if it ends in .cpp) into the fixture.
     fn compile(&self, source: &Path, extra: &[String]) -> PathBuf {
         let cpp = source.extension().is_some_and(|extension| extension == "cpp");
-        let compiler = if cpp { "g++" } else { "cc" };
-        let program = self.path(source.file_stem().unwrap().to_str().unwrap());
+        self.compile_as(source, if cpp { Language::Cpp } else { Language::C }, extra)
+    }
+
+    /// Compiles `source` as `language` (gcc or g++), whatever its name.
+    fn compile_as(&self, source: &Path, language: Language, extra: &[String]) -> PathBuf {
+        let (compiler, flag, suffix) = match language {
+            Language::C => ("gcc", "c", ""),
+            Language::Cpp => ("g++", "c++", "-cpp"),
+        };
+        let program = self.path(&format!("{}{suffix}", source.file_stem().unwrap().to_str().unwrap()));
         let mut command = Command::new(compiler);
-        command.args(["-O2", "-Wall", "-Wextra", "-Werror"]);
-        command.arg(source).args(extra).arg("-o").arg(&program);
+        command.args(["-O2", "-Wall", "-Wextra", "-Werror", "-x", flag]);
+        command.arg(source).args(["-x", "none"]).args(extra).arg("-o").arg(&program);
         let output = command.output().unwrap_or_else(|error| panic!("{compiler}: {error}"));
         assert!(output.status.success(), "{compiler} {}:\n{}", source.display(), text(&output.stderr));
         program
@@ -90,15 +98,28 @@ impl Fixture {
 
     /// Compiles against the source tree's include/ and the built library.
     fn compile_in_tree(&self, name: &str, extra: &[&str]) -> PathBuf {
-        let libdir = library_dir();
-        let mut flags: Vec<String> = extra.iter().map(|flag| (*flag).to_owned()).collect();
-        flags.extend([
-            format!("-I{}", workspace().join("include").display()),
-            format!("-L{}", libdir.display()),
-            "-lplfs".to_owned(),
-            format!("-Wl,-rpath,{}", libdir.display()),
-        ]);
-        self.compile(&program_source(name), &flags)
+        self.compile(&program_source(name), &in_tree_flags(extra))
+    }
+
+    /// Runs `program` with this fixture's plfsrc and returns its stdout;
+    /// fails the test unless it exits 0.
+    fn output(&self, program: &Path, args: &[PathBuf]) -> String {
+        let output = Command::new("timeout")
+            .arg("--kill-after=10")
+            .arg(TIMEOUT.as_secs().to_string())
+            .arg(program)
+            .args(args)
+            .env("PLFSRC", &self.plfsrc)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}: {}\n{}",
+            program.display(),
+            output.status,
+            text(&output.stderr)
+        );
+        text(&output.stdout)
     }
 
     /// Runs `program` under timeout(1) with this fixture's plfsrc; fails
@@ -120,6 +141,25 @@ impl Fixture {
             output.status
         );
     }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Language {
+    C,
+    Cpp,
+}
+
+/// The flags that build against the source tree's include/ and library.
+fn in_tree_flags(extra: &[&str]) -> Vec<String> {
+    let libdir = library_dir();
+    let mut flags: Vec<String> = extra.iter().map(|flag| (*flag).to_owned()).collect();
+    flags.extend([
+        format!("-I{}", workspace().join("include").display()),
+        format!("-L{}", libdir.display()),
+        "-lplfs".to_owned(),
+        format!("-Wl,-rpath,{}", libdir.display()),
+    ]);
+    flags
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -226,7 +266,9 @@ fn pkg_config_finds_an_installed_library() {
         .output()
         .unwrap();
     assert!(installed.status.success(), "make install-lib:\n{}", text(&installed.stderr));
-    for file in ["lib/libplfs.so", "lib/libplfs.a", "include/plfs.h", "include/plfs_mpi.h"] {
+    for file in
+        ["lib/libplfs.so", "lib/libplfs.a", "include/plfs.h", "include/plfs_error.h", "include/plfs_mpi.h"]
+    {
         assert!(prefix.join(file).exists(), "make install-lib did not install {file}");
     }
 
@@ -258,4 +300,81 @@ fn pkg_config_finds_an_installed_library() {
     let built = fixture.compile(&source, &linked);
     std::fs::rename(&built, &static_program).unwrap();
     fixture.run(&static_program, &[fixture.path("mnt/static")], "plfs25_program: OK");
+}
+
+/// PLFS 2.5's unit suite (plfsunit.cpp) and the regression suite's API
+/// programs (offset.c, access.c), ported to programs written as 2.5's were
+/// (stdio and string from plfs.h, 2.5's signatures), built with -Wall
+/// -Wextra -Werror by gcc as C and by g++ as C++, each run with plain
+/// paths and with 2.5's `plfs:` prefix.
+#[test]
+fn plfs_25_unit_and_regression_programs_as_c_and_cpp() {
+    let fixture = Fixture::new();
+    let flags = in_tree_flags(&[]);
+    let mount = fixture.path("mnt");
+    let prefixed = |path: &Path| PathBuf::from(format!("plfs:{}", path.display()));
+    for language in [Language::C, Language::Cpp] {
+        let unit = fixture.compile_as(&program_source("plfs25_unit.c"), language, &flags);
+        fixture.run(&unit, std::slice::from_ref(&mount), "plfs25_unit: OK: 11 cases");
+        fixture.run(&unit, &[prefixed(&mount)], "plfs25_unit: OK: 11 cases");
+
+        let offset = fixture.compile_as(&program_source("plfs25_offset.c"), language, &flags);
+        fixture.run(&offset, &[mount.join(format!("offset-{language:?}"))], "plfs25_offset: OK");
+        fixture.run(
+            &offset,
+            &[prefixed(&mount.join(format!("offset-plfs-{language:?}")))],
+            "plfs25_offset: OK",
+        );
+
+        // As 2.5's driver: each directory above the mount point, the mount
+        // and a directory in it answer 0; a missing directory ENOENT (2).
+        let access = fixture.compile_as(&program_source("plfs25_access.c"), language, &flags);
+        let mut expected: Vec<(PathBuf, i32)> =
+            mount.ancestors().skip(1).map(|dir| (dir.to_path_buf(), 0)).collect();
+        expected.push((mount.clone(), 0));
+        expected.push((prefixed(&mount), 0));
+        expected.push((mount.join("nonexistent_dir"), libc::ENOENT));
+        expected.push((prefixed(&mount.join("nonexistent_dir")), libc::ENOENT));
+        let args: Vec<PathBuf> = expected.iter().map(|(path, _)| path.clone()).collect();
+        let printed = fixture.output(&access, &args);
+        let lines: Vec<&str> = printed.lines().collect();
+        assert_eq!(lines.len(), expected.len(), "{printed}");
+        for ((path, code), line) in expected.iter().zip(lines) {
+            assert_eq!(line, format!("plfs access {}: {code}", path.display()), "{printed}");
+        }
+    }
+}
+
+/// Directories above a mount point (2.5's regression test walks down to
+/// the mount with plfs_access): one that exists locally and one that does
+/// not (mount point `absent/deeper/mnt`, created nowhere).
+#[test]
+fn access_and_getattr_above_a_mount_point() {
+    let fixture = Fixture::new();
+    let plfsrc = fixture.path("plfsrc-above");
+    std::fs::create_dir(fixture.path("b-above")).unwrap();
+    std::fs::write(
+        &plfsrc,
+        format!(
+            "- mount_point: {}\n  workload: shared_file\n  backends:\n    - location: posix://{}\n",
+            fixture.path("absent/deeper/mnt").display(),
+            fixture.path("b-above").display()
+        ),
+    )
+    .unwrap();
+    let program = fixture.compile_in_tree("above_mount.c", &[]);
+    let output = Command::new("timeout")
+        .arg(TIMEOUT.as_secs().to_string())
+        .arg(&program)
+        .arg(fixture.dir.path())
+        .arg(fixture.path("absent/deeper"))
+        .env("PLFSRC", &plfsrc)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success() && text(&output.stdout).contains("above_mount: OK"),
+        "{}\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
 }

@@ -452,3 +452,80 @@ fn paths_outside_the_mount_pass_through_unchanged() {
     let backend_entries = fs::read_dir(setup.dir.path().join("backend0")).unwrap().count();
     assert_eq!(backend_entries, 0);
 }
+
+/// PLFS 2.5's `plfs:` prefix from unmodified programs: `cp` and `cat` pass
+/// `plfs:/…/mnt/f` to open(2) as it is, and the interposer must take it
+/// as the plfs file (as libplfs and the MPI-IO wrapper do), while a path
+/// that is not plfs's after the prefix still reaches libc as written.
+#[test]
+fn plfs_prefixed_paths_from_unmodified_programs() {
+    let setup = Setup::new();
+    let source = setup.scratch("source");
+    fs::write(&source, b"written through plfs:\n").unwrap();
+    let prefixed = format!("plfs:{}", setup.logical("f"));
+    setup.run("cp", &[s(&source), &prefixed]);
+    assert_eq!(setup.contents("f"), b"written through plfs:\n");
+    let cat = setup.run("cat", &[&prefixed]);
+    assert_eq!(cat.stdout, b"written through plfs:\n");
+    let listed = setup.run("ls", &[&format!("plfs:{}", setup.mount.display())]);
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).trim(), "f");
+
+    // Not a plfs path after the prefix: a relative name in "plfs:/", which
+    // libc answers (here: it does not exist).
+    let elsewhere = setup.preloaded("cat", &["plfs:/nonexistent-plfs-prefix-test"]).output().unwrap();
+    assert!(!elsewhere.status.success());
+    assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("No such file"), "{elsewhere:?}");
+}
+
+/// A program linked against libplfs, run under the interposer: its first
+/// libplfs call reads the plfsrc, which the interposer used to intercept
+/// and answer by asking libplfs for its mount list, waiting on that same
+/// first call forever.
+#[test]
+fn a_libplfs_program_under_the_interposer_does_not_deadlock() {
+    let setup = Setup::new();
+    let file = setup.scratch("api.c");
+    fs::write(
+        &file,
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+#include "plfs.h"
+int main(int argc, char **argv) {
+    Plfs_fd *fd = NULL;
+    ssize_t bytes = 0;
+    int refs = -1;
+    if (argc != 2) return 2;
+    plfs_error_t ret = plfs_open(&fd, argv[1], O_CREAT | O_RDWR, getpid(), 0644, NULL);
+    if (ret != PLFS_SUCCESS) { printf("open: %s\n", strplfserr(ret)); return 1; }
+    ret = plfs_write(fd, "api\n", 4, 0, getpid(), &bytes);
+    if (ret != PLFS_SUCCESS || bytes != 4) { printf("write: %s\n", strplfserr(ret)); return 1; }
+    ret = plfs_close(fd, getpid(), getuid(), O_RDWR, NULL, &refs);
+    if (ret != PLFS_SUCCESS || refs != 0) { printf("close: %s\n", strplfserr(ret)); return 1; }
+    puts("ok");
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let libdir = interposer().parent().unwrap().to_path_buf();
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include");
+    let program = setup.scratch("api");
+    let output = Command::new("cc")
+        .args(["-Wall", "-Werror", "-o"])
+        .arg(&program)
+        .arg(&file)
+        .arg(format!("-I{}", include.display()))
+        .arg(format!("-L{}", libdir.display()))
+        .arg("-lplfs")
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "cc: {}", String::from_utf8_lossy(&output.stderr));
+    for path in [setup.logical("api"), format!("plfs:{}", setup.logical("api-prefixed"))] {
+        let run = setup.run(s(&program), &[&path]);
+        assert_eq!(run.stdout, b"ok\n", "{path}");
+    }
+    assert_eq!(setup.contents("api"), b"api\n");
+    assert_eq!(setup.contents("api-prefixed"), b"api\n");
+}

@@ -51,6 +51,15 @@ impl MountTable {
         self.points.iter().any(|point| path.starts_with(point))
     }
 
+    /// Whether an absolute `path` is a directory above a mount point (an
+    /// ancestor of one, not covered by any): such directories are the way
+    /// to the mounts, so a program walking down to a file asks about them
+    /// (PLFS 2.5 answered `access` on them with success).
+    pub fn is_above_mount(&self, path: &Path) -> bool {
+        let Some(path) = plfsrc::normalize(path) else { return false };
+        !self.covers(&path) && self.points.iter().any(|point| point.starts_with(&path))
+    }
+
     /// The mount holding an absolute `path` and the path inside it (`/…`),
     /// or None when no mount point covers it. The mount is built on first use.
     pub fn resolve(&self, path: &Path) -> Result<Option<(Plfs, String)>> {
@@ -84,6 +93,12 @@ mod tests {
         assert!(table.covers(Path::new("/mnt/p/x")));
         assert!(!table.covers(Path::new("/mnt/px")));
         assert!(table.resolve(Path::new("/elsewhere/f")).unwrap().is_none());
+        for above in ["/", "/mnt", "/mnt/", "/mnt/./x/.."] {
+            assert!(table.is_above_mount(Path::new(above)), "{above}");
+        }
+        for not_above in ["/mnt/p", "/mnt/p/deep", "/mn", "/mnt/q", "/elsewhere", "mnt"] {
+            assert!(!table.is_above_mount(Path::new(not_above)), "{not_above}");
+        }
         let (deep, path) = table.resolve(Path::new("/mnt/p/deep/a/f")).unwrap().unwrap();
         assert_eq!(path, "/a/f");
         let (again, _) = table.resolve(Path::new("/mnt/p/deep/g")).unwrap().unwrap();

@@ -37,3 +37,23 @@ impl Drop for Inside {
         }
     }
 }
+
+/// Not in PLFS 2.5: libplfs.so calls this on entry to each call a program
+/// makes to it directly (the interposer's own calls are inside already),
+/// so libplfs's own libc calls go straight to libc. Otherwise a program
+/// linked against libplfs and run under the interposer re-enters libplfs
+/// while libplfs reads its plfsrc, and deadlocks there. Returns what
+/// `plfs_preload_leave` needs to restore.
+#[unsafe(no_mangle)]
+pub extern "C" fn plfs_preload_enter() -> std::ffi::c_int {
+    std::ffi::c_int::from(INSIDE.try_with(|flag| flag.replace(true)).unwrap_or(true))
+}
+
+/// Not in PLFS 2.5: the end of a call `plfs_preload_enter` began;
+/// `was_inside` is what it returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn plfs_preload_leave(was_inside: std::ffi::c_int) {
+    if was_inside == 0 {
+        let _ = INSIDE.try_with(|flag| flag.set(false));
+    }
+}

@@ -1,6 +1,7 @@
 //! Which calls are plfs calls: a path (relative ones resolved against the
 //! current directory or the directory descriptor of an *at call) that a
-//! mount point of the plfsrc covers, as libplfs's `is_plfs_path` says.
+//! mount point of the plfsrc covers, as libplfs's `is_plfs_path` says,
+//! also when written with PLFS 2.5's `plfs:` prefix.
 
 use std::ffi::{CStr, CString, c_char, c_int};
 
@@ -8,18 +9,25 @@ use crate::files;
 use crate::guard::{Inside, inside};
 use crate::libplfs::library;
 
+/// PLFS 2.5's MPI-IO prefix for plfs paths (libplfs strips it too).
+const PREFIX: &[u8] = b"plfs:";
+
 /// PATH_MAX: longer paths are never plfs paths (libc will refuse them).
 const PATH_BYTES_MAX: usize = 4096;
 
 /// The absolute logical path when `path` (relative to `dirfd`) is a plfs
-/// path; None for every other path, and whenever the call must go to libc
-/// (inside libplfs, libplfs missing, NULL path).
+/// path, with or without the `plfs:` prefix PLFS 2.5 accepted (as libplfs
+/// does: `open("plfs:/mnt/plfs/f")` from any program is the plfs file);
+/// None for every other path, which libc then gets as it was written, and
+/// whenever the call must go to libc (inside libplfs, libplfs missing,
+/// NULL path).
 pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     if inside() || path.is_null() {
         return None;
     }
     // SAFETY: libc callers pass a C string; NULL was excluded.
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let written = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let bytes = written.strip_prefix(PREFIX).unwrap_or(written);
     if bytes.is_empty() || bytes.len() > PATH_BYTES_MAX {
         return None;
     }

@@ -160,21 +160,33 @@ static void write_side(const char *mnt, const char *dir, const char *file)
     CHECK(st.st_size == 3 * RECORD_BYTES && (st.st_mode & 07777) == 0644);
     EXPECT(plfs_getattr(fd, file, NULL, 0), PLFS_EINVAL);
 
-    EXPECT(plfs_setxattr(fd, "value", "user.key", 5), PLFS_SUCCESS);
-    EXPECT(plfs_setxattr(fd, "", "user.empty", 0), PLFS_SUCCESS);
+    /* 2.5's form takes a C string; plfs_setxattr_len any bytes. */
+    EXPECT(plfs_setxattr(fd, "value", "user.key"), PLFS_SUCCESS);
+    EXPECT(plfs_setxattr(fd, "", "user.empty"), PLFS_SUCCESS);
+    EXPECT(plfs_setxattr_len(fd, "a\0b", "user.bytes", 3), PLFS_SUCCESS);
+    EXPECT(plfs_setxattr_len(fd, "", "user.none", 0), PLFS_SUCCESS);
     char value[16];
     memset(value, 'x', sizeof value);
     EXPECT(plfs_getxattr(fd, value, "user.key", sizeof value), PLFS_SUCCESS);
     CHECK(strcmp(value, "value") == 0);
     EXPECT(plfs_getxattr(fd, value, "user.key", 3), PLFS_SUCCESS);
     CHECK(memcmp(value, "val", 3) == 0);
+    memset(value, 'x', sizeof value);
+    EXPECT(plfs_getxattr(fd, value, "user.bytes", sizeof value), PLFS_SUCCESS);
+    CHECK(memcmp(value, "a\0b\0", 4) == 0);
+    memset(value, 'x', sizeof value);
+    EXPECT(plfs_getxattr(fd, value, "user.empty", sizeof value), PLFS_SUCCESS);
+    CHECK(value[0] == '\0');
     EXPECT(plfs_getxattr(fd, value, "user.missing", sizeof value), PLFS_ENODATA);
     EXPECT(plfs_getxattr(fd, value, NULL, sizeof value), PLFS_EINVAL);
     EXPECT(plfs_getxattr(fd, NULL, "user.key", sizeof value), PLFS_EINVAL);
     EXPECT(plfs_getxattr(NULL, value, "user.key", sizeof value), PLFS_EBADF);
-    EXPECT(plfs_setxattr(fd, NULL, "user.key", 5), PLFS_EINVAL);
-    EXPECT(plfs_setxattr(fd, "v", NULL, 1), PLFS_EINVAL);
-    EXPECT(plfs_setxattr(NULL, "v", "user.key", 1), PLFS_EBADF);
+    EXPECT(plfs_setxattr(fd, NULL, "user.key"), PLFS_EINVAL);
+    EXPECT(plfs_setxattr(fd, "v", NULL), PLFS_EINVAL);
+    EXPECT(plfs_setxattr(NULL, "v", "user.key"), PLFS_EBADF);
+    EXPECT(plfs_setxattr_len(fd, NULL, "user.key", 5), PLFS_EINVAL);
+    EXPECT(plfs_setxattr_len(fd, "v", NULL, 1), PLFS_EINVAL);
+    EXPECT(plfs_setxattr_len(NULL, "v", "user.key", 1), PLFS_EBADF);
 
     int refs = -1;
     EXPECT(plfs_close(fd, pid, getuid(), O_WRONLY, NULL, &refs), PLFS_SUCCESS);

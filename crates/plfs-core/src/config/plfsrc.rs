@@ -143,7 +143,7 @@ fn none_found(tried: Vec<String>) -> Error {
 }
 
 /// Lexical normalization of an absolute path; `None` for a relative one.
-fn normalize(path: &Path) -> Option<PathBuf> {
+pub(crate) fn normalize(path: &Path) -> Option<PathBuf> {
     if !path.is_absolute() {
         return None;
     }
