@@ -138,15 +138,24 @@ pub fn check_parent(plfs: &Plfs, inner: &str) -> Result<(), PlfsError> {
 
 /// `int is_plfs_path(const char *path)`: 1 when a mount point of the
 /// plfsrc covers `path` (with or without its `plfs:` prefix; relative
-/// paths are taken from the current directory), 0 otherwise, including for NULL and when there is no plfsrc.
+/// paths are taken from the current directory), 0 otherwise, including for
+/// NULL and when there is no plfsrc. Decided on the bytes: a name that is
+/// not UTF-8 under a mount point is still a plfs path (whose calls then fail
+/// with EINVAL), never passed through to the directory the mount point covers.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn is_plfs_path(path: *const c_char) -> std::ffi::c_int {
+    use std::os::unix::ffi::OsStrExt;
     let _bypass = crate::interposer::Bypass::enter();
-    // SAFETY: forwarded from the caller.
-    let Ok(path) = (unsafe { path_argument(path) }) else { return 0 };
+    if path.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller passes a C string.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let bytes = bytes.strip_prefix(PREFIX.as_bytes()).unwrap_or(bytes);
+    let path = Path::new(std::ffi::OsStr::from_bytes(bytes));
     let Ok(table) = MountTable::process() else { return 0 };
     let Ok(absolute) = std::path::absolute(path) else { return 0 };
     std::ffi::c_int::from(table.config().resolve(&absolute).is_some())

@@ -529,3 +529,50 @@ int main(int argc, char **argv) {
     assert_eq!(setup.contents("api"), b"api\n");
     assert_eq!(setup.contents("api-prefixed"), b"api\n");
 }
+
+/// Names the layout reserves (hidden by readdir, deleted by `plfs recover
+/// --fix` as crash debris) and names that are not UTF-8 are refused with
+/// EINVAL. The library used to make the reserved one; the other went past
+/// plfs to the host directory under the mount point.
+#[test]
+fn reserved_and_non_utf8_names_are_refused_with_einval() {
+    let setup = Setup::new();
+    fs::create_dir(&setup.mount).unwrap();
+    let script = format!(
+        r#"
+import errno, os
+mount = os.fsencode({mount:?})
+os.mkdir(mount + b"/d")
+with open(mount + b"/d/f", "wb") as f:
+    f.write(b"kept")
+for name in [b".plfs-new.12345678.0000000000000001.00000001", b".plfs-gone.x", b"caf\xe9"]:
+    path = mount + b"/d/" + name
+    for what, call in [
+        ("create", lambda: open(path, "wb").close()),
+        ("mkdir", lambda: os.mkdir(path)),
+        ("rename", lambda: os.rename(mount + b"/d/f", path)),
+    ]:
+        try:
+            call()
+        except OSError as error:
+            assert error.errno == errno.EINVAL, (what, path, error)
+        else:
+            raise AssertionError((what, path, "accepted"))
+assert os.listdir(mount + b"/d") == [b"f"], os.listdir(mount + b"/d")
+print("ok")
+"#,
+        mount = setup.mount.to_str().unwrap()
+    );
+    let output = setup.run("python3", &["-c", &script]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
+    assert_eq!(
+        fs::read_dir(&setup.mount).unwrap().count(),
+        0,
+        "nothing passed through to the host directory"
+    );
+    assert_eq!(setup.contents("d/f"), b"kept");
+    assert_eq!(
+        setup.plfs(&["recover", "--fix", &setup.logical("d/f")]).trim_end().rsplit(": ").next(),
+        Some("no problems found")
+    );
+}

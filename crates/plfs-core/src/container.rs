@@ -64,9 +64,13 @@ pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
 fn reject_container_insides(mount: &MountState, path: &StorePath) -> Result<()> {
     let mut prefix = StorePath::root();
     for component in path.components() {
+        // A damaged container (Corrupt) is a file too, not a way in.
         if !prefix.is_root()
             && layout::classify_container_entry(component) != ContainerEntry::Unknown
-            && matches!(lookup_entry(mount, &prefix), Ok(Lookup::File(_)))
+            && match lookup_entry(mount, &prefix) {
+                Ok(found) => matches!(found, Lookup::File(_)),
+                Err(error) => error.kind() == ErrorKind::Corrupt,
+            }
         {
             return Err(Error::new(ErrorKind::NotADirectory, format!("/{path}: /{prefix} is a file")));
         }
@@ -95,6 +99,13 @@ fn lookup_entry(mount: &MountState, path: &StorePath) -> Result<Lookup> {
                 }
                 Err(error) => Err(error.context(format!("{}: {}", store.url(), paths.access()))),
             },
+            Err(error) if error.kind() == ErrorKind::NotFound && lost_access_file(store, &paths)? => {
+                Err(Error::corrupt(format!(
+                    "{}: {path} is a file whose container has lost its access file \
+                     (its logs are kept; `plfs recover --fix /{path}` rebuilds it)",
+                    store.url()
+                )))
+            }
             // NotFound: a logical directory. IsADirectory: a logical directory
             // holding a user's file (a container) named "access".
             Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::IsADirectory) => {
@@ -102,6 +113,40 @@ fn lookup_entry(mount: &MountState, path: &StorePath) -> Result<Lookup> {
             }
             Err(error) => Err(error),
         },
+    }
+}
+
+/// Whether a directory without an access file is a container that lost it
+/// (a crash never does that; a person or a failing disk can). Its data must
+/// not pass for an empty directory that rmdir would delete. The sign is a
+/// plain `version` file: a logical directory holds no plain files but plfs's
+/// reserved ones (a user's file named `version` is a container directory).
+/// Costs one metadata call per directory looked up.
+pub(crate) fn lost_access_file(store: &dyn Store, paths: &ContainerPaths) -> Result<bool> {
+    match store.metadata(&paths.version()) {
+        Ok(metadata) if metadata.kind == EntryKind::File => {}
+        Ok(_) => return Ok(false),
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error),
+    }
+    // Without atomic directory rename a container being made shows its meta
+    // directory and version file before its access file.
+    Ok(store.capabilities().atomic_dir_rename || !being_created(store, paths)?)
+}
+
+/// Whether `path` is a file whose container is damaged (its access file
+/// lost or undecodable): lookups fail with `Corrupt` naming it, yet it is
+/// listed as a file and may be unlinked, which is how users clean up.
+pub(crate) fn is_damaged(mount: &MountState, path: &StorePath) -> Result<bool> {
+    if mount.is_flat() || mount.small().is_some() || path.is_root() {
+        return Ok(false);
+    }
+    match lookup_entry(mount, path) {
+        Err(error) if error.kind() == ErrorKind::Corrupt => {
+            let (backend, _) = canonical(mount, path);
+            Ok(mount.store(backend).metadata(path)?.kind == EntryKind::Directory)
+        }
+        _ => Ok(false),
     }
 }
 

@@ -287,6 +287,9 @@ impl Plfs {
         owner: Option<Owner>,
     ) -> Result<FileHandle> {
         let logical = parse_file_path(path)?;
+        if flags.create {
+            layout::check_user_path(&logical)?;
+        }
         let owner = owner.unwrap_or(Owner { uid: self.state.uid, gid: self.state.gid });
         if !flags.read && !flags.write {
             return Err(Error::invalid(format!("{path}: open needs read or write access")));
@@ -486,7 +489,18 @@ impl Plfs {
     /// Removes a file or symlink.
     pub fn unlink(&self, path: &str) -> Result<()> {
         let logical = parse_file_path(path)?;
-        match container::lookup(&self.state, &logical).context(path.to_owned())? {
+        let found = match container::lookup(&self.state, &logical) {
+            Ok(found) => found,
+            // Removing a damaged file is how users clean up after damage
+            // that `plfs recover` cannot repair or they do not care to.
+            Err(error)
+                if error.kind() == ErrorKind::Corrupt && container::is_damaged(&self.state, &logical)? =>
+            {
+                return self.remove_container(&logical).context(path.to_owned());
+            }
+            Err(error) => return Err(error.context(path.to_owned())),
+        };
+        match found {
             Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
             Lookup::Symlink(_) | Lookup::FlatFile(_) => {
                 let (backend, _) = container::canonical(&self.state, &logical);
@@ -531,6 +545,30 @@ impl Plfs {
     /// Moves a file, symlink or directory; an existing target file is
     /// replaced, an existing target directory must be empty.
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
+        layout::check_user_path(&parse_file_path(to)?)?;
+        self.rename_to_any_name(from, to)
+    }
+
+    /// Moves a file to a reserved name beside it, hidden from listings, and
+    /// returns that path: what an interface does with a file unlinked while
+    /// still open (FUSE), so reads and writes through it go on until the
+    /// last close unlinks the hidden path. `unique` tells apart the names
+    /// one process hides; `plfs recover` clears what a crash leaves hidden.
+    pub fn hide(&self, path: &str, unique: u64) -> Result<String> {
+        let logical = parse_file_path(path)?;
+        let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+        let hidden = logical.parent().unwrap_or_default().join(&layout::removed_container_name(
+            name,
+            unique,
+            self.state.pid,
+        ))?;
+        let hidden = format!("/{hidden}");
+        self.rename_to_any_name(path, &hidden)?;
+        Ok(hidden)
+    }
+
+    /// [`rename`](Self::rename) without the reserved-name check on `to`.
+    fn rename_to_any_name(&self, from: &str, to: &str) -> Result<()> {
         let source = parse_file_path(from)?;
         let target = parse_file_path(to)?;
         if source == target {
@@ -634,6 +672,7 @@ impl Plfs {
     /// Like [`mkdir`](Self::mkdir), owned by `owner` where the stores keep owners.
     pub fn mkdir_as(&self, path: &str, mode: u32, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
+        layout::check_user_path(&logical)?;
         if self.state.small().is_some() {
             // A small file of that name has no backend entry to collide with.
             match self.entry(&logical) {
@@ -718,11 +757,20 @@ impl Plfs {
                 }
                 EntryKind::File => continue,
                 EntryKind::Directory => {
-                    let access = ContainerPaths::new(logical.join(&name)?).access();
-                    match self.state.store(canonical).metadata(&access) {
+                    // A damaged container (access file undecodable or lost)
+                    // is listed as the file it is; its stat fails naming it.
+                    let paths = ContainerPaths::new(logical.join(&name)?);
+                    let store = self.state.store(canonical);
+                    match store.metadata(&paths.access()) {
                         Ok(metadata) if metadata.kind == EntryKind::File => FileKind::File,
                         Ok(_) => FileKind::Directory,
-                        Err(error) if error.kind() == ErrorKind::NotFound => FileKind::Directory,
+                        Err(error) if error.kind() == ErrorKind::NotFound => {
+                            if container::lost_access_file(store, &paths)? {
+                                FileKind::File
+                            } else {
+                                FileKind::Directory
+                            }
+                        }
                         Err(error) => return Err(error),
                     }
                 }
@@ -877,6 +925,15 @@ impl Plfs {
         })
     }
 
+    /// Whether `path` is a file whose container is damaged (its access file
+    /// lost or undecodable): `stat` and `open` fail with `Corrupt` naming
+    /// it, `readdir` lists it as a file and `unlink` removes it. Interfaces
+    /// use this to keep such a file visible and removable (FUSE looks a
+    /// name up before it may unlink it).
+    pub fn is_damaged_file(&self, path: &str) -> Result<bool> {
+        container::is_damaged(&self.state, &parse_file_path(path)?)
+    }
+
     /// Checks `mask` (R_OK|W_OK|X_OK, or 0 for existence) for `who`.
     pub fn access(&self, path: &str, mask: u32, who: &Credentials) -> Result<()> {
         let attr = self.entry(&StorePath::parse(path)?).context(path.to_owned())?;
@@ -908,6 +965,7 @@ impl Plfs {
     /// Like [`symlink`](Self::symlink), owned by `owner` where the store keeps owners.
     pub fn symlink_as(&self, target: &str, path: &str, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
+        layout::check_user_path(&logical)?;
         match self.entry(&logical) {
             Ok(_) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned())),
             Err(error) if error.kind() == ErrorKind::NotFound => {}

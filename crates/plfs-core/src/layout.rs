@@ -315,9 +315,24 @@ pub fn parse_dir_xattr_name(entry: &str) -> Option<String> {
     parse_xattr_component(entry.strip_prefix(DIR_XATTR_PREFIX)?)
 }
 
-/// Whether a name in a logical directory is plfs's own.
+/// Whether a name in a logical directory is plfs's own. Every name plfs
+/// hides in a logical directory starts with [`RESERVED_PREFIX`], so this one
+/// test covers them all, including prefixes added later.
 pub fn is_reserved(name: &str) -> bool {
     name.starts_with(RESERVED_PREFIX)
+}
+
+/// Refuses a path that would make an entry under a reserved name: readdir
+/// hides such names and `plfs recover --fix` deletes some as crash debris,
+/// so a user's entry there would vanish and then be lost. Every call that
+/// makes a name (create, mkdir, symlink, rename's target) checks here.
+pub fn check_user_path(path: &StorePath) -> Result<()> {
+    match path.components().find(|component| is_reserved(component)) {
+        Some(reserved) => Err(Error::invalid(format!(
+            "/{path}: {reserved:?} is a reserved name (names starting {RESERVED_PREFIX} are plfs's own)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Whether `name` is a container being removed (left by a crashed unlink).
@@ -460,5 +475,26 @@ mod tests {
         assert_eq!(classify_container_entry("README"), ContainerEntry::Unknown);
         assert!(parse_meta_name("open.garbage").is_none());
         assert!(is_reserved(&new_container_name(&"x".repeat(255), 1, 2)));
+    }
+
+    #[test]
+    fn every_hidden_name_is_reserved_and_refused_for_users() {
+        let hidden = [
+            new_container_name("f", 1, 2),
+            removed_container_name("f", 1, 2),
+            moving_file_name("f", 1, 2),
+            dir_xattr_name("user.a").unwrap(),
+            smallfile::CONTAINER_DIR.to_owned(),
+        ];
+        for name in hidden {
+            assert!(is_reserved(&name), "{name}");
+            let path = StorePath::parse(&format!("d/{name}")).unwrap();
+            let error = check_user_path(&path).unwrap_err();
+            assert_eq!(error.kind(), crate::error::ErrorKind::InvalidInput);
+            assert!(error.to_string().contains(&format!("/d/{name}")), "{error}");
+            let below = StorePath::parse(&format!("{name}/f")).unwrap();
+            assert!(check_user_path(&below).is_err(), "{below}");
+        }
+        check_user_path(&StorePath::parse("d/.plfs/plfs-new.1/access").unwrap()).unwrap();
     }
 }

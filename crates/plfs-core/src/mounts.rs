@@ -79,15 +79,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resolves_the_deepest_mount_and_shares_it() {
+    fn resolves_the_mount_and_shares_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (outer, inner) = (dir.path().join("b0"), dir.path().join("b1"));
-        std::fs::create_dir(&outer).unwrap();
-        std::fs::create_dir(&inner).unwrap();
+        let (first, second) = (dir.path().join("b0"), dir.path().join("b1"));
+        std::fs::create_dir(&first).unwrap();
+        std::fs::create_dir(&second).unwrap();
         let text = format!(
-            "- mount_point: /mnt/p\n  backends:\n    - location: {}\n- mount_point: /mnt/p/deep\n  backends:\n    - location: {}\n",
-            outer.display(),
-            inner.display()
+            "- mount_point: /mnt/p\n  backends:\n    - location: {}\n- mount_point: /mnt/q\n  backends:\n    - location: {}\n",
+            first.display(),
+            second.display()
         );
         let table = MountTable::new(plfsrc::parse_str(&text, Path::new("test.plfsrc")).unwrap());
         assert!(table.covers(Path::new("/mnt/p/x")));
@@ -96,14 +96,15 @@ mod tests {
         for above in ["/", "/mnt", "/mnt/", "/mnt/./x/.."] {
             assert!(table.is_above_mount(Path::new(above)), "{above}");
         }
-        for not_above in ["/mnt/p", "/mnt/p/deep", "/mn", "/mnt/q", "/elsewhere", "mnt"] {
+        for not_above in ["/mnt/p", "/mnt/p/deep", "/mn", "/mnt/q", "/mnt/q/a", "/elsewhere", "mnt"] {
             assert!(!table.is_above_mount(Path::new(not_above)), "{not_above}");
         }
-        let (deep, path) = table.resolve(Path::new("/mnt/p/deep/a/f")).unwrap().unwrap();
+        let (q, path) = table.resolve(Path::new("/mnt/q/a/f")).unwrap().unwrap();
         assert_eq!(path, "/a/f");
-        let (again, _) = table.resolve(Path::new("/mnt/p/deep/g")).unwrap().unwrap();
-        assert!(std::ptr::eq(deep.stores()[0].as_ref(), again.stores()[0].as_ref()), "one mount, built once");
-        let (_, outer_path) = table.resolve(Path::new("/mnt/p/deepx")).unwrap().unwrap();
-        assert_eq!(outer_path, "/deepx");
+        let (again, _) = table.resolve(Path::new("/mnt/q/g")).unwrap().unwrap();
+        assert!(std::ptr::eq(q.stores()[0].as_ref(), again.stores()[0].as_ref()), "one mount, built once");
+        let (p, p_path) = table.resolve(Path::new("/mnt/p/../p/x")).unwrap().unwrap();
+        assert_eq!(p_path, "/x");
+        assert!(!std::ptr::eq(p.stores()[0].as_ref(), q.stores()[0].as_ref()));
     }
 }

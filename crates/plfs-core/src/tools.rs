@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::config::BackendLocation;
 use crate::container::{self, LogLocation};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::access::AccessRecord;
 use crate::format::index_log;
 use crate::format::version::VersionRecord;
 use crate::fs::{MountState, Plfs};
@@ -112,6 +113,10 @@ pub enum Problem {
     /// Data bytes whose CRC32C does not match their index record
     /// (checked with `verify`); not fixable, the bytes are reported.
     DataChecksumMismatch,
+    /// A container whose access file is lost or does not decode: the file
+    /// cannot be opened. The fix writes a new one (mode and owner from the
+    /// container directory), so its logs read again.
+    DamagedAccessFile,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -279,7 +284,12 @@ impl Plfs {
     /// data byte the index logs point at and checks it against the CRC32C
     /// its record carries.
     pub fn recover_with(&self, path: &str, fix: bool, verify: bool) -> Result<RecoveryReport> {
-        let logical = file_path(self.state(), path)?;
+        let logical = StorePath::parse(path)?;
+        // A damaged container is what recover repairs; anything else must
+        // be a plfs file, as for the other tools.
+        if !container::is_damaged(self.state(), &logical).context(path.to_owned())? {
+            file_path(self.state(), path)?;
+        }
         let mut recovery =
             Recovery { state: self.state(), path: &logical, fix, verify, report: RecoveryReport::default() };
         recovery.run().context(path.to_owned())?;
@@ -441,6 +451,7 @@ impl Recovery<'_> {
 
     fn run(&mut self) -> Result<()> {
         self.debris()?;
+        self.access_file()?;
         let meta = container::read_meta(self.state, self.path)?;
         let inventory = container::inventory(self.state, self.path)?;
         for (backend, unknown) in &inventory.unknown {
@@ -462,6 +473,48 @@ impl Recovery<'_> {
             };
             self.note(Problem::DanglingSizeRecord, location, "its logs are gone".into(), fixed);
         }
+        Ok(())
+    }
+
+    /// A lost or undecodable access file; the fix writes a new one with the
+    /// container directory's owner and its mode less execute bits (the
+    /// file's own mode is what was lost), so the logs read again.
+    fn access_file(&mut self) -> Result<()> {
+        if !container::is_damaged(self.state, self.path)? {
+            return Ok(());
+        }
+        let (backend, paths) = container::canonical(self.state, self.path);
+        let store = self.state.store(backend);
+        let location = format!("{}/{}", store.url(), paths.access());
+        let problem = match store.read_all(&paths.access()) {
+            Ok(bytes) => match AccessRecord::decode(&bytes) {
+                Err(error) => format!("does not decode ({error})"),
+                Ok(_) => return Ok(()),
+            },
+            Err(error) if error.kind() == ErrorKind::NotFound => "is missing".to_owned(),
+            Err(error) => return Err(error.context(location)),
+        };
+        let directory = store.metadata(self.path)?;
+        let now = self.state.stamper.now_ns();
+        let access = AccessRecord {
+            mode: directory.mode.map_or(0o600, |mode| mode & 0o666),
+            uid: directory.uid.unwrap_or(self.state.uid),
+            gid: directory.gid.unwrap_or(self.state.gid),
+            atime_ns: now,
+            mtime_ns: directory.mtime.map_or(now, crate::clock::system_time_to_ns),
+            ctime_ns: now,
+            times_stamp: self.state.stamper.next(),
+        };
+        let fixed = self.fix && {
+            store.replace(&paths.access(), &access.encode()).with_context(|| location.clone())?;
+            true
+        };
+        let detail = if fixed {
+            format!("{problem}; rebuilt with mode {:04o}, owner {}:{}", access.mode, access.uid, access.gid)
+        } else {
+            format!("{problem}; the file cannot be opened")
+        };
+        self.note(Problem::DamagedAccessFile, location, detail, fixed);
         Ok(())
     }
 

@@ -269,9 +269,38 @@ impl PlfsFs {
     /// Looks `name` up in `parent` after a create or lookup, counting the
     /// kernel's new reference.
     fn entry(&self, op: &str, parent: INodeNo, name: &str, path: &str) -> Result<FileAttr, Errno> {
-        let attr = self.core(op, path, self.plfs.stat(path))?;
+        let attr = self.core(op, path, self.lookup_stat(op, path))?;
         let ino = lock(&self.inodes).lookup(parent, name, attr.kind).ok_or(Errno::ENOENT)?;
         Ok(fuse_attr(ino, &attr))
+    }
+
+    /// `stat` for a lookup or a readdirplus entry. A damaged file (its
+    /// container's access file lost or undecodable) gets stand-in
+    /// attributes, so it stays listed and can be unlinked (the kernel looks
+    /// a name up first); a file's attributes are never cached, so its stat
+    /// and open still fail with EIO, logged naming it.
+    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<plfs::fs::FileAttr> {
+        match self.plfs.stat(path) {
+            Err(error)
+                if error.kind() == ErrorKind::Corrupt && self.plfs.is_damaged_file(path).unwrap_or(false) =>
+            {
+                tracing::warn!("{op} {path}: {error} (listed, and removable, as a file whose stat fails)");
+                let epoch = UNIX_EPOCH;
+                Ok(plfs::fs::FileAttr {
+                    kind: FileKind::File,
+                    size: 0,
+                    blocks: 0,
+                    mode: 0,
+                    uid: 0,
+                    gid: 0,
+                    nlink: 1,
+                    atime: epoch,
+                    mtime: epoch,
+                    ctime: epoch,
+                })
+            }
+            other => other,
+        }
     }
 
     fn file(&self, fh: FileHandle) -> Result<Arc<OpenHandle>, Errno> {
@@ -354,14 +383,10 @@ impl PlfsFs {
         Ok((Owner { uid: req.uid(), gid }, setgid))
     }
 
-    /// A name for something being created: a valid component that is not
-    /// one of plfs's reserved names.
+    /// A name for something being created (the core refuses plfs's
+    /// reserved names, for every interface).
     fn new_child(&self, parent: INodeNo, name: &OsStr) -> Result<(String, String), Errno> {
         let name = component(name)?;
-        if plfs::layout::is_reserved(name) {
-            tracing::debug!("create {name}: names starting {} are reserved", plfs::layout::RESERVED_PREFIX);
-            return Err(Errno::EINVAL);
-        }
         let path = self.child_path(parent, name)?;
         Ok((name.to_owned(), path))
     }
@@ -430,12 +455,9 @@ impl PlfsFs {
             }
         };
         let count = self.hidden_count.fetch_add(1, Ordering::Relaxed);
-        // The core's removed-container name: hidden from readdir, and what
-        // `plfs recover` clears if the daemon dies before the last close.
-        let hidden_name =
-            plfs::layout::removed_container_name(name, (ino.0 << 20) ^ count, std::process::id());
-        let hidden = join(&self.path(parent)?, &hidden_name);
-        self.core("unlink (open file)", path, self.plfs.rename(path, &hidden))?;
+        // Hidden from readdir, and what `plfs recover` clears if the daemon
+        // dies before the last close.
+        let hidden = self.core("unlink (open file)", path, self.plfs.hide(path, (ino.0 << 20) ^ count))?;
         lock(&self.inodes).hide(parent, name, hidden.clone());
         Ok(Some((ino, hidden)))
     }
@@ -694,7 +716,7 @@ impl PlfsFs {
                 continue;
             }
             let path = join(&dir_path, name);
-            let attr = match self.plfs.stat(&path) {
+            let attr = match self.lookup_stat("readdirplus", &path) {
                 Ok(attr) => attr,
                 // Gone since opendir: leave it out, as a fresh listing would.
                 Err(error) if error.kind() == ErrorKind::NotFound => continue,

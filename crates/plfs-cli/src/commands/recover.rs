@@ -36,7 +36,10 @@ struct Report<'a> {
 
 pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
     let target = context.resolve_plfs(&opts.file)?;
-    target.require_file()?;
+    // A damaged file cannot be stat'ed; repairing it is recover's job.
+    if !target.plfs.is_damaged_file(&target.path).unwrap_or(false) {
+        target.require_file()?;
+    }
     let report =
         target.plfs.recover_with(&target.path, opts.fix, opts.verify).map_err(|e| target.error(e))?;
     let file = target.shown().display().to_string();

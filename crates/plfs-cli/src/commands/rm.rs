@@ -39,6 +39,14 @@ fn remove_one(context: &Context, opts: &Opts, file: &std::path::Path) -> Result<
     let attr = match target.plfs.stat(&target.path) {
         Ok(attr) => attr,
         Err(error) if opts.force && error.kind() == ErrorKind::NotFound => return Ok(()),
+        // A damaged file has no attributes, yet removing it is how users
+        // clean up (see `Plfs::is_damaged_file`).
+        Err(error)
+            if error.kind() == ErrorKind::Corrupt
+                && target.plfs.is_damaged_file(&target.path).unwrap_or(false) =>
+        {
+            return target.plfs.unlink(&target.path).map_err(|e| target.error(e));
+        }
         Err(error) => return Err(target.error(error)),
     };
     if attr.kind == FileKind::Directory {

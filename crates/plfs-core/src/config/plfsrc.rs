@@ -65,17 +65,17 @@ pub struct PlfsConfig {
 }
 
 impl PlfsConfig {
-    /// The mount holding an absolute logical path (the longest mount point
-    /// that is a whole-component prefix), and the path inside it: "/" plus
-    /// the rest, or "/" for the mount point itself. `.` and `..` are resolved
-    /// lexically first, so `..` cannot climb out of a mount unnoticed.
+    /// The mount holding an absolute logical path (the one mount point that
+    /// is a whole-component prefix: they never nest), and the path inside
+    /// it: "/" plus the rest, or "/" for the mount point itself. `.` and `..`
+    /// are resolved lexically first, so `..` cannot climb out of a mount
+    /// unnoticed.
     pub fn resolve(&self, path: &Path) -> Option<(&MountConfig, String)> {
         let path = normalize(path)?;
         let (mount, rest) = self
             .mounts
             .iter()
-            .filter_map(|mount| path.strip_prefix(&mount.mount_point).ok().map(|rest| (mount, rest)))
-            .max_by_key(|(mount, _)| mount.mount_point.components().count())?;
+            .find_map(|mount| path.strip_prefix(&mount.mount_point).ok().map(|rest| (mount, rest)))?;
         Some((mount, format!("/{}", rest.to_string_lossy())))
     }
 }
@@ -381,6 +381,9 @@ struct Loader {
     logging: LogSettings,
     mounts: Vec<(MountConfig, Site)>,
     backends: HashMap<BackendLocation, Site>,
+    /// Every POSIX backend directory (lexically normalized), where it was
+    /// written and under which key, for the checks against mount points.
+    directories: Vec<(PathBuf, Site, &'static str)>,
 }
 
 impl Loader {
@@ -537,6 +540,55 @@ impl Loader {
                 ));
             }
             self.backends.insert(location.clone(), backend.site.clone());
+            if let BackendLocation::Posix(directory) = location
+                && let Some(directory) = normalize(directory)
+            {
+                self.directories.push((directory, backend.site.clone(), backend.key));
+            }
+        }
+        Ok(())
+    }
+
+    /// A mount point inside another, or a backend at, inside or around a
+    /// mount point, makes plfs call into its own mount: the daemon waits on
+    /// a request only it could answer, and `stat MNT` hangs unkillably.
+    /// Compared lexically (a symbolic link can still hide such a loop).
+    fn check_overlaps(&self) -> Result<()> {
+        for (index, (mount, site)) in self.mounts.iter().enumerate() {
+            let point = &mount.mount_point;
+            for (other, first) in &self.mounts[..index] {
+                let other = &other.mount_point;
+                if point.starts_with(other) || other.starts_with(point) {
+                    return Err(site.error(
+                        "mount_point",
+                        format!(
+                            "{} and the mount point {} (at {first}) contain one another; mount points may not nest",
+                            point.display(),
+                            other.display()
+                        ),
+                    ));
+                }
+            }
+        }
+        for (directory, site, key) in &self.directories {
+            for (mount, point_site) in &self.mounts {
+                let point = &mount.mount_point;
+                let problem = if directory.starts_with(point) {
+                    "is inside the mount point"
+                } else if point.starts_with(directory) {
+                    "contains the mount point"
+                } else {
+                    continue;
+                };
+                return Err(site.error(
+                    key,
+                    format!(
+                        "backend {} {problem} {} (at {point_site}); plfs would call into its own mount and hang",
+                        directory.display(),
+                        point.display()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -548,6 +600,7 @@ impl Loader {
                 origin.display()
             )));
         }
+        self.check_overlaps()?;
         Ok(PlfsConfig {
             tuning: self.tuning,
             logging: self.logging,
@@ -692,7 +745,13 @@ fn mount_point(entry: &Entry<'_, '_>) -> Result<PathBuf> {
     if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
         return Err(entry.expected("an absolute path without .. components"));
     }
-    normalize(path).ok_or_else(|| entry.expected("an absolute path"))
+    let point = normalize(path).ok_or_else(|| entry.expected("an absolute path"))?;
+    if point == Path::new("/") {
+        return Err(entry.error(
+            "/ cannot be a mount point: the mount would cover the whole system, its backends included",
+        ));
+    }
+    Ok(point)
 }
 
 fn workload(entry: &Entry<'_, '_>) -> Result<Workload> {
@@ -977,9 +1036,8 @@ mod tests {
     }
 
     #[test]
-    fn resolve_picks_the_longest_whole_component_prefix() {
+    fn resolve_matches_whole_components() {
         let text = "- mount_point: /mnt/plfs\n  backends: [/b0]\n\
-                    - mount_point: /mnt/plfs/deep\n  backends: [/b1]\n\
                     - mount_point: /mnt/plfs2\n  backends: [/b2]\n";
         let config = inline(text).unwrap();
         let resolve = |path: &str| {
@@ -992,8 +1050,6 @@ mod tests {
         assert_eq!(resolve("/mnt/plfs/"), hit("/mnt/plfs", "/"));
         assert_eq!(resolve("/mnt/plfs/a/b"), hit("/mnt/plfs", "/a/b"));
         assert_eq!(resolve("/mnt/plfs/deeper"), hit("/mnt/plfs", "/deeper"));
-        assert_eq!(resolve("/mnt/plfs/deep"), hit("/mnt/plfs/deep", "/"));
-        assert_eq!(resolve("/mnt/plfs/deep/x"), hit("/mnt/plfs/deep", "/x"));
         assert_eq!(resolve("/mnt/plfs2/x"), hit("/mnt/plfs2", "/x"));
         assert_eq!(resolve("/mnt//plfs/./a/../b"), hit("/mnt/plfs", "/b"));
         assert_eq!(resolve("/mnt/plfs/../plfs2/x"), hit("/mnt/plfs2", "/x"));
@@ -1292,6 +1348,51 @@ mod tests {
             error_of("[]"),
             "t.plfsrc:1: mount_point: no mount points defined (add a - mount_point: section)"
         );
+    }
+
+    /// Each of these makes plfs call into its own mount (`stat MNT` hung
+    /// unkillably with a backend inside the mount point).
+    #[test]
+    fn mount_points_and_backends_may_not_overlap() {
+        assert_eq!(
+            error_of("- mount_point: /\n  backends: [/b]\n"),
+            "t.plfsrc:1: mount_point: / cannot be a mount point: the mount would cover the whole system, \
+             its backends included"
+        );
+        assert_eq!(
+            error_of(
+                "- mount_point: /mnt/plfs\n  backends:\n    - location: /b\n    - location: /mnt/plfs/b1\n"
+            ),
+            "t.plfsrc:4: location: backend /mnt/plfs/b1 is inside the mount point /mnt/plfs (at t.plfsrc:1); \
+             plfs would call into its own mount and hang"
+        );
+        assert_eq!(
+            error_of("- mount_point: /mnt/plfs\n  backends: [posix:///mnt//plfs/]\n"),
+            "t.plfsrc:2: backends: backend /mnt/plfs is inside the mount point /mnt/plfs (at t.plfsrc:1); \
+             plfs would call into its own mount and hang"
+        );
+        assert_eq!(
+            error_of("- mount_point: /data/mnt\n  backends: [/data]\n"),
+            "t.plfsrc:2: backends: backend /data contains the mount point /data/mnt (at t.plfsrc:1); \
+             plfs would call into its own mount and hang"
+        );
+        // Another mount's point counts as much as the mount's own.
+        assert_eq!(
+            error_of("- mount_point: /m\n  backends: [/n/b]\n- mount_point: /n\n  backends: [/c]\n"),
+            "t.plfsrc:2: backends: backend /n/b is inside the mount point /n (at t.plfsrc:3); \
+             plfs would call into its own mount and hang"
+        );
+        assert_eq!(
+            error_of("- mount_point: /mnt/a\n  backends: [/b]\n- mount_point: /mnt/a/b\n  backends: [/c]\n"),
+            "t.plfsrc:3: mount_point: /mnt/a/b and the mount point /mnt/a (at t.plfsrc:1) contain one another; \
+             mount points may not nest"
+        );
+        // Neighbours sharing a name prefix do not overlap.
+        let config = inline(
+            "- mount_point: /mnt/a\n  backends: [/mnt/ab]\n- mount_point: /mnt/abc\n  backends: [/c]\n",
+        )
+        .unwrap();
+        assert_eq!(config.mounts.len(), 2);
     }
 
     #[test]

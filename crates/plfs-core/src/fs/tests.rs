@@ -818,6 +818,177 @@ fn the_inside_of_a_container_is_not_a_path() {
     assert_eq!(plfs.stat("/d/meta").unwrap().kind, FileKind::Directory);
 }
 
+fn posix_mount(root: &std::path::Path, count: usize, workload: Workload) -> (Vec<SharedStore>, Plfs) {
+    let stores: Vec<SharedStore> = (0..count)
+        .map(|i| {
+            let dir = root.join(format!("b{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            Arc::new(
+                crate::store::posix::PosixStore::new(dir.clone(), format!("posix://{}", dir.display()))
+                    .unwrap(),
+            ) as SharedStore
+        })
+        .collect();
+    let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+    let plfs = Plfs::with_workload(backends, options(1), workload).unwrap();
+    (stores, plfs)
+}
+
+fn write_whole(plfs: &Plfs, path: &str, data: &[u8]) {
+    let handle = plfs.open(path, OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+    handle.write(data, 0).unwrap();
+    handle.close().unwrap();
+}
+
+fn read_whole(plfs: &Plfs, path: &str) -> Vec<u8> {
+    let handle = plfs.open(path, OpenFlags::RDONLY, 0, 1).unwrap();
+    let data = read_all(&handle);
+    handle.close().unwrap();
+    data
+}
+
+/// Readdir hides names starting `.plfs-` and `recover --fix` deletes some of
+/// them as crash debris, so no call may make one: a user's file there was
+/// created, hidden, then destroyed (issue 18, item 3).
+#[test]
+fn reserved_names_are_refused_wherever_a_name_is_made() {
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let root = tempfile::tempdir().unwrap();
+        let (_stores, plfs) = posix_mount(root.path(), 2, workload);
+        plfs.mkdir("/d", 0o755).unwrap();
+        write_whole(&plfs, "/d/f", b"kept");
+        let debris_like = layout::new_container_name("f", 1, 1);
+        for name in [debris_like.as_str(), ".plfs-gone.0", ".plfs-", ".plfs-smallfile", ".plfs-later"] {
+            let path = format!("/d/{name}");
+            let refused = |result: Result<()>, what: &str| {
+                let error = result.expect_err(&format!("{workload:?}: {what} {path} was accepted"));
+                assert_eq!(error.kind(), ErrorKind::InvalidInput, "{workload:?} {what}: {error}");
+                assert!(error.to_string().contains(&path), "{workload:?} {what}: {error}");
+            };
+            refused(plfs.open(&path, OpenFlags::WRONLY.create(), 0o644, 1).map(drop), "create");
+            refused(
+                plfs.open(&path, OpenFlags::RDWR.create().exclusive(), 0o644, 1).map(drop),
+                "O_EXCL create",
+            );
+            refused(plfs.mkdir(&path, 0o755), "mkdir");
+            refused(plfs.symlink("f", &path), "symlink");
+            refused(plfs.rename("/d/f", &path), "rename onto");
+            refused(plfs.rename_noreplace("/d/f", &path), "rename (noreplace) onto");
+            refused(
+                plfs.open(&format!("{path}/g"), OpenFlags::WRONLY.create(), 0o644, 1).map(drop),
+                "create below",
+            );
+        }
+        let names: Vec<String> = plfs.readdir("/d").unwrap().into_iter().map(|entry| entry.name).collect();
+        assert_eq!(names, ["f"], "{workload:?}");
+        assert_eq!(read_whole(&plfs, "/d/f"), b"kept", "{workload:?}");
+        if workload == Workload::SharedFile {
+            let report = plfs.recover("/d/f", true).unwrap();
+            assert!(report.findings.is_empty(), "nothing of the user's is debris: {report:?}");
+            assert_eq!(read_whole(&plfs, "/d/f"), b"kept");
+        }
+    }
+}
+
+/// What FUSE does with a file unlinked while open: the core picks the
+/// reserved name, and the file stays usable under it.
+#[test]
+fn a_hidden_file_stays_usable_under_its_reserved_name() {
+    let plfs = memory_mount(2);
+    write_whole(&plfs, "/f", b"open elsewhere");
+    let hidden = plfs.hide("/f", 7).unwrap();
+    assert!(layout::is_reserved(hidden.trim_start_matches('/')), "{hidden}");
+    assert_eq!(plfs.stat("/f").unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(plfs.readdir("/").unwrap().is_empty());
+    assert_eq!(read_whole(&plfs, &hidden), b"open elsewhere");
+    plfs.unlink(&hidden).unwrap();
+}
+
+/// Removes a container's access file on its canonical backend by hand.
+fn damage_access(stores: &[SharedStore], plfs: &Plfs, path: &str, replacement: Option<&[u8]>) {
+    let logical = StorePath::parse(path).unwrap();
+    let backend = plfs.placement().canonical_backend(logical.file_name().unwrap());
+    let access = ContainerPaths::new(logical).access();
+    match replacement {
+        Some(bytes) => stores[backend.0].replace(&access, bytes).unwrap(),
+        None => stores[backend.0].remove_file(&access).unwrap(),
+    }
+}
+
+/// rmdir took a container without its access file for an empty directory
+/// and deleted every log (issue 18, item 4).
+#[test]
+fn a_container_that_lost_its_access_file_is_kept_reported_and_repaired() {
+    let root = tempfile::tempdir().unwrap();
+    let (stores, plfs) = posix_mount(root.path(), 3, Workload::SharedFile);
+    let data: Vec<u8> = (0..524_672u32).map(|i| (i % 251) as u8).collect();
+    for name in ["c", "hostdir.0", "meta"] {
+        let path = format!("/{name}");
+        write_whole(&plfs, &path, &data);
+        plfs.chmod(&path, 0o640).unwrap();
+        damage_access(&stores, &plfs, &path, None);
+        let error = plfs.rmdir(&path).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+        assert!(
+            error.to_string().contains(&format!("{name} is a file whose container has lost its access file")),
+            "{error}"
+        );
+        assert_eq!(plfs.stat(&path).unwrap_err().kind(), ErrorKind::Corrupt);
+        assert_eq!(
+            plfs.open(&path, OpenFlags::RDWR.create(), 0o644, 1).unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+        assert!(
+            plfs.readdir("/").unwrap().contains(&DirEntryInfo { name: name.into(), kind: FileKind::File })
+        );
+        let report = plfs.recover(&path, false).unwrap();
+        assert_eq!(report.findings.len(), 1, "{report:?}");
+        assert_eq!(report.findings[0].problem, crate::tools::Problem::DamagedAccessFile);
+        assert!(report.findings[0].detail.contains("is missing"), "{report:?}");
+        let report = plfs.recover(&path, true).unwrap();
+        assert_eq!(report.unfixed(), 0, "{report:?}");
+        assert_eq!(read_whole(&plfs, &path), data, "{name}: every byte reads back after the fix");
+        assert!(plfs.recover(&path, false).unwrap().findings.is_empty());
+    }
+    // A user's directory with a file called version is still a directory.
+    plfs.mkdir("/d", 0o755).unwrap();
+    write_whole(&plfs, "/d/version", b"v");
+    assert_eq!(plfs.stat("/d").unwrap().kind, FileKind::Directory);
+    plfs.unlink("/d/version").unwrap();
+    plfs.rmdir("/d").unwrap();
+}
+
+/// One undecodable access file failed its directory's listing, and its
+/// file could not be removed (issue 18, item 5).
+#[test]
+fn a_corrupt_access_file_spoils_only_its_own_file() {
+    let root = tempfile::tempdir().unwrap();
+    let (stores, plfs) = posix_mount(root.path(), 2, Workload::SharedFile);
+    plfs.mkdir("/one", 0o755).unwrap();
+    for name in ["a", "zbad", "z"] {
+        write_whole(&plfs, &format!("/one/{name}"), name.as_bytes());
+    }
+    damage_access(&stores, &plfs, "/one/zbad", Some(b"PLFSACCS but not really an access record"));
+    let listing = plfs.readdir("/one").unwrap();
+    let names: Vec<&str> = listing.iter().map(|entry| entry.name.as_str()).collect();
+    assert_eq!(names, ["a", "z", "zbad"]);
+    assert!(listing.iter().all(|entry| entry.kind == FileKind::File));
+    let error = plfs.stat("/one/zbad").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt);
+    assert!(error.to_string().contains("one/zbad/access"), "{error}");
+    assert!(plfs.is_damaged_file("/one/zbad").unwrap());
+    assert!(!plfs.is_damaged_file("/one/a").unwrap());
+    let report = plfs.recover("/one/zbad", false).unwrap();
+    assert_eq!(report.findings.len(), 1, "{report:?}");
+    assert!(report.findings[0].detail.contains("does not decode"), "{report:?}");
+    plfs.unlink("/one/zbad").unwrap();
+    assert_eq!(plfs.readdir("/one").unwrap().len(), 2);
+    assert_eq!(read_whole(&plfs, "/one/z"), b"z");
+    for store in &stores {
+        assert!(store.metadata(&StorePath::parse("one/zbad").unwrap()).is_err(), "{}", store.url());
+    }
+}
+
 /// The n-n layout (`workload: file_per_proc`): plain files spread by name.
 mod flat {
     use super::*;
