@@ -604,3 +604,119 @@ fn check_config_asks_remote_stores() {
     assert_eq!(backends[0]["status"], "ok", "{report}");
     assert_eq!(backends[1]["status"], "unreachable", "{report}");
 }
+
+/// A port nothing listens on (it was free a moment ago).
+fn refused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `check-config [--mkdir]` over `remote.plfsrc`, one mount over
+/// `backends`: (exit code, stdout).
+fn check_remote(setup: &Setup, backends: &[String], mkdir: bool) -> (Option<i32>, String) {
+    let config = setup.dir.path().join("remote.plfsrc");
+    let mut text = format!("- mount_point: {}\n  backends:\n", s(&setup.mount));
+    for backend in backends {
+        text.push_str(&format!("    - location: \"{backend}\"\n"));
+    }
+    fs::write(&config, text).unwrap();
+    let mut args = vec!["--config", s(&config), "check-config"];
+    if mkdir {
+        args.push("--mkdir");
+    }
+    let output = Command::new(BIN).args(&args).env_remove("AWS_ACCESS_KEY_ID").output().unwrap();
+    (code(&output), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The problem line of `backend` in check-config's text output.
+fn problem_of<'a>(text: &'a str, backend: &str) -> &'a str {
+    text.lines()
+        .find(|line| line.starts_with("problem:") && line.contains(&format!("backend {backend}: ")))
+        .unwrap_or_else(|| panic!("no problem line for {backend}:\n{text}"))
+}
+
+/// A new HDFS user's first step: the backend directory does not exist yet.
+/// check-config calls it MISSING (not UNREACHABLE), --mkdir makes it, and
+/// plfs then writes there; a NameNode port nobody listens on is
+/// UNREACHABLE, in the client's words.
+#[test]
+fn check_config_creates_a_missing_hdfs_root() {
+    let Some(server) = plfs::store::test_server::TestServer::start("hdfs", &[]) else { return };
+    let setup = Setup::new();
+    let root = format!("{}/new/plfs", server.url().trim_end_matches('/'));
+    let dead = format!("hdfs://127.0.0.1:{}/plfs", refused_port());
+    let backends = [root.clone(), dead.clone()];
+
+    let (status, text) = check_remote(&setup, &backends, false);
+    assert_eq!(status, Some(1), "{text}");
+    let missing = problem_of(&text, &root);
+    assert!(missing.contains(": MISSING (") && missing.contains("not found"), "{text}");
+    let unreachable = problem_of(&text, &dead);
+    assert!(unreachable.contains(": UNREACHABLE (") && unreachable.contains("Connection refused"), "{text}");
+    assert!(text.contains("run with --mkdir"), "{text}");
+
+    let (status, text) = check_remote(&setup, &backends, true);
+    assert_eq!(status, Some(1), "the dead NameNode is still a problem:\n{text}");
+    assert!(text.contains(&format!("{root} [created]")), "{text}");
+    assert!(!text.contains(&format!("backend {root}: ")), "{text}");
+
+    let (status, text) = check_remote(&setup, &backends[..1], false);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(text.contains(&format!("{root} [ok]")), "{text}");
+    // The created root is a usable backend.
+    let source = setup.scratch("source");
+    fs::write(&source, b"first steps on hdfs").unwrap();
+    let config = setup.dir.path().join("remote.plfsrc");
+    let logical = setup.mount.join("f");
+    let copy =
+        Command::new(BIN).args(["--config", s(&config), "cp", s(&source), s(&logical)]).output().unwrap();
+    assert!(copy.status.success(), "plfs cp onto the created root: {}", stderr(&copy));
+    let back = setup.scratch("back");
+    let copy =
+        Command::new(BIN).args(["--config", s(&config), "cp", s(&logical), s(&back)]).output().unwrap();
+    assert!(copy.status.success(), "plfs cp back: {}", stderr(&copy));
+    assert_eq!(fs::read(&back).unwrap(), b"first steps on hdfs");
+}
+
+/// The same on S3: a prefix with nothing under it is MISSING until --mkdir
+/// marks it; a bucket that does not exist is MISSING in the server's words
+/// (plfs creates no buckets); bad credentials and a refused connection are
+/// UNREACHABLE, in the server's and the client's words.
+#[test]
+fn check_config_creates_a_missing_s3_root() {
+    let Some(server) = plfs::store::test_server::TestServer::start("s3", &[]) else { return };
+    let setup = Setup::new();
+    let fresh = server.url().replacen("/?", "/fresh/root?", 1);
+    let no_bucket = server.url().replacen("plfs-test/?", "no-such-bucket/p?", 1);
+    let bad_credentials = setup.scratch("bad-credentials");
+    fs::write(&bad_credentials, "aws_access_key_id = nobody\naws_secret_access_key = not-the-secret-4711\n")
+        .unwrap();
+    let (_, query) = server.url().split_once("credentials_file=").unwrap();
+    let forged = server.url().replacen("/?", "/q?", 1).replacen(query, s(&bad_credentials), 1);
+    let endpoint = server.url().split("endpoint=").nth(1).unwrap().split('&').next().unwrap().to_owned();
+    let dead = server.url().replacen("/?", "/r?", 1).replacen(
+        &endpoint,
+        &format!("http://127.0.0.1:{}", refused_port()),
+        1,
+    );
+    let backends = [fresh.clone(), no_bucket.clone(), forged.clone(), dead.clone()];
+
+    let (status, text) = check_remote(&setup, &backends, false);
+    assert_eq!(status, Some(1), "{text}");
+    assert!(problem_of(&text, &fresh).contains(": MISSING ("), "{text}");
+    let bucket = problem_of(&text, &no_bucket);
+    assert!(bucket.contains(": MISSING (") && bucket.contains("NoSuchBucket"), "{text}");
+    let refused = problem_of(&text, &forged);
+    assert!(refused.contains(": UNREACHABLE (") && refused.contains("InvalidAccessKeyId"), "{text}");
+    assert!(!text.contains("not-the-secret-4711"), "a secret was printed:\n{text}");
+    let unreachable = problem_of(&text, &dead);
+    assert!(unreachable.contains(": UNREACHABLE (") && unreachable.contains("Connection refused"), "{text}");
+
+    let (status, text) = check_remote(&setup, &backends, true);
+    assert_eq!(status, Some(1), "{text}");
+    assert!(text.contains(&format!("{fresh} [created]")), "{text}");
+    assert!(problem_of(&text, &no_bucket).contains("create the bucket"), "{text}");
+
+    let (status, text) = check_remote(&setup, &backends[..1], false);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(text.contains(&format!("{fresh} [ok]")), "{text}");
+}

@@ -47,16 +47,27 @@ struct Run<'a> {
     program: PathBuf,
     plfsrc: PathBuf,
     preload: String,
+    /// PLFS_MPIIO_VERBOSE for the ranks.
+    verbose: bool,
+    /// Run mpirun (and so the ranks) as this user instead of root.
+    user: Option<&'a str>,
 }
 
 impl Run<'_> {
     fn mpirun(&self, ranks: u64, args: &[&str]) -> Output {
-        let mut command = Command::new("timeout");
+        let mut command = match self.user {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.args(["-u", user, "--", "timeout"]);
+                command
+            }
+            None => Command::new("timeout"),
+        };
         command.args(["--kill-after=10", &TIMEOUT_SECONDS.to_string(), &format!("mpirun.{}", self.flavor)]);
         let environment = [
             ("LD_PRELOAD", self.preload.as_str()),
             ("PLFSRC", self.plfsrc.to_str().unwrap()),
-            ("PLFS_MPIIO_VERBOSE", "1"),
+            ("PLFS_MPIIO_VERBOSE", if self.verbose { "1" } else { "0" }),
         ];
         // Only the ranks get the preloads, not mpirun itself.
         if self.flavor == "openmpi" {
@@ -87,6 +98,16 @@ impl Run<'_> {
             stdout.contains(success),
             "{name}: expected {success:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
         );
+        (stdout, stderr)
+    }
+
+    /// A run that must fail (exit status not 0); its stdout and stderr.
+    fn expect_failure(&self, ranks: u64, args: &[&str]) -> (String, String) {
+        let output = self.mpirun(ranks, args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let name = format!("{} {:?} {args:?}", self.flavor, self.io);
+        assert!(!output.status.success(), "{name} succeeded\nstdout:\n{stdout}\nstderr:\n{stderr}");
         (stdout, stderr)
     }
 
@@ -138,7 +159,9 @@ fn slots_and_logs(map: &serde_json::Value) -> BTreeMap<u64, (BTreeSet<u64>, BTre
     writers
 }
 
-fn mpiio(flavor: &str, io: Option<&str>) {
+/// Whether `mpicc.<flavor>` and `mpirun.<flavor>` are there (a missing one
+/// fails the test under PLFS_REQUIRE_MPI=1).
+fn have_mpi(flavor: &str) -> bool {
     let (mpicc, mpirun) = (format!("mpicc.{flavor}"), format!("mpirun.{flavor}"));
     if !available(&mpicc) || !available(&mpirun) {
         assert!(
@@ -146,12 +169,16 @@ fn mpiio(flavor: &str, io: Option<&str>) {
             "PLFS_REQUIRE_MPI=1 but {mpicc} or {mpirun} is missing (scripts/install-deps.sh)"
         );
         eprintln!("skipping {flavor}: {mpicc} or {mpirun} is missing");
-        return;
+        return false;
     }
-    let (mpiio, preload) = libraries(flavor);
-    let dir = tempfile::Builder::new().prefix("plfs-mpiio-test.").tempdir().unwrap();
-    let program = dir.path().join(format!("mpiio_strided_{flavor}"));
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plfs-mpi/tests/c/mpiio_strided.c");
+    true
+}
+
+/// crates/plfs-mpi/tests/c/<name>.c built with `mpicc.<flavor>` into dir.
+fn compile_program(flavor: &str, name: &str, dir: &Path) -> PathBuf {
+    let mpicc = format!("mpicc.{flavor}");
+    let program = dir.join(format!("{name}_{flavor}"));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plfs-mpi/tests/c/{name}.c"));
     let compiled = Command::new(&mpicc)
         .args(["-O2", "-Wall", "-Wextra", "-Werror"])
         .arg(&source)
@@ -160,29 +187,44 @@ fn mpiio(flavor: &str, io: Option<&str>) {
         .output()
         .unwrap();
     assert!(compiled.status.success(), "{mpicc}: {}", String::from_utf8_lossy(&compiled.stderr));
+    program
+}
 
-    let mount = dir.path().join("mnt");
+/// A shared_file mount `dir/mnt` over two POSIX backends in dir: (mount
+/// point, plfsrc).
+fn plfs_in(dir: &Path) -> (PathBuf, PathBuf) {
+    let mount = dir.join("mnt");
     let mut config = format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount.display());
     for backend in 0..2 {
-        let path = dir.path().join(format!("b{backend}"));
+        let path = dir.join(format!("b{backend}"));
         std::fs::create_dir(&path).unwrap();
         config.push_str(&format!("    - location: posix://{}\n", path.display()));
     }
-    let plfsrc = dir.path().join("plfsrc");
+    let plfsrc = dir.join("plfsrc");
     std::fs::write(&plfsrc, config).unwrap();
     // A real (empty) directory at the mount point, as a FUSE mount point
     // would be: ROMIO and ompio statfs the file or its directory to choose
     // their file-system driver.
     std::fs::create_dir(&mount).unwrap();
-    let run = Run {
-        flavor,
-        io,
-        program,
-        plfsrc,
-        // libplfs_mpiio.so first: its MPI_File_* must shadow libmpi's, and
-        // it has nothing the interposer would shadow (see the README).
-        preload: format!("{} {}", mpiio.display(), preload.display()),
-    };
+    (mount, plfsrc)
+}
+
+/// LD_PRELOAD for the ranks. libplfs_mpiio.so first: its MPI_File_* must
+/// shadow libmpi's, and it has nothing the interposer would shadow (see
+/// the README).
+fn preload_of(flavor: &str) -> String {
+    let (mpiio, preload) = libraries(flavor);
+    format!("{} {}", mpiio.display(), preload.display())
+}
+
+fn mpiio(flavor: &str, io: Option<&str>) {
+    if !have_mpi(flavor) {
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("plfs-mpiio-test.").tempdir().unwrap();
+    let program = compile_program(flavor, "mpiio_strided", dir.path());
+    let (mount, plfsrc) = plfs_in(dir.path());
+    let run = Run { flavor, io, program, plfsrc, preload: preload_of(flavor), verbose: true, user: None };
     let (records, size) = (RECORDS.to_string(), RECORD_BYTES.to_string());
     let total = WRITERS * RECORDS * RECORD_BYTES;
     let wrote = |how: &str| format!("mpiio_strided: OK: {WRITERS} writers wrote {total} bytes ({how})");
@@ -277,4 +319,87 @@ fn mpiio_under_open_mpi_romio() {
 #[test]
 fn mpiio_under_mpich() {
     mpiio("mpich", None);
+}
+
+/// Failed opens and deletes of plfs files report through the error handler
+/// on MPI_FILE_NULL, as the MPI standard gives files: crates/plfs-mpi/tests/
+/// c/mpiio_errors.c checks the error class every rank gets. Under Open MPI
+/// (parameter checking on, its default) the wrapper used to call
+/// MPI_File_call_errhandler(MPI_FILE_NULL, ...), which Open MPI refuses
+/// with a fatal MPI_ERR_ARG on MPI_COMM_WORLD: every miss killed the job.
+fn mpiio_errors(flavor: &str, io: Option<&str>) {
+    if !have_mpi(flavor) {
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("plfs-mpiio-errors.").tempdir().unwrap();
+    // nobody runs some of the ranks: it must reach the program, the
+    // plfsrc and the backends (tempdir makes 0700 directories).
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let program = compile_program(flavor, "mpiio_errors", dir.path());
+    let (mount, plfsrc) = plfs_in(dir.path());
+    let mut run =
+        Run { flavor, io, program, plfsrc, preload: preload_of(flavor), verbose: false, user: None };
+    let missing = mount.join("missing").display().to_string();
+    let ranks = 2;
+    let ok = |mode: &str| format!("mpiio_errors: OK: {mode} on {ranks} ranks");
+    // An expected miss prints nothing of plfs's own.
+    let quiet = |stderr: &str| {
+        assert!(!stderr.contains("plfs_mpiio"), "{flavor} {io:?}: an expected miss printed:\n{stderr}");
+    };
+
+    let (_, stderr) = run.expect(ranks, &["open-rdonly", &missing, "no_such_file"], &ok("open-rdonly"));
+    quiet(&stderr);
+    let (_, stderr) = run.expect(ranks, &["delete", &missing, "no_such_file"], &ok("delete"));
+    quiet(&stderr);
+    // The plfs: prefix takes the same way.
+    let prefixed = format!("plfs:{missing}");
+    run.expect(ranks, &["open-rdonly", &prefixed, "no_such_file"], &ok("open-rdonly"));
+    // A handler of the program's own is called, once, with the class.
+    let (_, stderr) = run.expect(ranks, &["user", &missing, "no_such_file"], &ok("user"));
+    quiet(&stderr);
+
+    let existing = mount.join("existing").display().to_string();
+    run.expect(ranks, &["create", &existing, "644"], &ok("create"));
+    let (_, stderr) = run.expect(ranks, &["open-excl", &existing, "file_exists"], &ok("open-excl"));
+    quiet(&stderr);
+
+    // Permission denied: a 0600 file of root's, opened by nobody.
+    let secret = mount.join("secret").display().to_string();
+    run.expect(ranks, &["create", &secret, "600"], &ok("create"));
+    run.user = Some("nobody");
+    let (_, stderr) = run.expect(ranks, &["open-rdonly", &secret, "access"], &ok("open-rdonly"));
+    quiet(&stderr);
+    let (_, stderr) = run.expect(ranks, &["open-create", &secret, "access"], &ok("open-create"));
+    quiet(&stderr);
+    run.user = None;
+
+    // PLFS_MPIIO_VERBOSE=1 does say what missed.
+    run.verbose = true;
+    let (_, stderr) = run.expect(ranks, &["open-rdonly", &missing, "no_such_file"], &ok("open-rdonly"));
+    assert!(stderr.contains(&format!("collective open of {missing}")), "verbose said nothing:\n{stderr}");
+    run.verbose = false;
+
+    // MPI_ERRORS_ARE_FATAL on MPI_FILE_NULL: the job ends, not the open.
+    let (stdout, stderr) = run.expect_failure(ranks, &["fatal", &missing]);
+    assert!(!stdout.contains("survived"), "{flavor} {io:?}: the open returned:\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("MPI_File_open {missing}"))
+            && stderr.contains("error handler of MPI_FILE_NULL is fatal"),
+        "{flavor} {io:?}: no word of why the job ended:\n{stderr}"
+    );
+}
+
+#[test]
+fn mpiio_errors_under_open_mpi_ompio() {
+    mpiio_errors("openmpi", Some("ompio"));
+}
+
+#[test]
+fn mpiio_errors_under_open_mpi_romio() {
+    mpiio_errors("openmpi", Some("romio321"));
+}
+
+#[test]
+fn mpiio_errors_under_mpich() {
+    mpiio_errors("mpich", None);
 }

@@ -1257,5 +1257,86 @@ pub fn open_store(location: &BackendLocation) -> Result<SharedStore> {
     }
 }
 
+/// What [`check_store_root`] found at a backend's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootState {
+    Present,
+    /// Missing, and made by this call.
+    Created,
+    /// Missing; the store's words.
+    Missing(String),
+    /// Something other than a directory is there; the store's words.
+    NotADirectory(String),
+}
+
+/// Looks at the root of a backend and, with `create`, makes a missing one
+/// (with its missing parents), as `mkdir -p` would: a POSIX directory, an
+/// HDFS directory, an S3 prefix's directory marker (a missing S3 bucket is
+/// reported, not created). [`open_store`] refuses a missing root; this is
+/// how a new backend gets one (`plfs check-config --mkdir`). An error is a
+/// store that could not be asked (refused connection, bad credentials),
+/// in its own words.
+pub fn check_store_root(location: &BackendLocation, create: bool) -> Result<RootState> {
+    let missing = |error: Error, make: &dyn Fn() -> Result<()>| -> Result<RootState> {
+        if !create {
+            return Ok(RootState::Missing(error.to_string()));
+        }
+        make()?;
+        Ok(RootState::Created)
+    };
+    match location {
+        BackendLocation::Posix(path) => match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => Ok(RootState::Present),
+            Ok(_) => Ok(RootState::NotADirectory(format!("{location}: not a directory"))),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let error = Error::io(error, format!("{location}: backend root {}", path.display()));
+                missing(error, &|| {
+                    std::fs::create_dir_all(path)
+                        .map_err(|error| Error::io(error, format!("{location}: mkdir -p")))
+                })
+            }
+            Err(error) => Err(Error::io(error, format!("{location}: backend root {}", path.display()))),
+        },
+        #[cfg(feature = "hdfs")]
+        BackendLocation::Hdfs { host, port, path } => {
+            let store = crate::store::hdfs::HdfsStore::connect(host, *port, path, location.to_string())?;
+            let root = StorePath::root();
+            match store.metadata(&root) {
+                Ok(meta) if meta.kind == EntryKind::Directory => Ok(RootState::Present),
+                Ok(_) => Ok(RootState::NotADirectory(format!("{location}: backend root is a file"))),
+                Err(error) if error.kind() == ErrorKind::NotFound => {
+                    missing(error, &|| store.create_dir_all(&root))
+                }
+                Err(error) if error.kind() == ErrorKind::NotADirectory => {
+                    Ok(RootState::NotADirectory(error.to_string()))
+                }
+                Err(error) => Err(error),
+            }
+        }
+        #[cfg(feature = "s3")]
+        BackendLocation::S3 { bucket, prefix, access } => {
+            let store = crate::store::s3::S3Store::new(bucket, prefix, access)?;
+            match store.root_exists() {
+                Ok(true) => Ok(RootState::Present),
+                Ok(false) => missing(
+                    Error::new(
+                        ErrorKind::NotFound,
+                        format!("{location}: no directory marker or object under the prefix"),
+                    ),
+                    &|| store.create_root(),
+                ),
+                // The bucket: plfs makes directories, not buckets.
+                Err(error) if error.kind() == ErrorKind::NotFound => {
+                    Ok(RootState::Missing(format!("{error} (create the bucket with the store's own tools)")))
+                }
+                Err(error) => Err(error),
+            }
+        }
+        // Reached only in a build without the `hdfs` or `s3` feature.
+        #[allow(unreachable_patterns)]
+        other => open_store(other).map(|_| RootState::Present),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

@@ -39,8 +39,12 @@
  * libplfs (one mount table, one open-file registry: that sharing is what
  * lets the MPI library's open keep the collective index).
  *
+ * Opens and deletes that fail report through the error handler on
+ * MPI_FILE_NULL, as the MPI library's own do (file_null_error).
+ *
  * PLFS_MPIIO_VERBOSE=1 prints one line per intercepted plfs open, close
- * and delete to stderr.
+ * and delete to stderr, failed ones too; without it an expected miss (a
+ * missing file, a refused permission) prints nothing.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -190,9 +194,11 @@ static void name_writer(void) {
     }
 }
 
-static int mpi_error_of(plfs_error_t error) {
-    switch (plfs.error_to_errno(error)) {
+/* ROMIO's classes for the same errnos (ADIOI_Err_create_code). */
+static int mpi_error_of_errno(int error) {
+    switch (error) {
     case ENOENT:
+    case ENOTDIR:
         return MPI_ERR_NO_SUCH_FILE;
     case EEXIST:
         return MPI_ERR_FILE_EXISTS;
@@ -201,14 +207,20 @@ static int mpi_error_of(plfs_error_t error) {
         return MPI_ERR_ACCESS;
     case ENOSPC:
         return MPI_ERR_NO_SPACE;
+    case EDQUOT:
+        return MPI_ERR_QUOTA;
     case EROFS:
         return MPI_ERR_READ_ONLY;
     case EINVAL:
+    case EISDIR:
+    case ENAMETOOLONG:
         return MPI_ERR_BAD_FILE;
     default:
         return MPI_ERR_IO;
     }
 }
+
+static int mpi_error_of(plfs_error_t error) { return mpi_error_of_errno(plfs.error_to_errno(error)); }
 
 /* ---- hints ---- */
 
@@ -339,8 +351,57 @@ static void free_file(struct plfs_file *file) {
     free(file);
 }
 
-static int open_error(int code) {
+/* An open or delete that failed before there is a file handle reports
+ * through the error handler on MPI_FILE_NULL (MPI_ERRORS_RETURN unless the
+ * program set another), as the MPI library's own open and delete do. The
+ * direct way, MPI_File_call_errhandler(MPI_FILE_NULL, code), is refused by
+ * Open MPI 4.1 with parameter checking on (its default): it raises
+ * MPI_ERR_ARG on MPI_COMM_WORLD, whose handler is fatal, so an ordinary
+ * miss (a read-only open to see whether a file exists) killed the job. So
+ * the handler is looked up and applied here. Returns code. */
+static int file_null_error(MPI_Comm comm, const char *call, const char *path, int code) {
+    MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+    if (MPI_File_get_errhandler(MPI_FILE_NULL, &handler) != MPI_SUCCESS || handler == MPI_ERRORS_RETURN) {
+        if (handler != MPI_ERRHANDLER_NULL) {
+            MPI_Errhandler_free(&handler);
+        }
+        return code;
+    }
+    MPI_Comm abort_comm = MPI_COMM_NULL;
+    if (handler == MPI_ERRORS_ARE_FATAL) {
+        abort_comm = MPI_COMM_WORLD;
+    }
+#ifdef MPI_ERRORS_ABORT
+    if (handler == MPI_ERRORS_ABORT) {
+        abort_comm = comm; /* MPI 4: only the processes of the call */
+    }
+#else
+    (void)comm;
+#endif
+    if (abort_comm != MPI_COMM_NULL) {
+        char text[MPI_MAX_ERROR_STRING];
+        int length = 0;
+        if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+            snprintf(text, sizeof text, "MPI error %d", code);
+        }
+        fprintf(stderr, "plfs_mpiio: %s %s: %s (the error handler of MPI_FILE_NULL is fatal: aborting)\n", call,
+                path, text);
+        MPI_Abort(abort_comm, code);
+    }
+#ifdef OPEN_MPI
+    /* A handler the program wrote: Open MPI can only call it through a
+     * real file handle, so a scratch one (/dev/null, this rank alone)
+     * carries it; the handler sees that handle instead of MPI_FILE_NULL. */
+    MPI_File scratch = MPI_FILE_NULL;
+    if (PMPI_File_open(MPI_COMM_SELF, "/dev/null", MPI_MODE_RDONLY, MPI_INFO_NULL, &scratch) == MPI_SUCCESS) {
+        MPI_File_set_errhandler(scratch, handler);
+        MPI_File_call_errhandler(scratch, code);
+        PMPI_File_close(&scratch);
+    }
+#else
     MPI_File_call_errhandler(MPI_FILE_NULL, code);
+#endif
+    MPI_Errhandler_free(&handler);
     return code;
 }
 
@@ -360,7 +421,9 @@ static int create_first(MPI_Comm comm, const char *path, int rank) {
             rc = plfs.close(fd, getpid(), getuid(), O_WRONLY | O_CREAT, NULL, NULL);
         }
         if (rc != PLFS_SUCCESS) {
-            fprintf(stderr, "plfs_mpiio: creating %s: %s\n", path, plfs.strerror(rc));
+            if (verbose()) {
+                fprintf(stderr, "plfs_mpiio: creating %s: %s\n", path, plfs.strerror(rc));
+            }
             code = mpi_error_of(rc);
         }
     }
@@ -380,18 +443,18 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     read_hints(info, hints);
     int code = hints_agree(comm, hints, path);
     if (code != MPI_SUCCESS) {
-        return open_error(code);
+        return file_null_error(comm, "MPI_File_open", path, code);
     }
 
     struct plfs_file *file = calloc(1, sizeof *file);
     if (file == NULL) {
-        return open_error(MPI_ERR_NO_MEM);
+        return file_null_error(comm, "MPI_File_open", path, MPI_ERR_NO_MEM);
     }
     file->comm = MPI_COMM_NULL;
     file->path = strdup(path);
     if (file->path == NULL || MPI_Comm_dup(comm, &file->comm) != MPI_SUCCESS) {
         free_file(file);
-        return open_error(MPI_ERR_NO_MEM);
+        return file_null_error(comm, "MPI_File_open", path, MPI_ERR_NO_MEM);
     }
 
     if (amode & MPI_MODE_RDONLY) {
@@ -404,12 +467,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                     plfs.strerror(rc));
         }
         if (rc != PLFS_SUCCESS) {
-            /* The same error on every rank (plfs_open_collective's promise). */
-            if (rank == 0) {
-                fprintf(stderr, "plfs_mpiio: opening %s: %s\n", path, plfs.strerror(rc));
-            }
+            /* The same error on every rank (plfs_open_collective's
+             * promise); the verbose line above already said which. */
             free_file(file);
-            return open_error(mpi_error_of(rc));
+            return file_null_error(comm, "MPI_File_open", path, mpi_error_of(rc));
         }
     } else {
         file->flatten_on_close = hints[HINT_FLATTEN_CLOSE] != 0;
@@ -421,7 +482,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             }
             if (code != MPI_SUCCESS) {
                 free_file(file);
-                return open_error(code);
+                return file_null_error(comm, "MPI_File_open", path, code);
             }
         }
     }
@@ -506,13 +567,13 @@ int MPI_File_delete(const char *filename, MPI_Info info) {
         }
     } else if (unlink(path) != 0) {
         /* No plfs_unlink in this libplfs: the interposer routes unlink. */
-        code = errno == ENOENT ? MPI_ERR_NO_SUCH_FILE : errno == EACCES ? MPI_ERR_ACCESS : MPI_ERR_IO;
+        code = mpi_error_of_errno(errno);
     }
     if (verbose()) {
         fprintf(stderr, "plfs_mpiio: deleted %s: %d\n", path, code);
     }
     if (code != MPI_SUCCESS) {
-        MPI_File_call_errhandler(MPI_FILE_NULL, code);
+        return file_null_error(MPI_COMM_SELF, "MPI_File_delete", path, code);
     }
     return code;
 }

@@ -5,8 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use plfs::config::plfsrc::PlfsConfig;
 use plfs::config::{BackendLocation, BackendRole, LogSettings, SyslogFacility, Tuning, Workload};
-use plfs::error::ErrorKind;
-use plfs::store::StorePath;
+use plfs::fs::RootState;
 use serde::Serialize;
 
 use crate::output::{count, print_json};
@@ -197,25 +196,17 @@ fn check_dir(dir: &Path, mkdir: bool) -> Result<Status> {
 
 /// Asks a remote store for its root directory, creating it with `--mkdir`.
 /// Any failure is a finding, not an error of the command, so every backend
-/// is reported.
+/// is reported, with the store's words.
 fn check_remote(location: &BackendLocation, mkdir: bool) -> (Status, Option<String>) {
-    let store = match plfs::fs::open_store(location) {
-        Ok(store) => store,
-        Err(error) => return (Status::Unreachable, Some(error.to_string())),
-    };
-    // A listing, not a stat: an S3 prefix "exists" without any request, so
-    // only a listing proves the endpoint, bucket and credentials work.
-    let root = StorePath::root();
-    match store.list(&root) {
-        Ok(_) => (Status::Ok, None),
-        Err(error) if error.kind() == ErrorKind::NotADirectory => (Status::NotADirectory, None),
-        Err(error) if error.kind() == ErrorKind::NotFound && !mkdir => (Status::Missing, None),
-        Err(error) if error.kind() == ErrorKind::NotFound => match store.create_dir_all(&root) {
-            Ok(()) => (Status::Created, None),
-            Err(error) => (Status::Unreachable, Some(error.to_string())),
-        },
+    let (status, words) = match plfs::fs::check_store_root(location, mkdir) {
+        Ok(RootState::Present) => (Status::Ok, None),
+        Ok(RootState::Created) => (Status::Created, None),
+        Ok(RootState::Missing(words)) => (Status::Missing, Some(words)),
+        Ok(RootState::NotADirectory(words)) => (Status::NotADirectory, Some(words)),
         Err(error) => (Status::Unreachable, Some(error.to_string())),
-    }
+    };
+    // One problem per line: S3 servers answer with multi-line XML.
+    (status, words.map(|words| words.split_whitespace().collect::<Vec<_>>().join(" ")))
 }
 
 fn role_name(role: BackendRole) -> &'static str {
@@ -324,7 +315,7 @@ fn print_text(report: &Report) {
         for problem in &report.problems {
             println!("problem: {problem}");
         }
-        let hint = if report.problems.iter().any(|p| p.ends_with(Status::Missing.text())) {
+        let hint = if report.problems.iter().any(|p| p.contains(&format!(": {}", Status::Missing.text()))) {
             " (run with --mkdir to create missing directories)"
         } else {
             ""

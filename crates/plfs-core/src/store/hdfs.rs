@@ -207,6 +207,21 @@ impl HdfsStore {
     /// `path`, which must already exist as a directory. `url` is the
     /// location as configured, used in every error.
     pub fn new(host: &str, port: u16, path: &str, url: String) -> Result<HdfsStore> {
+        let store = HdfsStore::connect(host, port, path, url)?;
+        let meta = store.metadata(&StorePath::root()).map_err(|error| error.context("backend root"))?;
+        if meta.kind != EntryKind::Directory {
+            return Err(Error::new(
+                ErrorKind::NotADirectory,
+                format!("{}: backend root is not a directory", store.inner.url),
+            ));
+        }
+        Ok(store)
+    }
+
+    /// [`HdfsStore::new`] without looking at the root, which may not exist
+    /// yet: for creating it (`plfs check-config --mkdir`,
+    /// [`crate::fs::check_store_root`]). Sends no request.
+    pub fn connect(host: &str, port: u16, path: &str, url: String) -> Result<HdfsStore> {
         let namenode = format!("hdfs://{host}:{port}");
         let connection = Connection::open(&namenode).map_err(|error| {
             Error::new(map_kind(&error), format!("{url}: connecting to {namenode}: {error}"))
@@ -221,15 +236,7 @@ impl HdfsStore {
             unsettled: Mutex::new(Vec::new()),
             ids: IdMap::default(),
         };
-        let store = HdfsStore { inner: Arc::new(inner) };
-        let meta = store.metadata(&StorePath::root()).map_err(|error| error.context("backend root"))?;
-        if meta.kind != EntryKind::Directory {
-            return Err(Error::new(
-                ErrorKind::NotADirectory,
-                format!("{}: backend root is not a directory", store.inner.url),
-            ));
-        }
-        Ok(store)
+        Ok(HdfsStore { inner: Arc::new(inner) })
     }
 
     fn full(&self, path: &StorePath) -> String {

@@ -136,6 +136,49 @@ impl S3Store {
         Ok(S3Store { shared: Arc::new(Shared::new(bucket, prefix, access)?) })
     }
 
+    /// Whether the store's root is there: the bucket, for a store at the
+    /// bucket's top; else the prefix's directory marker or any object under
+    /// the prefix, as for any other directory of this store. The store
+    /// itself works under a bare prefix (its root is always a directory);
+    /// this is for `plfs check-config`, and, unlike every other call, proves
+    /// the endpoint, bucket and credentials with a request: a listing, whose
+    /// refusals carry the server's words (a HEAD's carry none). An error is
+    /// the server's answer; a missing bucket is NotFound.
+    pub fn root_exists(&self) -> Result<bool> {
+        let shared = &self.shared;
+        let root = StorePath::root();
+        let prefix = shared.list_prefix(&root);
+        let mut stream = shared.client.list(prefix.as_ref());
+        match shared.block_on(stream.next()) {
+            Some(Ok(_)) => Ok(true),
+            None => Ok(prefix.is_none()),
+            Some(Err(error)) => {
+                let words = describe(&error);
+                // object_store has no kind for it: a generic 404 error.
+                let kind = if words.contains("NoSuchBucket") { ErrorKind::NotFound } else { kind_of(&error) };
+                Err(Error::new(kind, format!("{}: list: {words}", shared.url)))
+            }
+        }
+    }
+
+    /// Marks the root prefix as a directory (see [`S3Store::root_exists`]);
+    /// a bucket is not created.
+    pub fn create_root(&self) -> Result<()> {
+        let shared = &self.shared;
+        let root = StorePath::root();
+        if shared.root.is_empty() {
+            return Ok(());
+        }
+        shared
+            .block_on(shared.put(
+                &shared.marker_key(&root),
+                Bytes::new(),
+                PutMode::Overwrite,
+                Attributes::new(),
+            ))
+            .map_err(|error| shared.error("mkdir", &root, error))
+    }
+
     fn handle(&self) -> Arc<Shared> {
         Arc::clone(&self.shared)
     }
