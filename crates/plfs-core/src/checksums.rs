@@ -251,7 +251,13 @@ impl LogChecksums {
 
     /// The CRCs of a pattern's blocks, read and checked against the
     /// pattern's CRC the first time (in chunks of whole blocks).
-    fn block_crcs(&self, position: usize, unit: &Unit, label: &str, read_at: &ReadAt<'_>) -> Result<Arc<[u32]>> {
+    fn block_crcs(
+        &self,
+        position: usize,
+        unit: &Unit,
+        label: &str,
+        read_at: &ReadAt<'_>,
+    ) -> Result<Arc<[u32]>> {
         if let Some(found) = self.lock_blocks().get(&position) {
             return Ok(found.clone());
         }
@@ -284,9 +290,9 @@ const PATTERN_CHUNK_BYTES: u64 = 8 << 20;
 /// A pattern's checksum: CRC32C over its blocks' CRC32Cs, each as 4
 /// little-endian bytes (FORMAT.md §5.2).
 pub fn crc_of_blocks(bytes: &[u8], block_length: u64) -> u32 {
-    bytes.chunks(block_length as usize).fold(0, |running, block| {
-        crc32c::crc32c_append(running, &crc32c::crc32c(block).to_le_bytes())
-    })
+    bytes
+        .chunks(block_length as usize)
+        .fold(0, |running, block| crc32c::crc32c_append(running, &crc32c::crc32c(block).to_le_bytes()))
 }
 
 fn check_crc(actual: u32, expected: u32, physical: u64, length: u64, label: &str) -> Result<()> {

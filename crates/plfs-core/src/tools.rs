@@ -525,7 +525,9 @@ impl Recovery<'_> {
             Err(error) if error.kind() == ErrorKind::NotFound => "missing".to_owned(),
             Err(error) => return Err(error.context(location)),
         };
-        let detail = format!("{problem}; the data still reads, but the format and release that created it are unknown");
+        let detail = format!(
+            "{problem}; the data still reads, but the format and release that created it are unknown"
+        );
         self.note(Problem::DamagedVersionFile, location, detail, false);
         Ok(())
     }
@@ -545,7 +547,8 @@ impl Recovery<'_> {
         let mut bytes = vec![0; data_log::HEADER_MAX_BYTES];
         let mut filled = 0;
         while filled < bytes.len() {
-            let count = handle.read_at(&mut bytes[filled..], filled as u64).with_context(|| location.clone())?;
+            let count =
+                handle.read_at(&mut bytes[filled..], filled as u64).with_context(|| location.clone())?;
             if count == 0 {
                 break;
             }
@@ -568,7 +571,12 @@ impl Recovery<'_> {
         Ok(())
     }
 
-    fn check_log(&mut self, log: &LogLocation, is_open: bool, size: Option<&layout::SizeRecord>) -> Result<()> {
+    fn check_log(
+        &mut self,
+        log: &LogLocation,
+        is_open: bool,
+        size: Option<&layout::SizeRecord>,
+    ) -> Result<()> {
         let has_size = size.is_some();
         let store = self.state.store(log.backend);
         let index_path = log.path(self.path, LogKind::Index);
@@ -645,7 +653,12 @@ impl Recovery<'_> {
                 } else {
                     "; stat counts bytes that reads cannot find, and reads fail"
                 };
-                self.note(Problem::LostIndexRecords, location(&index_path), format!("{lost}{outcome}"), fixed);
+                self.note(
+                    Problem::LostIndexRecords,
+                    location(&index_path),
+                    format!("{lost}{outcome}"),
+                    fixed,
+                );
             }
         }
         if is_open && !has_size {
@@ -1077,9 +1090,13 @@ mod tests {
             let mut part = [0u8; 200];
             handle.read(&mut part, 5 * RECORD_BYTES as u64).unwrap();
             handle.close().unwrap();
-            let always = tuned_mount(&stores, 3, Tuning { verify_reads: VerifyReads::Always, ..tuning.clone() });
+            let always =
+                tuned_mount(&stores, 3, Tuning { verify_reads: VerifyReads::Always, ..tuning.clone() });
             let handle = always.open("/ckpt", OpenFlags::RDONLY, 0, 0).unwrap();
-            assert_eq!(handle.read(&mut part, 5 * RECORD_BYTES as u64).unwrap_err().kind(), ErrorKind::Corrupt);
+            assert_eq!(
+                handle.read(&mut part, 5 * RECORD_BYTES as u64).unwrap_err().kind(),
+                ErrorKind::Corrupt
+            );
             // Bytes of other records still read under `always`; a
             // pattern's blocks can only be checked all together.
             let other = handle.read(&mut part, 7 * RECORD_BYTES as u64);
@@ -1110,7 +1127,10 @@ mod tests {
         let logical = StorePath::parse("ckpt").unwrap();
         assert!(load::load_index(reader.state(), &logical, Prefer::GlobalIndex).unwrap().from_global_index);
         let error = read_all(&reader, size as usize).unwrap_err();
-        assert!(error.to_string().contains(&format!("{data}: 4096 bytes at offset {}", length - 4096)), "{error}");
+        assert!(
+            error.to_string().contains(&format!("{data}: 4096 bytes at offset {}", length - 4096)),
+            "{error}"
+        );
     }
 
     #[test]
