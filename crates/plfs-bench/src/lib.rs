@@ -40,6 +40,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use plfs::config::VerifyReads;
+
 pub use open::{OPEN_BENCH_PATH, OpenReport, OpenSpec, StrategyReport, run_open};
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
@@ -130,6 +132,9 @@ pub struct BenchSpec {
     pub preload: Option<PathBuf>,
     /// Adds phases run by an MPI-IO program under mpirun (n1-strided only).
     pub mpiio: Option<MpiioSetup>,
+    /// Which reads of the library phases check data CRCs (plfsrc
+    /// `verify_reads`), to measure what checking costs.
+    pub verify_reads: VerifyReads,
 }
 
 /// Everything an `mpiio` phase starts: `mpirun -np N program`, with the
@@ -166,6 +171,7 @@ impl BenchSpec {
             library: true,
             preload: None,
             mpiio: None,
+            verify_reads: VerifyReads::default(),
         }
     }
 

@@ -275,6 +275,7 @@ fn run_phase(
             backends: spec.backends,
             fuse_dir: fuse_dir.map(Path::to_path_buf),
             store: None,
+            verify_reads: spec.verify_reads,
         })
         .collect();
     let mut environment = Vec::new();

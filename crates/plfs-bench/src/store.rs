@@ -317,6 +317,7 @@ fn run_size(
                 backends: spec.backends.len(),
                 fuse_dir: None,
                 store: Some(run.clone()),
+                verify_reads: Default::default(),
             })
             .collect();
         // On posix stores, what the last phase left dirty is written back

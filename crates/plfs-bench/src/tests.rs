@@ -18,6 +18,7 @@ fn spec(work: &Path, workload: Workload, target: Target, op: Op, rank: usize, wr
         backends: 3,
         fuse_dir: None,
         store: None,
+        verify_reads: Default::default(),
     }
 }
 

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plfs::config::{BackendLocation, BackendRole, Tuning};
+use plfs::config::{BackendLocation, BackendRole, Tuning, VerifyReads};
 use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
 use plfs::store::posix::PosixStore;
@@ -114,6 +114,9 @@ pub struct WorkerSpec {
     /// for the `Plfs` and `RawNn` targets of the store benchmark.
     #[serde(default)]
     pub store: Option<StoreRun>,
+    /// plfsrc `verify_reads` of the worker's mount.
+    #[serde(default)]
+    pub verify_reads: VerifyReads,
 }
 
 /// Where a store benchmark phase runs.
@@ -282,7 +285,7 @@ fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool), Str
 }
 
 /// A mount of the run's backend dirs, as each worker process makes its own.
-pub fn mount(work: &Path, backends: usize) -> Result<Plfs, String> {
+pub fn mount(work: &Path, backends: usize, verify_reads: VerifyReads) -> Result<Plfs, String> {
     let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
     for dir in plfs_backend_dirs(work, backends) {
         let url = format!("posix://{}", dir.display());
@@ -290,7 +293,8 @@ pub fn mount(work: &Path, backends: usize) -> Result<Plfs, String> {
             PosixStore::new(dir.clone(), url).map_err(|e| format!("plfs backend {}: {e}", dir.display()))?;
         stores.push((Arc::new(store), BackendRole::Any));
     }
-    Plfs::new(stores, Options::from_environment(Tuning::default())).map_err(|e| format!("mounting plfs: {e}"))
+    let tuning = Tuning { verify_reads, ..Tuning::default() };
+    Plfs::new(stores, Options::from_environment(tuning)).map_err(|e| format!("mounting plfs: {e}"))
 }
 
 pub fn now_ns() -> u64 {
@@ -335,7 +339,7 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
     let (mut plfs_mount, mut raw_store) = (None, None);
     match (spec.target, &spec.store) {
         (Target::Plfs, Some(store)) => plfs_mount = Some(mount_stores(&store.urls)?),
-        (Target::Plfs, None) => plfs_mount = Some(mount(&spec.dir, spec.backends)?),
+        (Target::Plfs, None) => plfs_mount = Some(mount(&spec.dir, spec.backends, spec.verify_reads)?),
         (Target::RawNn, Some(store)) => {
             let (index, _) = store.raw_object(source_rank(&spec))?;
             let url = store.urls.get(index).ok_or("raw-nn target without a store URL")?;

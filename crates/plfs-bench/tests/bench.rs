@@ -29,6 +29,7 @@ fn tiny(workload: Workload, root: &std::path::Path) -> BenchSpec {
         library: true,
         preload: None,
         mpiio: None,
+        verify_reads: Default::default(),
     }
 }
 

@@ -720,3 +720,140 @@ fn check_config_creates_a_missing_s3_root() {
     assert_eq!(status, Some(0), "{text}");
     assert!(text.contains(&format!("{fresh} [ok]")), "{text}");
 }
+
+/// The backend file of the first piece of `kind` that `plfs query` lists.
+fn piece_file(setup: &Setup, logical: &str, kind: &str) -> (PathBuf, String) {
+    let query = setup.json(&["query", logical]);
+    let piece = query["pieces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|piece| piece["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {query}"))
+        .clone();
+    let root = piece["backend"].as_str().unwrap().strip_prefix("posix://").unwrap();
+    let path = piece["path"].as_str().unwrap().to_owned();
+    (Path::new(root).join(&path), path)
+}
+
+fn flip_byte(file: &Path, offset: u64) {
+    let handle = fs::OpenOptions::new().read(true).write(true).open(file).unwrap();
+    let mut byte = [0u8];
+    handle.read_exact_at(&mut byte, offset).unwrap();
+    handle.write_all_at(&[byte[0] ^ 0x40], offset).unwrap();
+}
+
+fn findings(report: &Value) -> Vec<(String, bool)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["problem"].as_str().unwrap().to_owned(), f["fixed"].as_bool().unwrap()))
+        .collect()
+}
+
+#[test]
+fn cp_out_of_a_file_with_a_flipped_data_byte_fails_naming_the_log_and_offset() {
+    let setup = Setup::new();
+    let source = setup.scratch("data");
+    // Two whole 4 MiB chunks (one pattern record) and a shorter last write.
+    write_random(&source, 10_000_000, 5);
+    let logical = setup.logical("flipped");
+    setup.ok(&["cp", "--threads", "1", s(&source), &logical]);
+    let (data_file, data_path) = piece_file(&setup, &logical, "data-log");
+    let header = fs::metadata(&data_file).unwrap().len() - 10_000_000;
+    for damaged in [header + 5_000_000, header + 9_000_000] {
+        flip_byte(&data_file, damaged);
+        let back = setup.scratch("back");
+        let copied = setup.plfs(&["cp", "--threads", "1", &logical, s(&back)]);
+        assert_ne!(code(&copied), Some(0), "cp returned the flipped byte");
+        let error = stderr(&copied);
+        assert!(error.contains(&format!("{data_path}: ")), "{error}");
+        assert!(
+            error.contains(&format!("at offset {header} fail their checksum"))
+                || error.contains(&format!("at offset {} fail their checksum", header + 2 * (4 << 20))),
+            "{error}"
+        );
+        let verify = setup.plfs(&["recover", "--verify", "--json", &logical]);
+        assert_eq!(code(&verify), Some(1));
+        let report: Value = serde_json::from_slice(&verify.stdout).unwrap();
+        assert_eq!(findings(&report), vec![("data-checksum-mismatch".to_owned(), false)], "{report}");
+        flip_byte(&data_file, damaged);
+        setup.ok(&["cp", "--threads", "1", &logical, s(&back)]);
+        assert_same_file(&source, &back);
+    }
+}
+
+#[test]
+fn an_index_log_cut_short_is_reported_refused_and_fixed_so_stat_agrees_with_cp() {
+    let setup = Setup::new();
+    let source = setup.scratch("data");
+    write_random(&source, 10_000_000, 6);
+    let logical = setup.logical("cut");
+    // Two writers, so the other's bytes keep the file's size.
+    setup.ok(&["cp", "--threads", "2", s(&source), &logical]);
+    let (index_file, _) = piece_file(&setup, &logical, "index-log");
+    let header = fs::read(&index_file).unwrap();
+    let header_length = u16::from_le_bytes([header[10], header[11]]) as u64;
+    for cut in [header_length, 10] {
+        let fresh = setup.logical(&format!("cut{cut}"));
+        setup.ok(&["cp", "--threads", "2", s(&source), &fresh]);
+        let (index_file, index_path) = piece_file(&setup, &fresh, "index-log");
+        fs::OpenOptions::new().write(true).open(&index_file).unwrap().set_len(cut).unwrap();
+        for verify in [&[][..], &["--verify"][..]] {
+            let mut args = vec!["recover", "--json"];
+            args.extend_from_slice(verify);
+            args.push(&fresh);
+            let found = setup.plfs(&args);
+            assert_eq!(code(&found), Some(1), "{}", stderr(&found));
+            let report: Value = serde_json::from_slice(&found.stdout).unwrap();
+            assert!(findings(&report).contains(&("lost-index-records".to_owned(), false)), "{report}");
+        }
+        let back = setup.scratch("back");
+        let copied = setup.plfs(&["cp", &fresh, s(&back)]);
+        assert_ne!(code(&copied), Some(0), "cp read lost records as zeros");
+        assert!(stderr(&copied).contains(&format!("index log {index_path}")), "{}", stderr(&copied));
+
+        let fixed = setup.plfs(&["recover", "--fix", &fresh]);
+        let text = String::from_utf8_lossy(&fixed.stdout).into_owned();
+        assert_eq!(code(&fixed), Some(0), "{text}");
+        assert!(text.contains("lost bytes stay unreadable"), "{text}");
+        assert!(setup.ok(&["recover", &fresh]).contains("no problems found"));
+        setup.ok(&["cp", &fresh, s(&back)]);
+        let stat = setup.json(&["stat", &fresh]);
+        assert_eq!(stat["size"], fs::metadata(&back).unwrap().len(), "{stat}");
+    }
+}
+
+#[test]
+fn recover_reports_a_damaged_data_log_header_and_version_file() {
+    let setup = Setup::new();
+    let source = setup.scratch("data");
+    write_random(&source, 1_000_000, 7);
+    let logical = setup.logical("headers");
+    setup.ok(&["cp", s(&source), &logical]);
+    assert!(setup.ok(&["recover", "--verify", &logical]).contains("no problems found"));
+    let (data_file, _) = piece_file(&setup, &logical, "data-log");
+    flip_byte(&data_file, 3);
+    let (version_file, _) = piece_file(&setup, &logical, "version");
+    flip_byte(&version_file, 12);
+    for verify in [&[][..], &["--verify"][..]] {
+        let mut args = vec!["recover", "--fix", "--json"];
+        args.extend_from_slice(verify);
+        args.push(&logical);
+        let found = setup.plfs(&args);
+        assert_eq!(code(&found), Some(1), "{}", stderr(&found));
+        let report: Value = serde_json::from_slice(&found.stdout).unwrap();
+        let mut problems = findings(&report);
+        problems.sort();
+        assert_eq!(
+            problems,
+            vec![("damaged-data-log-header".to_owned(), false), ("damaged-version-file".to_owned(), false)],
+            "{report}"
+        );
+    }
+    // The data still reads.
+    let back = setup.scratch("back");
+    setup.ok(&["cp", &logical, s(&back)]);
+    assert_same_file(&source, &back);
+}

@@ -508,6 +508,21 @@ pub(crate) fn absorb(summary: &mut SizeRecord, record: &Record) {
     }
 }
 
+/// What a closed log's size record (`claimed`) counts that its index log
+/// (summarised as `held`) no longer holds: index records lost, e.g. to a
+/// log cut short. `stat` would count their bytes, but no reader can find
+/// them (data bytes carry no framing of their own), so they would read as
+/// zeros. None when the index log holds everything the record counts.
+pub fn records_lost(claimed: &SizeRecord, held: &SizeRecord) -> Option<String> {
+    (held.bytes < claimed.bytes || held.last_stamp < claimed.last_stamp).then(|| {
+        format!(
+            "its size record counts {} data bytes, ending at offset {}, but the index log holds records \
+             for {} bytes, ending at {}: index records were lost",
+            claimed.bytes, claimed.max_end, held.bytes, held.max_end
+        )
+    })
+}
+
 /// The file's size from per-log summaries: the newest truncate (stamp T,
 /// size S) sets a floor; only writes after T can extend past S. A log whose
 /// records straddle T is resolved from its records via `records_of`.

@@ -7,19 +7,23 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::checksums::LogChecksums;
+use crate::config::VerifyReads;
 
 use crate::container::{self, SizeSummary};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
-use crate::format::index_log::{FrameBuilder, Record, TruncateRecord, WRITE_RECORD_BYTES, WriteRecord};
+use crate::format::index_log::{self, FrameBuilder, Record, TruncateRecord, WRITE_RECORD_BYTES, WriteRecord};
 use crate::fs::MountState;
 use crate::index::pattern::{PatternBuilder, RunTracker};
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
 use crate::load::{self, LoadedIndex};
 use crate::placement::BackendId;
-use crate::store::{AppendWriter, StorePath};
+use crate::reader::CachedLog;
+use crate::store::{AppendWriter, StoreExt, StorePath};
 
 /// Identifies a writer (a process, an MPI rank, a FUSE client): each gets
 /// its own data and index log.
@@ -82,8 +86,9 @@ impl OpenFlags {
 struct WriterLogs {
     id: LogId,
     backend: BackendId,
-    /// Where the data log is, for read states that learn of it.
+    /// Where the logs are, for read states that learn of them.
     data_path: StorePath,
+    index_path: StorePath,
     data: Box<dyn AppendWriter>,
     index: Box<dyn AppendWriter>,
     frame: FrameBuilder,
@@ -91,6 +96,10 @@ struct WriterLogs {
     patterns: PatternBuilder,
     sequence: u64,
     summary: SizeRecord,
+    /// `summary` as of the last frame appended: what the index log holds,
+    /// so a pair retired after a failed append gets a size record that
+    /// counts no record the failure lost (stat then agrees with reads).
+    indexed: SizeRecord,
     /// Data appended since the last sync.
     data_dirty: bool,
     /// Index bytes appended since the last sync.
@@ -118,18 +127,51 @@ struct ReadState {
 /// The data logs one read touches (usually one or a few: searched linearly).
 type ReadSources = Vec<(LogRef, Arc<DataLog>)>;
 
-/// Where a data log the index points into lives.
+/// Where a data log the index points into lives, and its checksums.
 #[derive(Debug)]
 struct DataLog {
     id: LogId,
     backend: BackendId,
     path: StorePath,
+    index_path: StorePath,
+    /// Built with the index, or read from the index log at the first read
+    /// that checks data (after loading a global index, which has no CRCs).
+    checksums: OnceLock<Arc<LogChecksums>>,
+}
+
+impl DataLog {
+    fn checksums(&self, mount: &MountState) -> Result<Arc<LogChecksums>> {
+        if let Some(found) = self.checksums.get() {
+            return Ok(found.clone());
+        }
+        let store = mount.store(self.backend);
+        let label = || format!("{}: index log {}", store.url(), self.index_path);
+        let table = match store.read_all(&self.index_path) {
+            Ok(bytes) => LogChecksums::from_records(&index_log::decode(&bytes).with_context(label)?.records),
+            // Unlinked while open: its records cannot be read any more,
+            // but the bytes can, as on POSIX; they go unchecked.
+            Err(error) if error.kind() == ErrorKind::NotFound => LogChecksums::default(),
+            Err(error) => return Err(error.context(label())),
+        };
+        Ok(self.checksums.get_or_init(|| Arc::new(table)).clone())
+    }
 }
 
 impl ReadState {
-    fn log_ref(&mut self, id: LogId, backend: BackendId, path: impl FnOnce() -> StorePath) -> LogRef {
+    fn log_ref(
+        &mut self,
+        id: LogId,
+        backend: BackendId,
+        paths: impl FnOnce() -> (StorePath, StorePath),
+        checksums: Option<LogChecksums>,
+    ) -> LogRef {
         *self.refs.entry(id).or_insert_with(|| {
-            self.sources.push(Arc::new(DataLog { id, backend, path: path() }));
+            let (path, index_path) = paths();
+            let table = OnceLock::new();
+            if let Some(checksums) = checksums {
+                let _ = table.set(Arc::new(checksums));
+            }
+            self.sources.push(Arc::new(DataLog { id, backend, path, index_path, checksums: table }));
             LogRef((self.sources.len() - 1) as u32)
         })
     }
@@ -231,7 +273,8 @@ impl OpenFile {
         if let Some(state) = write_lock(&self.read_state).as_mut() {
             // The pair may have been retired by a failed index append above.
             if let Some(logs) = slot.logs.as_ref() {
-                let log = state.log_ref(logs.id, logs.backend, || logs.data_path.clone());
+                let paths = || (logs.data_path.clone(), logs.index_path.clone());
+                let log = state.log_ref(logs.id, logs.backend, paths, None);
                 state.index.apply_write(offset, buf.len() as u64, log, physical);
             }
         }
@@ -326,6 +369,7 @@ impl OpenFile {
         match result {
             Ok(()) => {
                 logs.index_dirty = true;
+                logs.indexed = logs.summary;
                 Ok(())
             }
             Err(error) => {
@@ -366,12 +410,12 @@ impl OpenFile {
         Ok(())
     }
 
-    /// Stops using a writer's log pair after a failure. Its summary still
-    /// gets a size record at close, covering what reached the index.
+    /// Stops using a writer's log pair after a failure. It still gets a
+    /// size record at close, covering what reached the index.
     fn retire(&self, slot: &mut WriterSlot) {
         if let Some(logs) = slot.logs.take() {
             tracing::warn!("/{}: retiring log pair {} after a failed append", self.path(), logs.id);
-            slot.retired.push(logs.summary);
+            slot.retired.push(logs.indexed);
             drop(logs.data.close());
             drop(logs.index.close());
         }
@@ -421,12 +465,14 @@ impl OpenFile {
             id,
             backend,
             data_path: paths.log(hostdir, LogKind::Data, &id),
+            index_path: paths.log(hostdir, LogKind::Index, &id),
             data,
             index,
             frame: FrameBuilder::new(),
             patterns: PatternBuilder::new(),
             sequence: 0,
             summary: SizeRecord { log: id, max_end: 0, bytes: 0, last_stamp: 0, truncate: None },
+            indexed: SizeRecord { log: id, max_end: 0, bytes: 0, last_stamp: 0, truncate: None },
             data_dirty: true,
             index_dirty: true,
         })
@@ -493,7 +539,8 @@ impl OpenFile {
             let source = &sources[0].1;
             let cached =
                 cache.get(source.backend, source.id, self.mount.store(source.backend), &source.path)?;
-            return cached.read_exact(buf, *physical, readahead);
+            cached.read_exact(buf, *physical, readahead)?;
+            return self.check_data(source, &cached, buf, *physical);
         }
         let mut per_log: HashMap<LogRef, Vec<(u64, &mut [u8])>> = HashMap::new();
         let mut rest = buf;
@@ -515,12 +562,25 @@ impl OpenFile {
                     let cached = cache.get(source.backend, source.id, store, &source.path)?;
                     for (physical, part) in parts {
                         cached.read_exact(part, physical, readahead)?;
+                        self.check_data(source, &cached, part, physical)?;
                     }
                     Ok(())
                 }
             })
             .collect();
         self.mount.read_pool.run_all(tasks)
+    }
+
+    /// Checks bytes just read from a data log against their records'
+    /// CRC32Cs, as `verify_reads` says.
+    fn check_data(&self, source: &DataLog, cached: &CachedLog, buf: &mut [u8], physical: u64) -> Result<()> {
+        let mode = self.mount.tuning.verify_reads;
+        if mode == VerifyReads::Off {
+            return Ok(());
+        }
+        let readahead = self.mount.log_cache.readahead_bytes();
+        let read_at = |out: &mut [u8], at: u64| cached.read_exact(out, at, readahead);
+        source.checksums(&self.mount)?.check(buf, physical, mode, cached.label(), &read_at)
     }
 
     fn ensure_read_state(&self) -> Result<()> {
@@ -733,8 +793,10 @@ fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
 
 fn read_state_from(path: &StorePath, loaded: LoadedIndex) -> ReadState {
     let mut state = ReadState { index: loaded.index, sources: Vec::new(), refs: HashMap::new() };
+    let mut checksums = loaded.checksums.into_iter();
     for log in &loaded.logs {
-        state.log_ref(log.id, log.backend, || log.path(path, LogKind::Data));
+        let paths = || (log.path(path, LogKind::Data), log.path(path, LogKind::Index));
+        state.log_ref(log.id, log.backend, paths, checksums.next());
     }
     state
 }

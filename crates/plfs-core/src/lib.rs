@@ -48,6 +48,7 @@
 //! # Ok::<(), plfs::Error>(())
 //! ```
 
+pub mod checksums;
 pub mod clock;
 pub mod collective;
 pub mod config;

@@ -5,6 +5,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
+use crate::checksums::LogChecksums;
+use crate::config::VerifyReads;
 use crate::container::{self, LogLocation, MetaRecords};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::global_index::{CoveredLog, GlobalExtent, GlobalGroup, GlobalIndex, GlobalSlot};
@@ -26,6 +28,10 @@ pub struct LoadedIndex {
     /// Index records read (0 when loaded from a global index).
     pub records: u64,
     pub from_global_index: bool,
+    /// Each log's data checksums (`logs[i]`), built from the records when
+    /// reads verify data; empty when loaded from a global index (readers
+    /// then load a log's table from its index log when they need it).
+    pub checksums: Vec<LogChecksums>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +214,7 @@ impl LoadedIndex {
                 has_data: true,
             })
             .collect();
-        Ok(LoadedIndex { index, logs, records: 0, from_global_index: true })
+        Ok(LoadedIndex { index, logs, records: 0, from_global_index: true, checksums: Vec::new() })
     }
 
     /// Merges index logs already read (by this rank or others).
@@ -236,7 +242,12 @@ impl LoadedIndex {
             decoded.iter().enumerate().map(|(i, records)| (LogRef(i as u32), records.as_slice())),
             mount.tuning.compress_contiguous,
         );
-        Ok(LoadedIndex { index, logs, records: records_total, from_global_index: false })
+        let checksums = if mount.tuning.verify_reads == VerifyReads::Off {
+            Vec::new()
+        } else {
+            decoded.iter().map(|records| LogChecksums::from_records(records)).collect()
+        };
+        Ok(LoadedIndex { index, logs, records: records_total, from_global_index: false, checksums })
     }
 }
 
@@ -244,7 +255,38 @@ pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<Loa
     let inventory = container::inventory(mount, path)?;
     let logs: Vec<LogLocation> = inventory.logs.into_iter().filter(|log| log.has_index).collect();
     let decoded = read_all_index_logs(mount, path, &logs)?;
+    check_nothing_lost(mount, path, &logs, &decoded)?;
     LoadedIndex::from_records(mount, path, logs, &decoded)
+}
+
+/// Refuses a file whose closed logs' size records count data their index
+/// logs no longer hold: its size says the data is there, and reads would
+/// return zeros for it. Data is never guessed; `plfs recover` reports the
+/// loss and `--fix` makes the size agree with what can be read.
+fn check_nothing_lost(
+    mount: &MountState,
+    path: &StorePath,
+    logs: &[LogLocation],
+    decoded: &[Vec<Record>],
+) -> Result<()> {
+    let meta = container::read_meta(mount, path)?;
+    if meta.sizes.is_empty() {
+        return Ok(());
+    }
+    let claimed: std::collections::HashMap<LogId, &crate::layout::SizeRecord> =
+        meta.sizes.iter().map(|size| (size.log, size)).collect();
+    for (log, records) in logs.iter().zip(decoded) {
+        let Some(claimed) = claimed.get(&log.id) else { continue };
+        if let Some(lost) = container::records_lost(claimed, &container::summarize(log.id, records)) {
+            return Err(Error::corrupt(format!(
+                "{}: index log {}: {lost}; run `plfs recover --fix` to make the size agree with the data \
+                 still indexed",
+                mount.store(log.backend).url(),
+                log.path(path, LogKind::Index)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Reads and decodes the index logs in parallel; results keep `logs` order.

@@ -40,6 +40,11 @@ struct Window {
 }
 
 impl CachedLog {
+    /// Names the log in errors: backend and path.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
     /// Fills `buf` with the log's bytes at `physical`. A log that ends first
     /// means the index points past its data: an error, never zeros.
     pub fn read_exact(&self, buf: &mut [u8], physical: u64, readahead_bytes: usize) -> Result<()> {

@@ -10,6 +10,7 @@ use crate::config::BackendLocation;
 use crate::container::{self, LogLocation};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::access::AccessRecord;
+use crate::format::data_log::{self, DATA_MAGIC, LogHeader};
 use crate::format::index_log;
 use crate::format::version::VersionRecord;
 use crate::fs::{MountState, Plfs};
@@ -117,6 +118,21 @@ pub enum Problem {
     /// cannot be opened. The fix writes a new one (mode and owner from the
     /// container directory), so its logs read again.
     DamagedAccessFile,
+    /// A closed log's size record counts data its index log no longer
+    /// holds (the index log was cut short): fixed by publishing a size
+    /// record of what the index log holds, so stat agrees with reads; the
+    /// lost records' bytes cannot be found again.
+    LostIndexRecords,
+    /// An index log whose header or frames are damaged: the file cannot
+    /// be read until it is restored.
+    CorruptIndexLog,
+    /// A data log whose header is damaged or names another writer. Its
+    /// data still reads (records address it by offset); logs are never
+    /// rewritten in place, so it stays.
+    DamagedDataLogHeader,
+    /// The version file is missing or damaged: `plfs version` cannot say
+    /// which format and release created the file (readers do not need it).
+    DamagedVersionFile,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -452,6 +468,7 @@ impl Recovery<'_> {
     fn run(&mut self) -> Result<()> {
         self.debris()?;
         self.access_file()?;
+        self.version_file()?;
         let meta = container::read_meta(self.state, self.path)?;
         let inventory = container::inventory(self.state, self.path)?;
         for (backend, unknown) in &inventory.unknown {
@@ -462,7 +479,7 @@ impl Recovery<'_> {
         let sized: BTreeMap<LogId, layout::SizeRecord> = meta.sizes.iter().map(|s| (s.log, *s)).collect();
         let present: BTreeSet<LogId> = inventory.logs.iter().map(|log| log.id).collect();
         for log in &inventory.logs {
-            self.check_log(log, open.contains(&log.id), sized.contains_key(&log.id))?;
+            self.check_log(log, open.contains(&log.id), sized.get(&log.id))?;
         }
         for size in sized.values().filter(|size| !present.contains(&size.log)) {
             let (backend, paths) = container::canonical(self.state, self.path);
@@ -548,7 +565,72 @@ impl Recovery<'_> {
         Ok(())
     }
 
-    fn check_log(&mut self, log: &LogLocation, is_open: bool, has_size: bool) -> Result<()> {
+    /// The version file on the canonical backend must decode.
+    fn version_file(&mut self) -> Result<()> {
+        let (backend, paths) = container::canonical(self.state, self.path);
+        let store = self.state.store(backend);
+        let location = format!("{}/{}", store.url(), paths.version());
+        let problem = match store.read_all(&paths.version()) {
+            Ok(bytes) => match VersionRecord::decode(&bytes) {
+                Ok(_) => return Ok(()),
+                Err(error) => error.to_string(),
+            },
+            Err(error) if error.kind() == ErrorKind::NotFound => "missing".to_owned(),
+            Err(error) => return Err(error.context(location)),
+        };
+        let detail = format!(
+            "{problem}; the data still reads, but the format and release that created it are unknown"
+        );
+        self.note(Problem::DamagedVersionFile, location, detail, false);
+        Ok(())
+    }
+
+    /// A data log's header must decode and name the log's own writer.
+    /// One cut inside its header with nothing pointing into it is a writer
+    /// that died creating it (or is creating it now), not damage.
+    fn data_log_header(
+        &mut self,
+        store: &dyn Store,
+        data_path: &StorePath,
+        id: &LogId,
+        has_writes: bool,
+    ) -> Result<()> {
+        let location = format!("{}/{data_path}", store.url());
+        let handle = store.open_read(data_path).with_context(|| location.clone())?;
+        let mut bytes = vec![0; data_log::HEADER_MAX_BYTES];
+        let mut filled = 0;
+        while filled < bytes.len() {
+            let count =
+                handle.read_at(&mut bytes[filled..], filled as u64).with_context(|| location.clone())?;
+            if count == 0 {
+                break;
+            }
+            filled += count;
+        }
+        bytes.truncate(filled);
+        if !has_writes && crate::format::frame::is_truncated_header(&bytes, DATA_MAGIC) {
+            return Ok(());
+        }
+        let problem = match LogHeader::decode(&bytes, DATA_MAGIC, "data log") {
+            Ok((header, _)) if header.created_stamp != id.stamp || header.writer != id.writer => format!(
+                "its header names stamp {:016x} writer {:016x}, its name stamp {:016x} writer {:016x}",
+                header.created_stamp, header.writer, id.stamp, id.writer
+            ),
+            Ok(_) => return Ok(()),
+            Err(error) => error.to_string(),
+        };
+        let detail = format!("{problem}; its data still reads, and a log is never rewritten in place");
+        self.note(Problem::DamagedDataLogHeader, location, detail, false);
+        Ok(())
+    }
+
+    fn check_log(
+        &mut self,
+        log: &LogLocation,
+        is_open: bool,
+        size: Option<&layout::SizeRecord>,
+    ) -> Result<()> {
+        let has_size = size.is_some();
         let store = self.state.store(log.backend);
         let index_path = log.path(self.path, LogKind::Index);
         let data_path = log.path(self.path, LogKind::Data);
@@ -567,7 +649,15 @@ impl Recovery<'_> {
             return Ok(());
         }
         let bytes = store.read_all(&index_path).with_context(|| location(&index_path))?;
-        let decoded = index_log::decode(&bytes).with_context(|| location(&index_path))?;
+        let decoded = match index_log::decode(&bytes) {
+            Ok(decoded) => decoded,
+            Err(error) if matches!(error.kind(), ErrorKind::Corrupt | ErrorKind::Unsupported) => {
+                let detail = format!("{error}; readers refuse the file until it is restored");
+                self.note(Problem::CorruptIndexLog, location(&index_path), detail, false);
+                return Ok(());
+            }
+            Err(error) => return Err(error.context(location(&index_path))),
+        };
         let writer_alive = is_open && self.writer_alive(&log.id);
         if let Some(torn) = decoded.torn_tail {
             let fixed = self.fix && !writer_alive && {
@@ -578,6 +668,9 @@ impl Recovery<'_> {
             self.note(Problem::TornIndexTail, location(&index_path), detail, fixed);
         }
         let has_writes = decoded.records.iter().any(index_log::Record::writes_data);
+        if log.has_data {
+            self.data_log_header(store, &data_path, &log.id, has_writes)?;
+        }
         if has_writes && !log.has_data {
             self.note(
                 Problem::MissingDataLog,
@@ -591,6 +684,34 @@ impl Recovery<'_> {
                 verify_data(handle.as_ref(), &decoded.records).with_context(|| location(&data_path))?
             {
                 self.note(Problem::DataChecksumMismatch, location(&data_path), mismatch, false);
+            }
+        }
+        if let Some(claimed) = size {
+            let held = container::summarize(log.id, &decoded.records);
+            if let Some(lost) = container::records_lost(claimed, &held) {
+                let fixed = self.fix && {
+                    // The new record first: a crash in between leaves both,
+                    // and recover runs again.
+                    crate::file::publish_size_record(self.state, self.path, &held)?;
+                    let (backend, paths) = container::canonical(self.state, self.path);
+                    if held.name() != claimed.name() {
+                        container::ignore_missing(
+                            self.state.store(backend).remove_file(&paths.meta(&claimed.name())?),
+                        )?;
+                    }
+                    true
+                };
+                let outcome = if fixed {
+                    "; the size record now counts what the index log holds (the lost bytes stay unreadable)"
+                } else {
+                    "; stat counts bytes that reads cannot find, and reads fail"
+                };
+                self.note(
+                    Problem::LostIndexRecords,
+                    location(&index_path),
+                    format!("{lost}{outcome}"),
+                    fixed,
+                );
             }
         }
         if is_open && !has_size {
@@ -645,7 +766,7 @@ impl Recovery<'_> {
 mod tests {
     use super::*;
     use crate::clock::{ManualClock, Stamper};
-    use crate::config::{BackendRole, Tuning};
+    use crate::config::{BackendRole, Tuning, VerifyReads};
     use crate::file::OpenFlags;
     use crate::fs::Options;
     use crate::store::SharedStore;
@@ -927,5 +1048,199 @@ mod tests {
         assert_eq!(handle.read(&mut buf, 0).unwrap(), 50);
         assert_eq!(buf, [9u8; 50]);
         handle.close().unwrap();
+    }
+
+    fn tuned_mount(stores: &[SharedStore], pid: u32, tuning: Tuning) -> Plfs {
+        let options = Options {
+            hostname: "node0".into(),
+            pid,
+            uid: 0,
+            gid: 0,
+            stamper: Stamper::new(Arc::new(ManualClock::new(u64::from(pid) * 1000))),
+            tuning: Tuning { threadpool_size: 1, ..tuning },
+        };
+        Plfs::new(stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect(), options).unwrap()
+    }
+
+    const RECORD_BYTES: usize = 4096;
+
+    fn record_bytes(record: u64) -> Vec<u8> {
+        (0..RECORD_BYTES).map(|i| (record as usize * 31 + i * 7) as u8).collect()
+    }
+
+    /// `writers` writers, 64 strided records each, closed.
+    fn checkpoint(plfs: &Plfs, writers: u64) -> u64 {
+        let handle = plfs.open("/ckpt", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        let records = writers * 64;
+        for record in 0..records {
+            handle.write_as(&record_bytes(record), record * RECORD_BYTES as u64, record % writers).unwrap();
+        }
+        handle.close().unwrap();
+        records * RECORD_BYTES as u64
+    }
+
+    /// The logs of /ckpt, as (store, index path, data path), oldest writer first.
+    fn logs_of(plfs: &Plfs, stores: &[SharedStore]) -> Vec<(SharedStore, StorePath, StorePath)> {
+        let container = StorePath::parse("ckpt").unwrap();
+        let mut logs = plfs.inventory("/ckpt").unwrap().logs;
+        logs.sort_by_key(|log| log.id.writer);
+        logs.iter()
+            .map(|log| {
+                let store = stores[log.backend.0].clone();
+                (store, log.path(&container, LogKind::Index), log.path(&container, LogKind::Data))
+            })
+            .collect()
+    }
+
+    fn flip(store: &SharedStore, path: &StorePath, offset: usize) {
+        let mut bytes = store.read_all(path).unwrap();
+        bytes[offset] ^= 0x10;
+        store.replace(path, &bytes).unwrap();
+    }
+
+    /// Reads the whole file in `chunk`-byte reads, in order.
+    fn read_all(plfs: &Plfs, chunk: usize) -> Result<Vec<u8>> {
+        let handle = plfs.open("/ckpt", OpenFlags::RDONLY, 0, 0)?;
+        let mut out = Vec::new();
+        let mut buf = vec![0; chunk];
+        loop {
+            let count = handle.read(&mut buf, out.len() as u64)?;
+            if count == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..count]);
+        }
+        handle.close()?;
+        Ok(out)
+    }
+
+    #[test]
+    fn reads_refuse_a_flipped_data_byte_and_name_the_log_and_offset() {
+        for patterns in [false, true] {
+            let stores = stores(2);
+            let tuning = Tuning { index_patterns: patterns, ..Tuning::default() };
+            let writer = tuned_mount(&stores, 1, tuning.clone());
+            let size = checkpoint(&writer, 1);
+            let (store, _, data) = logs_of(&writer, &stores).remove(0);
+            let header = store.read_all(&data).unwrap().len() - size as usize;
+            // Byte 100 of record 5.
+            let damaged = header + 5 * RECORD_BYTES + 100;
+            flip(&store, &data, damaged);
+            let record_start = header + 5 * RECORD_BYTES;
+            let whole = tuned_mount(&stores, 2, tuning.clone());
+            let error = read_all(&whole, 1 << 20).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Corrupt, "patterns {patterns}: {error}");
+            let text = error.to_string();
+            assert!(text.contains("/ckpt: read of"), "{text}");
+            assert!(text.contains(&format!("data log {}: {data}", store.url())), "{text}");
+            // A pattern's one checksum covers all its blocks.
+            let (bytes, at) = if patterns { (size, header) } else { (RECORD_BYTES as u64, record_start) };
+            assert!(text.contains(&format!("{bytes} bytes at offset {at} fail their checksum")), "{text}");
+            // Record-sized reads in order find it too (a pattern at its last block).
+            assert_eq!(read_all(&whole, RECORD_BYTES).unwrap_err().kind(), ErrorKind::Corrupt);
+            // A read of part of the record is not checked unless `always`.
+            let handle = whole.open("/ckpt", OpenFlags::RDONLY, 0, 0).unwrap();
+            let mut part = [0u8; 200];
+            handle.read(&mut part, 5 * RECORD_BYTES as u64).unwrap();
+            handle.close().unwrap();
+            let always =
+                tuned_mount(&stores, 3, Tuning { verify_reads: VerifyReads::Always, ..tuning.clone() });
+            let handle = always.open("/ckpt", OpenFlags::RDONLY, 0, 0).unwrap();
+            assert_eq!(
+                handle.read(&mut part, 5 * RECORD_BYTES as u64).unwrap_err().kind(),
+                ErrorKind::Corrupt
+            );
+            // Bytes of other records still read under `always`; a
+            // pattern's blocks can only be checked all together.
+            let other = handle.read(&mut part, 7 * RECORD_BYTES as u64);
+            if patterns {
+                assert_eq!(other.unwrap_err().kind(), ErrorKind::Corrupt);
+            } else {
+                assert_eq!(other.unwrap(), 200);
+                assert_eq!(part[..], record_bytes(7)[..200]);
+            }
+            handle.close().unwrap();
+            // `off` returns the flipped byte.
+            let off = tuned_mount(&stores, 4, Tuning { verify_reads: VerifyReads::Off, ..tuning });
+            let read = read_all(&off, 1 << 20).unwrap();
+            assert_eq!(read[5 * RECORD_BYTES + 100], record_bytes(5)[100] ^ 0x10);
+        }
+    }
+
+    #[test]
+    fn reads_through_a_global_index_check_data_too() {
+        let stores = stores(2);
+        let plfs = tuned_mount(&stores, 1, Tuning { index_patterns: false, ..Tuning::default() });
+        let size = checkpoint(&plfs, 2);
+        plfs.flatten("/ckpt").unwrap();
+        let (store, _, data) = logs_of(&plfs, &stores).remove(1);
+        let length = store.read_all(&data).unwrap().len();
+        flip(&store, &data, length - 1);
+        let reader = tuned_mount(&stores, 2, Tuning::default());
+        let logical = StorePath::parse("ckpt").unwrap();
+        assert!(load::load_index(reader.state(), &logical, Prefer::GlobalIndex).unwrap().from_global_index);
+        let error = read_all(&reader, size as usize).unwrap_err();
+        assert!(
+            error.to_string().contains(&format!("{data}: 4096 bytes at offset {}", length - 4096)),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_index_log_cut_short_is_found_refused_and_fixed_so_stat_agrees_with_reads() {
+        for cut_to_header in [true, false] {
+            let stores = stores(2);
+            let plfs = tuned_mount(&stores, 1, Tuning::default());
+            let size = checkpoint(&plfs, 2);
+            let (store, index, _) = logs_of(&plfs, &stores).remove(0);
+            let bytes = store.read_all(&index).unwrap();
+            // Cut to its header (47 bytes for host node0), or inside it.
+            let cut = if cut_to_header { 47 } else { 10 };
+            store.replace(&index, &bytes[..cut]).unwrap();
+            let reader = tuned_mount(&stores, 2, Tuning::default());
+            assert_eq!(reader.stat("/ckpt").unwrap().size, size);
+            // Reads refuse rather than return the lost records as zeros.
+            let error = read_all(&reader, 1 << 20).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Corrupt);
+            assert!(error.to_string().contains(&format!("index log {index}")), "{error}");
+            assert!(error.to_string().contains("index records were lost"), "{error}");
+            for verify in [false, true] {
+                let report = reader.recover_with("/ckpt", false, verify).unwrap();
+                assert!(
+                    report.findings.iter().any(|f| f.problem == Problem::LostIndexRecords && !f.fixed),
+                    "{report:?}"
+                );
+            }
+            let fixed = reader.recover("/ckpt", true).unwrap();
+            assert_eq!(fixed.unfixed(), 0, "{fixed:?}");
+            assert!(fixed.findings.iter().any(|f| f.problem == Problem::LostIndexRecords), "{fixed:?}");
+            assert_eq!(reader.recover("/ckpt", false).unwrap().findings, vec![]);
+            let after = tuned_mount(&stores, 3, Tuning::default());
+            let read = read_all(&after, 1 << 20).unwrap();
+            assert_eq!(after.stat("/ckpt").unwrap().size, read.len() as u64);
+            // Writer 1's records (odd ones) survive; writer 0's read as holes.
+            assert_eq!(read[RECORD_BYTES..2 * RECORD_BYTES], record_bytes(1)[..]);
+            assert!(read[..RECORD_BYTES].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn recover_reports_damaged_data_log_headers_and_version_files() {
+        let stores = stores(2);
+        let plfs = tuned_mount(&stores, 1, Tuning::default());
+        checkpoint(&plfs, 1);
+        let (store, _, data) = logs_of(&plfs, &stores).remove(0);
+        flip(&store, &data, 20);
+        let (backend, paths) = container::canonical(plfs.state(), &StorePath::parse("ckpt").unwrap());
+        flip(&stores[backend.0], &paths.version(), 9);
+        for verify in [false, true] {
+            let report = plfs.recover_with("/ckpt", true, verify).unwrap();
+            let problems: Vec<Problem> = report.findings.iter().map(|f| f.problem).collect();
+            assert!(problems.contains(&Problem::DamagedDataLogHeader), "{report:?}");
+            assert!(problems.contains(&Problem::DamagedVersionFile), "{report:?}");
+            assert_eq!(report.unfixed(), 2, "nothing is claimed fixed: {report:?}");
+        }
+        // The data itself still reads.
+        assert_eq!(read_all(&plfs, 1 << 20).unwrap()[..RECORD_BYTES], record_bytes(0)[..]);
     }
 }

@@ -98,6 +98,27 @@ pub struct Opts {
     /// The MPI whose mpirun runs the mpiio interface.
     #[arg(long, value_enum, default_value_t = MpiArg::Openmpi)]
     mpi: MpiArg,
+    /// Which library reads check data CRCs (plfsrc `verify_reads`), to
+    /// measure what checking costs.
+    #[arg(long, value_enum, default_value_t = VerifyReadsArg::Whole)]
+    verify_reads: VerifyReadsArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum VerifyReadsArg {
+    Whole,
+    Always,
+    Off,
+}
+
+impl From<VerifyReadsArg> for plfs::config::VerifyReads {
+    fn from(arg: VerifyReadsArg) -> plfs::config::VerifyReads {
+        match arg {
+            VerifyReadsArg::Whole => plfs::config::VerifyReads::Whole,
+            VerifyReadsArg::Always => plfs::config::VerifyReads::Always,
+            VerifyReadsArg::Off => plfs::config::VerifyReads::Off,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -224,6 +245,7 @@ fn spec_of(opts: &Opts) -> BenchSpec {
         library: true,
         preload: None,
         mpiio: None,
+        verify_reads: opts.verify_reads.into(),
     }
 }
 

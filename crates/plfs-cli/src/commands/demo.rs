@@ -51,6 +51,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         library: true,
         preload: None,
         mpiio: None,
+        verify_reads: Default::default(),
     };
     let report = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
     // The directory is about to go; saying it was kept would mislead.
@@ -59,7 +60,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     }
     println!();
     let backends = plfs_bench::plfs_backend_dirs(&report.dir, BACKENDS);
-    let plfs = plfs_bench::mount(&report.dir, BACKENDS).map_err(anyhow::Error::msg)?;
+    let plfs = plfs_bench::mount(&report.dir, BACKENDS, Default::default()).map_err(anyhow::Error::msg)?;
     let bench_file = plfs_bench::plfs_logical_path(Workload::N1Strided, 0);
     println!("Container layout of {bench_file} (plfs query):");
     for (index, dir) in backends.iter().enumerate() {

@@ -15,7 +15,10 @@ pub struct Opts {
     /// The plfs file to check.
     file: PathBuf,
     /// Repair what is found: remove stale open records, cut torn index
-    /// tails, publish missing size records, clear debris.
+    /// tails, publish missing size records, replace size records that
+    /// count index records lost from a log cut short (so stat agrees with
+    /// reads), clear debris. Damaged data, headers and version files are
+    /// reported, not repaired.
     #[arg(long)]
     fix: bool,
     /// Also read every data byte and check it against the CRC32C in its

@@ -31,6 +31,24 @@ pub enum Workload {
     SmallFile,
 }
 
+/// When reads check data against the CRC32C its index record carries
+/// (plfsrc `verify_reads:`). A record's CRC covers all its bytes, and a
+/// pattern record's covers every block of it, so only a read that holds a
+/// whole record or pattern can be checked for free (FORMAT.md §5.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyReads {
+    /// Check every record (and pattern) a read covers whole; pattern
+    /// blocks read in order are checked when the last one is read.
+    #[default]
+    Whole,
+    /// Also read the rest of every record a read covers only in part, and
+    /// check it: every byte returned is checked, at the cost of extra reads.
+    Always,
+    /// Never check on reads (`plfs recover --verify` still does).
+    Off,
+}
+
 /// Where a backend is. Schemes other than POSIX are recognised so a config
 /// naming them gets a clear "not built in" rather than a misread path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -212,6 +230,8 @@ pub struct Tuning {
     pub readahead_bytes: usize,
     /// Create data and index droppings at the first write rather than at open.
     pub lazy_droppings: bool,
+    /// Which reads check data CRCs.
+    pub verify_reads: VerifyReads,
     /// PLFS `index_buffer_mbs`: kept so existing plfsrc files load; PLFS itself ignores it.
     pub index_buffer_mbs: u32,
     /// Total small-file read buffer, MiB.
@@ -236,6 +256,7 @@ impl Default for Tuning {
             read_handles_max: 128,
             readahead_bytes: 1 << 20,
             lazy_droppings: true,
+            verify_reads: VerifyReads::Whole,
             index_buffer_mbs: 64,
             read_buffer_mbs: 64,
             global_summary_dir: None,

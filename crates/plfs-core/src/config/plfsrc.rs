@@ -48,7 +48,7 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
 
 use super::{
     BackendConfig, BackendLocation, BackendRole, LogLevel, LogMask, LogSettings, MountConfig, S3Access,
-    SyslogFacility, Tuning, Workload,
+    SyslogFacility, Tuning, VerifyReads, Workload,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -258,7 +258,7 @@ const UNSUPPORTED_SCHEMES: [&str; 3] = ["glib:", "pvfs://", "iofsl:"];
 
 const LEVELS: &str = "one of EMERG, ALERT, CRIT, ERR, WARN, NOTE, INFO, DEBUG";
 
-const GLOBAL_KEYS: [&str; 24] = [
+const GLOBAL_KEYS: [&str; 25] = [
     "num_hostdirs",
     "threadpool_size",
     "lazy_stat",
@@ -273,6 +273,7 @@ const GLOBAL_KEYS: [&str; 24] = [
     "flatten_on_close",
     "read_handles_max",
     "readahead_kib",
+    "verify_reads",
     "mlog_defmask",
     "mlog_setmasks",
     "mlog_stderrmask",
@@ -656,9 +657,19 @@ fn apply_tuning(tuning: &mut Tuning, entry: &Entry<'_, '_>) -> Result<bool> {
         "flatten_on_close" => tuning.flatten_on_close = entry.flag()?,
         "read_handles_max" => tuning.read_handles_max = entry.number(1, 1 << 16)?,
         "readahead_kib" => tuning.readahead_bytes = entry.number::<usize>(4, 1 << 20)? << 10,
+        "verify_reads" => tuning.verify_reads = verify_reads(entry)?,
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+fn verify_reads(entry: &Entry<'_, '_>) -> Result<VerifyReads> {
+    match scalar_text(entry.value).map(|text| text.to_ascii_lowercase()).as_deref() {
+        Some("whole") => Ok(VerifyReads::Whole),
+        Some("always") => Ok(VerifyReads::Always),
+        Some("off") => Ok(VerifyReads::Off),
+        _ => Err(entry.expected("whole, always or off")),
+    }
 }
 
 /// Sets a `LogSettings` key; `false` if the key is not one of them.
@@ -939,6 +950,7 @@ mod tests {
             read_handles_max: 16,
             readahead_bytes: 512 << 10,
             lazy_droppings: false,
+            verify_reads: VerifyReads::Always,
             index_buffer_mbs: 0,
             read_buffer_mbs: 128,
             global_summary_dir: Some("/var/plfs/summary".into()),
@@ -1140,6 +1152,8 @@ mod tests {
             ("index_buffer_mbs: -1", "index_buffer_mbs: expected an integer from 0 to 4294967295, got -1"),
             ("index_flush_kib: 0", "index_flush_kib: expected an integer from 1 to 1048576, got 0"),
             ("readahead_kib: 2", "readahead_kib: expected an integer from 4 to 1048576, got 2"),
+            ("verify_reads: yes", "verify_reads: expected whole, always or off, got yes"),
+            ("verify_reads:", "verify_reads: expected whole, always or off, got nothing"),
             ("read_handles_max: []", "read_handles_max: expected an integer from 1 to 65536, got a list"),
             ("mlog_defmask: LOUD", &format!("mlog_defmask: expected {LEVELS}, got LOUD")),
             ("mlog_stderrmask:", &format!("mlog_stderrmask: expected {LEVELS}, got nothing")),

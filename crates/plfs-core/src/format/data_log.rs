@@ -23,6 +23,9 @@ pub struct LogHeader {
 
 const FIXED_BYTES: usize = 8 + 2 + 2 + 4 + 8 + 8 + 4 + 2;
 
+/// The longest a header can be: fixed fields, hostname, CRC.
+pub const HEADER_MAX_BYTES: usize = FIXED_BYTES + HOSTNAME_MAX_BYTES + 4;
+
 impl LogHeader {
     /// Encodes with the given magic; the result's length is where records
     /// (or data) begin.
