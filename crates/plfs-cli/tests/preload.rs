@@ -452,3 +452,98 @@ fn paths_outside_the_mount_pass_through_unchanged() {
     let backend_entries = fs::read_dir(setup.dir.path().join("backend0")).unwrap().count();
     assert_eq!(backend_entries, 0);
 }
+
+/// Close-to-open between processes on a small_file mount, through plain
+/// POSIX calls: `hold` caches its view of a directory, then runs this
+/// program again (system(), so the other process is preloaded too) to
+/// create, close or unlink files there, and checks each call sees it.
+const OTHER_PROCESS_PROGRAM: &str = r#"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static const char *self;
+static int failures;
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "line %d: %s (errno %d)\n", __LINE__, #c, errno); failures++; } } while (0)
+static void other(const char *path, const char *action) {
+    char command[4096];
+    snprintf(command, sizeof command, "'%s' '%s' %s", self, path, action);
+    if (system(command) != 0) { fprintf(stderr, "%s failed\n", command); exit(3); }
+}
+static int count(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int names = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) names += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return names;
+}
+static char *join(const char *dir, const char *name) {
+    static char paths[8][4096];
+    static int next;
+    char *path = paths[next++ % 8];
+    snprintf(path, 4096, "%s/%s", dir, name);
+    return path;
+}
+int main(int argc, char **argv) {
+    self = argv[0];
+    const char *path = argv[1], *action = argv[2];
+    struct stat st;
+    if (strcmp(action, "create") == 0) {
+        int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (fd < 0 || write(fd, "x", 1) != 1 || close(fd) != 0) { perror(path); return 1; }
+        return 0;
+    }
+    if (strcmp(action, "unlink") == 0) {
+        if (unlink(path) != 0) { perror(path); return 1; }
+        return 0;
+    }
+    const char *dir = path;
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK(count(dir) == 0);
+    char *for_stat = join(dir, "for-stat");
+    other(for_stat, "create");
+    CHECK(stat(for_stat, &st) == 0 && st.st_size == 1);
+    char *for_access = join(dir, "for-access");
+    other(for_access, "create");
+    CHECK(access(for_access, R_OK) == 0);
+    char *for_open = join(dir, "for-open");
+    other(for_open, "create");
+    int fd = open(for_open, O_RDONLY);
+    char byte = 0;
+    CHECK(fd >= 0 && read(fd, &byte, 1) == 1 && byte == 'x' && close(fd) == 0);
+    char *for_readdir = join(dir, "for-readdir");
+    other(for_readdir, "create");
+    CHECK(count(dir) == 4);
+    errno = 0;
+    CHECK(stat(join(dir, "missing"), &st) == -1 && errno == ENOENT);
+    other(for_stat, "unlink");
+    other(for_access, "unlink");
+    other(for_open, "unlink");
+    other(for_readdir, "unlink");
+    CHECK(count(dir) == 0);
+    char *kept = join(dir, "for-rmdir");
+    other(kept, "create");
+    CHECK(stat(kept, &st) == 0);
+    other(kept, "unlink");
+    CHECK(rmdir(dir) == 0);
+    errno = 0;
+    CHECK(access(dir, F_OK) == -1 && errno == ENOENT);
+    if (failures) return 1;
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn small_files_closed_by_another_process_are_seen() {
+    let setup = Setup::with_workload("small_file");
+    let program = compile(&setup, "other_process", OTHER_PROCESS_PROGRAM);
+    let output = setup.run(s(&program), &[&setup.logical("d"), "hold"]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
+}
