@@ -547,3 +547,22 @@ fn small_files_closed_by_another_process_are_seen() {
     let output = setup.run(s(&program), &[&setup.logical("d"), "hold"]);
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
 }
+
+/// `rewinddir` on a plfs stream re-reads the directory: what another
+/// (preloaded) process unlinked or created since the first listing shows
+/// in the second, on every workload.
+#[test]
+fn rewinddir_lists_the_directory_again() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let program = compile(&setup, "rewinddir", include_str!("programs/rewinddir.c"));
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        setup.run("cp", &["/etc/hostname", &format!("{dir}/kept")]);
+        setup.run("cp", &["/etc/hostname", &format!("{dir}/victim")]);
+        let change = format!("rm {dir}/victim && cp /etc/hostname {dir}/newcomer");
+        let output = setup.run(s(&program), &[&dir, &change]);
+        let listed = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(listed, "first: kept victim\nagain: kept newcomer\n", "{workload}");
+    }
+}
