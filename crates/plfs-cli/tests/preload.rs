@@ -566,3 +566,107 @@ fn rewinddir_lists_the_directory_again() {
         assert_eq!(listed, "first: kept victim\nagain: kept newcomer\n", "{workload}");
     }
 }
+
+/// Shell redirections onto plfs files (README "Redirections"): bash's
+/// builtins (echo, printf, read, while-read loops, `exec 3>`), external
+/// commands writing and reading through a redirected 0, 1 or 2, a group
+/// mixing both in order, and a command killed after writing, whose bytes
+/// still reach the file. Each line is checked through the library.
+#[test]
+fn shell_redirections_onto_plfs_files() {
+    let setup = Setup::new();
+    let m = setup.logical("");
+    let crash = compile(&setup, "crash", CRASH_PROGRAM);
+    let script = format!(
+        r#"set -e
+echo x > {m}f
+echo y >> {m}f
+printf '%s\n' z >> {m}f
+read line < {m}f
+echo "read: $line"
+while read l; do echo "loop: $l"; done < {m}f
+exec 3>{m}g
+echo one >&3
+echo two >&3
+exec 3>&-
+cat {m}g
+cat < {m}f > {m}copy
+wc -l < {m}copy
+ls -d / > {m}ls
+ls /no/such/path 2> {m}err || true
+{{ echo a; ls -d /; echo b; }} > {m}group
+{{ {crash}; }} > {m}crashed || true
+echo done
+"#,
+        crash = s(&crash)
+    );
+    let output = setup.run("bash", &["-c", &script]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "read: x\nloop: x\nloop: y\nloop: z\none\ntwo\n3\ndone\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(setup.contents("f"), b"x\ny\nz\n");
+    assert_eq!(setup.contents("g"), b"one\ntwo\n");
+    assert_eq!(setup.contents("copy"), b"x\ny\nz\n");
+    assert_eq!(setup.contents("ls"), b"/\n");
+    assert!(String::from_utf8_lossy(&setup.contents("err")).contains("No such file or directory"));
+    assert_eq!(setup.contents("group"), b"a\n/\nb\n");
+    assert_eq!(setup.contents("crashed"), b"before the crash\n");
+}
+
+/// Writes a line to stdout, flushes it and dies by SIGKILL.
+const CRASH_PROGRAM: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+int main(void) {
+    fputs("before the crash\n", stdout);
+    fflush(stdout);
+    raise(SIGKILL);
+    return 0;
+}
+"#;
+
+/// stdio on a descriptor dup2'd onto a plfs file, a child writing into the
+/// same redirection, and freopen of stdin and stdout onto plfs paths.
+const REDIRECT_PROGRAM: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { perror("open"); return 1; }
+    fflush(stdout);
+    int saved = dup(1);
+    if (saved < 0 || dup2(fd, 1) != 1 || close(fd) != 0) { perror("dup2"); return 2; }
+    printf("hello %d\n", 42);
+    fflush(stdout);
+    if (system("echo from a child") != 0) { fprintf(stderr, "system failed\n"); return 3; }
+    fputs("after the child\n", stdout);
+    fflush(stdout);
+    if (dup2(saved, 1) != 1 || close(saved) != 0) { perror("restore"); return 4; }
+    if (freopen(argv[1], "r", stdin) == NULL) { perror("freopen r"); return 5; }
+    char line[64];
+    if (fgets(line, sizeof line, stdin) == NULL || strcmp(line, "hello 42\n") != 0) {
+        fprintf(stderr, "read back: %s\n", line);
+        return 6;
+    }
+    if (freopen(argv[2], "w", stdout) == NULL) { perror("freopen w"); return 7; }
+    printf("via freopen\n");
+    fprintf(stderr, "ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn stdio_through_redirected_descriptors() {
+    let setup = Setup::new();
+    let program = compile(&setup, "redirect", REDIRECT_PROGRAM);
+    let output = setup.run(s(&program), &[&setup.logical("dup2"), &setup.logical("reopened")]);
+    assert_eq!(String::from_utf8_lossy(&output.stderr).trim(), "ok");
+    assert_eq!(setup.contents("dup2"), b"hello 42\nfrom a child\nafter the child\n");
+    assert_eq!(setup.contents("reopened"), b"via freopen\n");
+}
