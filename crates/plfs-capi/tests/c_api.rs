@@ -378,3 +378,22 @@ fn access_and_getattr_above_a_mount_point() {
         text(&output.stderr)
     );
 }
+}
+
+/// Close-to-open on a 1-n mount between processes (tests/c/other_process.c):
+/// a process holding a cached view of a directory sees, in `plfs_getattr`,
+/// `plfs_access`, `plfs_open` and the listing calls, files another process
+/// closed since, and `plfs_rmdir` succeeds once another process removed
+/// the last one.
+#[test]
+fn small_files_closed_by_another_process_are_seen() {
+    let fixture = Fixture::new();
+    let program = fixture.compile_in_tree("other_process.c", &[]);
+    for mount in ["small", "packed"] {
+        fixture.run(
+            &program,
+            &[fixture.path(mount).join("d"), PathBuf::from("hold")],
+            "other_process hold: OK",
+        );
+    }
+}

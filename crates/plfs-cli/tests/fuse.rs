@@ -227,6 +227,29 @@ fn n_n_and_small_file_mounts_round_trip() {
     }
 }
 
+/// `rewinddir` re-reads the directory through the mount (as a plain file
+/// system does): a file unlinked and one created by another process since
+/// the first listing show as such in the second. Also for small files.
+#[test]
+fn rewinddir_lists_the_directory_again() {
+    let _serial = serial();
+    for workload in ["shared_file", "small_file"] {
+        let mount = PlfsMount::with_workload(workload, &[]);
+        let source = mount.scratch("rewinddir.c");
+        fs::write(&source, include_str!("programs/rewinddir.c")).unwrap();
+        let program = mount.scratch("rewinddir");
+        run_ok(Command::new("cc").arg("-O1").arg("-o").arg(&program).arg(&source), MIN);
+        let dir = mount.path("d");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("kept"), b"k").unwrap();
+        fs::write(dir.join("victim"), b"v").unwrap();
+        let change = format!("rm {0}/victim && echo n > {0}/newcomer", dir.display());
+        let output = run_ok(Command::new(&program).arg(&dir).arg(&change), MIN);
+        let listed = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(listed, "first: kept victim\nagain: kept newcomer\n", "{workload}");
+    }
+}
+
 /// Same names, kinds, bytes and link targets; modes and times not compared.
 fn compare_contents(expected: &Path, actual: &Path) {
     for entry in fs::read_dir(expected).unwrap() {

@@ -576,3 +576,221 @@ print("ok")
         Some("no problems found")
     );
 }
+
+/// Close-to-open between processes on a small_file mount, through plain
+/// POSIX calls: `hold` caches its view of a directory, then runs this
+/// program again (system(), so the other process is preloaded too) to
+/// create, close or unlink files there, and checks each call sees it.
+const OTHER_PROCESS_PROGRAM: &str = r#"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static const char *self;
+static int failures;
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "line %d: %s (errno %d)\n", __LINE__, #c, errno); failures++; } } while (0)
+static void other(const char *path, const char *action) {
+    char command[4096];
+    snprintf(command, sizeof command, "'%s' '%s' %s", self, path, action);
+    if (system(command) != 0) { fprintf(stderr, "%s failed\n", command); exit(3); }
+}
+static int count(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int names = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) names += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return names;
+}
+static char *join(const char *dir, const char *name) {
+    static char paths[8][4096];
+    static int next;
+    char *path = paths[next++ % 8];
+    snprintf(path, 4096, "%s/%s", dir, name);
+    return path;
+}
+int main(int argc, char **argv) {
+    self = argv[0];
+    const char *path = argv[1], *action = argv[2];
+    struct stat st;
+    if (strcmp(action, "create") == 0) {
+        int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (fd < 0 || write(fd, "x", 1) != 1 || close(fd) != 0) { perror(path); return 1; }
+        return 0;
+    }
+    if (strcmp(action, "unlink") == 0) {
+        if (unlink(path) != 0) { perror(path); return 1; }
+        return 0;
+    }
+    const char *dir = path;
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK(count(dir) == 0);
+    char *for_stat = join(dir, "for-stat");
+    other(for_stat, "create");
+    CHECK(stat(for_stat, &st) == 0 && st.st_size == 1);
+    char *for_access = join(dir, "for-access");
+    other(for_access, "create");
+    CHECK(access(for_access, R_OK) == 0);
+    char *for_open = join(dir, "for-open");
+    other(for_open, "create");
+    int fd = open(for_open, O_RDONLY);
+    char byte = 0;
+    CHECK(fd >= 0 && read(fd, &byte, 1) == 1 && byte == 'x' && close(fd) == 0);
+    char *for_readdir = join(dir, "for-readdir");
+    other(for_readdir, "create");
+    CHECK(count(dir) == 4);
+    errno = 0;
+    CHECK(stat(join(dir, "missing"), &st) == -1 && errno == ENOENT);
+    other(for_stat, "unlink");
+    other(for_access, "unlink");
+    other(for_open, "unlink");
+    other(for_readdir, "unlink");
+    CHECK(count(dir) == 0);
+    char *kept = join(dir, "for-rmdir");
+    other(kept, "create");
+    CHECK(stat(kept, &st) == 0);
+    other(kept, "unlink");
+    CHECK(rmdir(dir) == 0);
+    errno = 0;
+    CHECK(access(dir, F_OK) == -1 && errno == ENOENT);
+    if (failures) return 1;
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn small_files_closed_by_another_process_are_seen() {
+    let setup = Setup::with_workload("small_file");
+    let program = compile(&setup, "other_process", OTHER_PROCESS_PROGRAM);
+    let output = setup.run(s(&program), &[&setup.logical("d"), "hold"]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
+}
+
+/// `rewinddir` on a plfs stream re-reads the directory: what another
+/// (preloaded) process unlinked or created since the first listing shows
+/// in the second, on every workload.
+#[test]
+fn rewinddir_lists_the_directory_again() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let program = compile(&setup, "rewinddir", include_str!("programs/rewinddir.c"));
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        setup.run("cp", &["/etc/hostname", &format!("{dir}/kept")]);
+        setup.run("cp", &["/etc/hostname", &format!("{dir}/victim")]);
+        let change = format!("rm {dir}/victim && cp /etc/hostname {dir}/newcomer");
+        let output = setup.run(s(&program), &[&dir, &change]);
+        let listed = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(listed, "first: kept victim\nagain: kept newcomer\n", "{workload}");
+    }
+}
+
+/// Shell redirections onto plfs files (README "Redirections"): bash's
+/// builtins (echo, printf, read, while-read loops, `exec 3>`), external
+/// commands writing and reading through a redirected 0, 1 or 2, a group
+/// mixing both in order, and a command killed after writing, whose bytes
+/// still reach the file. Each line is checked through the library.
+#[test]
+fn shell_redirections_onto_plfs_files() {
+    let setup = Setup::new();
+    let m = setup.logical("");
+    let crash = compile(&setup, "crash", CRASH_PROGRAM);
+    let script = format!(
+        r#"set -e
+echo x > {m}f
+echo y >> {m}f
+printf '%s\n' z >> {m}f
+read line < {m}f
+echo "read: $line"
+while read l; do echo "loop: $l"; done < {m}f
+exec 3>{m}g
+echo one >&3
+echo two >&3
+exec 3>&-
+cat {m}g
+cat < {m}f > {m}copy
+wc -l < {m}copy
+ls -d / > {m}ls
+ls /no/such/path 2> {m}err || true
+{{ echo a; ls -d /; echo b; }} > {m}group
+{{ {crash}; }} > {m}crashed || true
+echo done
+"#,
+        crash = s(&crash)
+    );
+    let output = setup.run("bash", &["-c", &script]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "read: x\nloop: x\nloop: y\nloop: z\none\ntwo\n3\ndone\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(setup.contents("f"), b"x\ny\nz\n");
+    assert_eq!(setup.contents("g"), b"one\ntwo\n");
+    assert_eq!(setup.contents("copy"), b"x\ny\nz\n");
+    assert_eq!(setup.contents("ls"), b"/\n");
+    assert!(String::from_utf8_lossy(&setup.contents("err")).contains("No such file or directory"));
+    assert_eq!(setup.contents("group"), b"a\n/\nb\n");
+    assert_eq!(setup.contents("crashed"), b"before the crash\n");
+}
+
+/// Writes a line to stdout, flushes it and dies by SIGKILL.
+const CRASH_PROGRAM: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+int main(void) {
+    fputs("before the crash\n", stdout);
+    fflush(stdout);
+    raise(SIGKILL);
+    return 0;
+}
+"#;
+
+/// stdio on a descriptor dup2'd onto a plfs file, a child writing into the
+/// same redirection, and freopen of stdin and stdout onto plfs paths.
+const REDIRECT_PROGRAM: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { perror("open"); return 1; }
+    fflush(stdout);
+    int saved = dup(1);
+    if (saved < 0 || dup2(fd, 1) != 1 || close(fd) != 0) { perror("dup2"); return 2; }
+    printf("hello %d\n", 42);
+    fflush(stdout);
+    if (system("echo from a child") != 0) { fprintf(stderr, "system failed\n"); return 3; }
+    fputs("after the child\n", stdout);
+    fflush(stdout);
+    if (dup2(saved, 1) != 1 || close(saved) != 0) { perror("restore"); return 4; }
+    if (freopen(argv[1], "r", stdin) == NULL) { perror("freopen r"); return 5; }
+    char line[64];
+    if (fgets(line, sizeof line, stdin) == NULL || strcmp(line, "hello 42\n") != 0) {
+        fprintf(stderr, "read back: %s\n", line);
+        return 6;
+    }
+    if (freopen(argv[2], "w", stdout) == NULL) { perror("freopen w"); return 7; }
+    printf("via freopen\n");
+    fprintf(stderr, "ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn stdio_through_redirected_descriptors() {
+    let setup = Setup::new();
+    let program = compile(&setup, "redirect", REDIRECT_PROGRAM);
+    let output = setup.run(s(&program), &[&setup.logical("dup2"), &setup.logical("reopened")]);
+    assert_eq!(String::from_utf8_lossy(&output.stderr).trim(), "ok");
+    assert_eq!(setup.contents("dup2"), b"hello 42\nfrom a child\nafter the child\n");
+    assert_eq!(setup.contents("reopened"), b"via freopen\n");
+}

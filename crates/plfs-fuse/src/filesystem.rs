@@ -30,7 +30,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -134,21 +134,46 @@ impl OpenHandle {
 }
 
 /// A directory listing taken at opendir, so offsets stay stable while the
-/// directory changes under a long `ls`.
+/// directory changes under a long `ls`. A read from offset 0 after entries
+/// were served (`rewinddir`, or `lseek(fd, 0)`) takes a new one, as a plain
+/// file system re-reads the directory then.
 #[derive(Debug)]
 struct DirListing {
     ino: INodeNo,
     parent: INodeNo,
-    entries: Vec<DirEntryInfo>,
+    entries: RwLock<Arc<Vec<DirEntryInfo>>>,
+    /// A readdir has been answered from `entries`.
+    served: AtomicBool,
 }
 
 impl DirListing {
-    /// Entry `index`: "." and ".." first, then the snapshot.
-    fn entry(&self, index: usize) -> Option<(&str, FileKind)> {
+    fn new(ino: INodeNo, parent: INodeNo, entries: Vec<DirEntryInfo>) -> DirListing {
+        DirListing { ino, parent, entries: RwLock::new(Arc::new(entries)), served: AtomicBool::new(false) }
+    }
+
+    /// The snapshot a readdir from `offset` serves: the one taken at
+    /// opendir, or a fresh one from `relist` when a served listing is read
+    /// from its start again.
+    fn snapshot(
+        &self,
+        offset: u64,
+        relist: impl FnOnce() -> Result<Vec<DirEntryInfo>, Errno>,
+    ) -> Result<Arc<Vec<DirEntryInfo>>, Errno> {
+        let served_before = self.served.swap(true, Ordering::AcqRel);
+        if offset == 0 && served_before {
+            let fresh = Arc::new(relist()?);
+            *self.entries.write().unwrap_or_else(PoisonError::into_inner) = fresh.clone();
+            return Ok(fresh);
+        }
+        Ok(self.entries.read().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+
+    /// Entry `index` of `entries`: "." and ".." first, then the snapshot.
+    fn entry(entries: &[DirEntryInfo], index: usize) -> Option<(&str, FileKind)> {
         match index {
             0 => Some((".", FileKind::Directory)),
             1 => Some(("..", FileKind::Directory)),
-            _ => self.entries.get(index - 2).map(|entry| (entry.name.as_str(), entry.kind)),
+            _ => entries.get(index - 2).map(|entry| (entry.name.as_str(), entry.kind)),
         }
     }
 }
@@ -664,15 +689,22 @@ impl PlfsFs {
         let path = self.path(ino)?;
         let entries = self.core("opendir", &path, self.plfs.readdir(&path))?;
         let parent = lock(&self.inodes).parent(ino).unwrap_or(ROOT);
-        let listing = DirListing { ino, parent, entries };
+        let listing = DirListing::new(ino, parent, entries);
         let (fh, _) = lock(&self.dirs).insert(listing).ok_or(Errno::ENFILE)?;
         Ok(fh)
     }
 
+    /// The directory's entries now, for a listing read again from its start.
+    fn relist(&self, listing: &DirListing) -> Result<Vec<DirEntryInfo>, Errno> {
+        let path = self.path(listing.ino)?;
+        self.core("readdir", &path, self.plfs.readdir(&path))
+    }
+
     fn do_readdir(&self, fh: FileHandle, offset: u64, reply: &mut ReplyDirectory) -> Result<(), Errno> {
         let listing = lock(&self.dirs).get(fh).ok_or(Errno::EBADF)?;
+        let entries = listing.snapshot(offset, || self.relist(&listing))?;
         let mut index = usize::try_from(offset).map_err(|_| Errno::EINVAL)?;
-        while let Some((name, kind)) = listing.entry(index) {
+        while let Some((name, kind)) = DirListing::entry(&entries, index) {
             let ino = match index {
                 0 => listing.ino,
                 1 => listing.parent,
@@ -695,11 +727,12 @@ impl PlfsFs {
         reply: &mut ReplyDirectoryPlus,
     ) -> Result<(), Errno> {
         let listing = lock(&self.dirs).get(fh).ok_or(Errno::EBADF)?;
+        let entries = listing.snapshot(offset, || self.relist(&listing))?;
         let dir_path = self.path(listing.ino)?;
         let generation = self.generation();
         let mut index = usize::try_from(offset).map_err(|_| Errno::EINVAL)?;
         let mut dir_attr = None;
-        while let Some((name, _)) = listing.entry(index) {
+        while let Some((name, _)) = DirListing::entry(&entries, index) {
             let next = index as u64 + 1;
             index += 1;
             if name == "." || name == ".." {

@@ -312,6 +312,22 @@ pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
     Ok(count)
 }
 
+/// The description's offset (a redirection's pump carries it on).
+pub fn offset(file: &OpenFile) -> i64 {
+    *file.offset()
+}
+
+/// Sets the offset a redirection's pump reached.
+pub fn set_offset(file: &OpenFile, offset: i64) {
+    *file.offset() = offset;
+}
+
+/// Closes the plfs file of a description now (a redirection's pump, done
+/// with its copy).
+pub fn close_description(file: &OpenFile) -> Result<(), Errno> {
+    file.close_now()
+}
+
 pub fn size(file: &OpenFile) -> Result<i64, Errno> {
     Ok(getattr(file, true)?.st_size)
 }

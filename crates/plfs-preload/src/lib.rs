@@ -14,7 +14,9 @@
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
-//! - `stdio`: fopen, fdopen (fopencookie streams).
+//! - `stdio`: fopen, fdopen (fopencookie streams), freopen.
+//! - `pump`: plfs files redirected onto 0, 1, 2 (or freopen'd): pipes a
+//!   pump process drains into (or fills from) the file.
 //! - `writer`: the writer id (the pid, or the MPI rank the MPI-IO wrapper names).
 
 // plfs_call! expands its arguments inside the one unsafe C call they are
@@ -29,6 +31,7 @@ mod libplfs;
 mod meta;
 mod paths;
 mod posix;
+mod pump;
 mod real;
 mod stdio;
 mod writer;

@@ -153,18 +153,25 @@ fn mount_points(list: MountPoints) -> Option<Vec<Vec<u8>>> {
     Some(points)
 }
 
-/// `<directory of libplfs_preload.so>/libplfs.so`, found with dladdr.
-fn beside_this_library() -> Option<Vec<u8>> {
+/// The path this interposer was loaded from, found with dladdr.
+pub fn this_library() -> Option<Vec<u8>> {
     // SAFETY: Dl_info is plain data; all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    let address = beside_this_library as fn() -> Option<Vec<u8>> as *const c_void;
+    let address = this_library as fn() -> Option<Vec<u8>> as *const c_void;
     // SAFETY: address is in this library; info is writable.
     if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
-        message("libplfs_preload: cannot find where it was loaded from; set PLFS_LIBPLFS=/path/libplfs.so");
         return None;
     }
     // SAFETY: dli_fname is a C string owned by the loader.
-    let own = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
+    Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes().to_vec())
+}
+
+/// `<directory of libplfs_preload.so>/libplfs.so`.
+fn beside_this_library() -> Option<Vec<u8>> {
+    let Some(own) = this_library() else {
+        message("libplfs_preload: cannot find where it was loaded from; set PLFS_LIBPLFS=/path/libplfs.so");
+        return None;
+    };
     let directory = match own.iter().rposition(|&byte| byte == b'/') {
         Some(slash) => &own[..=slash],
         None => b"./",

@@ -175,8 +175,15 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if let Some(result) = files::close(fd) {
         return unit_result(result);
     }
+    // A redirection's pump publishes first; its failure to write the file
+    // is this close's error (the descriptor is closed all the same).
+    let released = crate::pump::release(fd);
     // SAFETY: forwarded unchanged.
-    unsafe { real::close()(fd) }
+    let closed = unsafe { real::close()(fd) };
+    match released {
+        Err(error) if closed == 0 => int_result(Err(error)),
+        _ => closed,
+    }
 }
 
 /// `buffer` as a slice, or EFAULT for NULL with a non-zero length.
@@ -542,7 +549,38 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
         return int_result(files::duplicate(file, None, false));
     }
     // SAFETY: forwarded unchanged.
-    unsafe { real::dup()(fd) }
+    let duplicate = unsafe { real::dup()(fd) };
+    crate::pump::duplicated(fd, duplicate);
+    duplicate
+}
+
+/// dup2/dup3 of a plfs descriptor onto `target`: onto 0, 1 or 2 a
+/// redirection through a pump (see `pump`), else another plfs descriptor.
+fn duplicate_plfs(file: std::sync::Arc<OpenFile>, target: c_int, close_on_exec: bool) -> c_int {
+    if crate::pump::wanted(&file, target) {
+        return int_result(crate::pump::start(&file, target, close_on_exec));
+    }
+    // Whatever the target held goes, a redirection's pipe after its pump
+    // published (dup2 does not fail for the old target's close).
+    let _ = crate::pump::release(target);
+    int_result(files::duplicate_onto(file, target, close_on_exec))
+}
+
+/// dup2/dup3 of a real descriptor: a redirection at `target` is released
+/// first, and `target` holds `fd`'s redirection afterwards, if any.
+fn duplicate_real(fd: c_int, target: c_int, duplicate: impl FnOnce() -> c_int) -> c_int {
+    if fd != target {
+        let _ = crate::pump::release(target);
+    }
+    // A real descriptor over a plfs one: the plfs state goes (closed when
+    // no other descriptor shares it); the kernel closes the reserved fd.
+    let replaced = files::forget(target);
+    let result = duplicate();
+    drop(replaced);
+    if result >= 0 && fd != target {
+        crate::pump::duplicated(fd, target);
+    }
+    result
 }
 
 /// # Safety
@@ -553,15 +591,10 @@ pub unsafe extern "C" fn dup2(fd: c_int, target: c_int) -> c_int {
         if fd == target {
             return target;
         }
-        return int_result(files::duplicate_onto(file, target, false));
+        return duplicate_plfs(file, target, false);
     }
-    // A real descriptor over a plfs one: the plfs state goes (closed when
-    // no other descriptor shares it); the kernel closes the reserved fd.
-    let replaced = files::forget(target);
     // SAFETY: forwarded unchanged.
-    let result = unsafe { real::dup2()(fd, target) };
-    drop(replaced);
-    result
+    duplicate_real(fd, target, || unsafe { real::dup2()(fd, target) })
 }
 
 /// # Safety
@@ -572,13 +605,10 @@ pub unsafe extern "C" fn dup3(fd: c_int, target: c_int, flags: c_int) -> c_int {
         if fd == target || flags & !libc::O_CLOEXEC != 0 {
             return int_result(Err(libc::EINVAL));
         }
-        return int_result(files::duplicate_onto(file, target, flags & libc::O_CLOEXEC != 0));
+        return duplicate_plfs(file, target, flags & libc::O_CLOEXEC != 0);
     }
-    let replaced = files::forget(target);
     // SAFETY: forwarded unchanged.
-    let result = unsafe { real::dup3()(fd, target, flags) };
-    drop(replaced);
-    result
+    duplicate_real(fd, target, || unsafe { real::dup3()(fd, target, flags) })
 }
 
 /// fcntl on a plfs descriptor. Record locks are accepted and do nothing:
@@ -622,7 +652,11 @@ pub unsafe extern "C" fn fcntl(fd: c_int, command: c_int, argument: c_ulong) -> 
         return fcntl_plfs(fd, file, command, argument);
     }
     // SAFETY: forwarded unchanged (an unused argument is harmless).
-    unsafe { real::fcntl()(fd, command, argument) }
+    let result = unsafe { real::fcntl()(fd, command, argument) };
+    if matches!(command, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
+        crate::pump::duplicated(fd, result);
+    }
+    result
 }
 
 /// # Safety
@@ -633,7 +667,11 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, command: c_int, argument: c_ulong) -
         return fcntl_plfs(fd, file, command, argument);
     }
     // SAFETY: forwarded unchanged (an unused argument is harmless).
-    unsafe { real::fcntl64()(fd, command, argument) }
+    let result = unsafe { real::fcntl64()(fd, command, argument) };
+    if matches!(command, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
+        crate::pump::duplicated(fd, result);
+    }
+    result
 }
 
 /// # Safety

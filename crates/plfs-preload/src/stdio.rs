@@ -3,7 +3,8 @@
 //! fread, fwrite, fseek, fprintf, fflush and fclose then work unchanged
 //! through the descriptor functions of this interposer. (A plain FILE over
 //! the reserved descriptor would not: glibc's stdio calls its internal
-//! read/write, which no interposer sees.)
+//! read/write, which no interposer sees.) freopen keeps its FILE, so its
+//! descriptor becomes a redirection instead (`pump`).
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
@@ -147,24 +148,59 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     unsafe { real::fdopen()(fd, mode) }
 }
 
-/// freopen onto a plfs path is not supported: the stream must stay the
-/// same FILE, and only a new fopencookie stream can reach plfs. The old
-/// stream is closed, as freopen does, and the call fails with ENOTSUP.
-fn freopen_plfs(path: *const c_char, stream: *mut FILE) -> Option<*mut FILE> {
-    plfs_path(libc::AT_FDCWD, path)?;
-    if !stream.is_null() {
-        // SAFETY: the caller's live stream.
-        unsafe { libc::fclose(stream) };
+/// freopen onto a plfs path: the stream must stay the same FILE, whose
+/// descriptor glibc reads and writes with raw system calls, so that
+/// descriptor becomes a redirection into (or out of) the file (see
+/// `pump`). Update modes ("r+", "w+", "a+") cannot be carried by a pipe,
+/// nor can a stream without a descriptor (a plfs stream itself): those
+/// close the stream, as freopen does on failure, and fail with ENOTSUP.
+fn freopen_plfs(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> Option<*mut FILE> {
+    let logical = plfs_path(libc::AT_FDCWD, path)?;
+    Some(reopen(logical, mode, stream).unwrap_or_else(|error| {
+        if !stream.is_null() {
+            // SAFETY: the caller's live stream.
+            unsafe { libc::fclose(stream) };
+        }
+        files::set_errno(error);
+        std::ptr::null_mut()
+    }))
+}
+
+fn reopen(logical: std::ffi::CString, mode: *const c_char, stream: *mut FILE) -> Result<*mut FILE, Errno> {
+    if stream.is_null() || mode.is_null() {
+        return Err(libc::EINVAL);
     }
-    files::set_errno(libc::ENOTSUP);
-    Some(std::ptr::null_mut())
+    // SAFETY: a non-NULL mode is a C string.
+    let flags = flags_of(unsafe { CStr::from_ptr(mode) }.to_bytes())?;
+    if flags & libc::O_ACCMODE == libc::O_RDWR {
+        return Err(libc::ENOTSUP);
+    }
+    // SAFETY: the caller's live stream.
+    let target = unsafe { libc::fileno(stream) };
+    if target < 0 {
+        return Err(libc::ENOTSUP);
+    }
+    // What the stream buffered belongs to its old file.
+    // SAFETY: as above.
+    unsafe { real::fflush()(stream) };
+    let fd = files::open(logical, flags, 0o666)?;
+    let file = files::lookup(fd).ok_or(libc::EBADF)?;
+    let redirected = crate::pump::start(&file, target, flags & libc::O_CLOEXEC != 0);
+    drop(file);
+    if let Some(Err(error)) = files::close(fd) {
+        return Err(error);
+    }
+    redirected?;
+    // SAFETY: as above; a fresh file has no error or end-of-file mark.
+    unsafe { libc::clearerr(stream) };
+    Ok(stream)
 }
 
 /// # Safety
 /// The freopen(3) contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE {
-    if let Some(file) = freopen_plfs(path, stream) {
+    if let Some(file) = freopen_plfs(path, mode, stream) {
         return file;
     }
     // SAFETY: forwarded unchanged.
@@ -175,7 +211,7 @@ pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, strea
 /// The freopen(3) contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE {
-    if let Some(file) = freopen_plfs(path, stream) {
+    if let Some(file) = freopen_plfs(path, mode, stream) {
         return file;
     }
     // SAFETY: forwarded unchanged.

@@ -206,11 +206,46 @@ impl SmallFileStore {
             .with_context(|| logical(dir, name))
     }
 
+    /// Stat from the cached view alone (see [`stat_fresh`](Self::stat_fresh)
+    /// for the close-to-open one).
     pub fn stat(&self, dir: &StorePath, name: &str) -> Result<FileStat> {
         self.view(dir)?.stat(name).ok_or_else(not_found).with_context(|| logical(dir, name))
     }
 
-    /// Names of the files in the cached view, in byte order.
+    /// Stat under close-to-open: a name the cached view lacks is looked
+    /// for once more, among this process's unflushed files (published
+    /// first) or, if another writer flushed since the view was cached, in
+    /// a fresh view. A hit costs nothing more than [`stat`](Self::stat).
+    pub fn stat_fresh(&self, dir: &StorePath, name: &str) -> Result<FileStat> {
+        self.with_container(dir, |this, container| {
+            let cached = container.view.is_some();
+            if let Some(stat) = container.view(this)?.stat(name) {
+                return Ok(stat);
+            }
+            match container.known.get(name) {
+                // Only this process's unflushed records know it yet.
+                Some(true) => container.flush()?,
+                // This process removed it: its own record is the newest word.
+                Some(false) => return Err(not_found()),
+                // A view loaded by this very call is as fresh as it gets.
+                None if !cached => return Err(not_found()),
+                None => container.refresh()?,
+            }
+            container.view(this)?.stat(name).ok_or_else(not_found)
+        })
+        .with_context(|| logical(dir, name))
+    }
+
+    /// Brings the cached view of `dir` up to date with what every writer
+    /// has flushed (close-to-open), reloading it only if a log changed
+    /// since it was loaded. Without a cached view, nothing to do: the next
+    /// read loads one.
+    pub fn refresh(&self, dir: &StorePath) -> Result<()> {
+        self.with_container(dir, |_, container| container.refresh()).context(dir.to_string())
+    }
+
+    /// Names of the files in the cached view, in byte order (call
+    /// [`refresh`](Self::refresh) first for a close-to-open listing).
     pub fn list(&self, dir: &StorePath) -> Result<Vec<String>> {
         Ok(self.view(dir)?.names())
     }
@@ -417,6 +452,17 @@ impl DirContainer {
         Ok(view)
     }
 
+    /// Drops the view if the store holds records it lacks (see
+    /// [`DirView::is_current`]).
+    fn refresh(&mut self) -> Result<()> {
+        if let Some(view) = &self.view
+            && !view.is_current(&self.dir)?
+        {
+            self.view = None;
+        }
+        Ok(())
+    }
+
     /// `NotFound` unless `name` exists in this process's knowledge.
     fn require(&mut self, store: &SmallFileStore, name: &str) -> Result<()> {
         let exists = match self.known.get(name) {
@@ -485,6 +531,13 @@ impl DirContainer {
         let pending = std::mem::take(&mut self.pending);
         if first_error.is_some() || !self.fold_pending(&pending) {
             self.view = None;
+        } else if let Some(view) = self.view.as_mut() {
+            // The view now holds everything this process's logs hold.
+            let view = Arc::make_mut(view);
+            for session in self.sessions.values() {
+                view.note_own_log(session.backend, &session.name_path, session.name_log.len());
+                view.note_own_log(session.backend, &session.index_path, session.index_log.len());
+            }
         }
         self.known.clear();
         first_error.map_or(Ok(()), Err)
@@ -534,9 +587,12 @@ struct WriterSession {
     fids: HashMap<String, u64>,
     /// The same, by fid (fids are 0, 1, 2, … in order of first use).
     names: Vec<String>,
-    /// Where the data log is, for folding this session's writes into a view.
+    /// Where the logs are: the data log for folding this session's writes
+    /// into a view, the others so the view knows it holds their records.
     backend: usize,
     data_path: StorePath,
+    name_path: StorePath,
+    index_path: StorePath,
 }
 
 impl WriterSession {
@@ -569,6 +625,8 @@ impl WriterSession {
             names: Vec::new(),
             backend,
             data_path: small_log_path(dir, SmallLogKind::Data, &id)?,
+            name_path: small_log_path(dir, SmallLogKind::Name, &id)?,
+            index_path: small_log_path(dir, SmallLogKind::Index, &id)?,
         })
     }
 

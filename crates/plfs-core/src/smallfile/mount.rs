@@ -17,10 +17,14 @@
 //!   the namespace (`unlink`, `rename`, `utime`) flush at once. This process
 //!   reads a directory from a view cached on first use, into which each of
 //!   its flushes folds its own records (so an unlink costs one name frame,
-//!   not a reload of every log of the directory): an `open` that does not
-//!   find its name reloads it once (so files other processes closed since
-//!   are found); other changes made elsewhere show after
-//!   [`crate::fs::Plfs::invalidate_read_cache`].
+//!   not a reload of every log of the directory). Other processes' changes
+//!   show close-to-open: an `open`, `stat` or `access` that does not find
+//!   its name, and every `readdir` (so `rmdir` too), first checks whether
+//!   any writer flushed since the view was cached (one listing of the
+//!   container and a `metadata` per log) and reloads the view only if so;
+//!   a hit costs nothing. A file found in a stale view (one another
+//!   process removed since) shows until a miss or a listing refreshes it,
+//!   or [`crate::fs::Plfs::invalidate_read_cache`].
 //! - **Modes and owners**: the engine keeps none. A small file reports mode
 //!   0644 and the mount's owner; `chmod` and `chown` of a small file are
 //!   accepted and ignored (so `cp -p` and `tar` work), `access` checks
@@ -103,17 +107,13 @@ pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
         Err(error) => return Err(error),
     };
     let (dir, name) = split(path)?;
-    let engine = engine(mount);
-    match engine.stat(&dir, name) {
-        Ok(stat) => return Ok(Lookup::SmallFile(stat)),
-        Err(error) if error.kind() == ErrorKind::NotFound => {}
-        Err(error) => return Err(error),
+    // Close-to-open: a miss looks again once, in this process's unflushed
+    // files and in what other processes flushed since the view was cached.
+    match engine(mount).stat_fresh(&dir, name) {
+        Ok(stat) => Ok(Lookup::SmallFile(stat)),
+        Err(error) if error.kind() == ErrorKind::NotFound => Err(missing),
+        Err(error) => Err(error),
     }
-    if engine.exists(&dir, name)? {
-        engine.flush_writes(&dir)?;
-        return Ok(Lookup::SmallFile(engine.stat(&dir, name)?));
-    }
-    Err(missing)
 }
 
 /// `stat` of a small file.
@@ -183,7 +183,7 @@ pub(crate) fn open(
         // Close-to-open: a file another process closed since this process
         // cached the directory is found by a fresh view. (A plain O_CREAT
         // decides on the cached view, so it costs no reload.)
-        engine.invalidate_read_cache(&dir);
+        engine.refresh(&dir)?;
         exists = engine.exists(&dir, name)?;
     }
     if exists {
@@ -213,9 +213,13 @@ pub(crate) fn open(
     Ok(file)
 }
 
-/// Names of the small files of `dir` (this process's view).
+/// Names of the small files of `dir`, as of this call (close-to-open: an
+/// opendir sees every file closed before it, and not one unlinked before
+/// it, whichever process did it).
 pub(crate) fn list(mount: &MountState, dir: &StorePath) -> Result<Vec<String>> {
-    engine(mount).list(dir)
+    let engine = engine(mount);
+    engine.refresh(dir)?;
+    engine.list(dir)
 }
 
 pub(crate) fn unlink(mount: &MountState, logical: &StorePath) -> Result<()> {

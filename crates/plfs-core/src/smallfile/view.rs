@@ -96,6 +96,11 @@ pub struct DirView {
     /// Shared by copies: sessions are only ever appended, so an index
     /// means the same data log in every copy.
     handles: Arc<Mutex<HashMap<u32, Box<dyn ReadHandle>>>>,
+    /// The name and index logs this view reflects, with the length it read
+    /// of each (`None` for a log it skipped: a session without a name log).
+    /// A later listing that differs means other writers flushed since; see
+    /// [`DirView::is_current`].
+    log_lengths: HashMap<StorePath, (usize, Option<u64>)>,
 }
 
 /// One record of the merge, ordered by `(stamp, session, log, position)`.
@@ -141,12 +146,16 @@ impl DirView {
             orphan_writes: 0,
             newest_stamp: 0,
             handles: Arc::new(Mutex::new(HashMap::new())),
+            log_lengths: HashMap::new(),
         };
         let mut logs = Vec::new();
         for (id, (backend, present)) in found {
             // A session without its name log cannot name anything: it died
-            // while its logs were being created.
+            // while its logs were being created (or is being created now).
             if !present[SmallLogKind::Name as usize] {
+                if present[SmallLogKind::Index as usize] {
+                    view.log_lengths.insert(small_log_path(dir, SmallLogKind::Index, &id)?, (backend, None));
+                }
                 continue;
             }
             let names: DecodedLog<NameRecord> =
@@ -176,6 +185,7 @@ impl DirView {
         let path = small_log_path(dir, kind, id)?;
         let what = || format!("{}: {} {path}", store.url(), R::WHAT);
         let bytes = store.read_all(&path).with_context(what)?;
+        self.log_lengths.insert(path.clone(), (backend, Some(bytes.len() as u64)));
         let decoded: DecodedLog<R> = decode_log(&bytes, magic).with_context(what)?;
         check_header(decoded.header.as_ref(), id).with_context(what)?;
         if let Some(torn) = decoded.torn_tail {
@@ -251,6 +261,51 @@ impl DirView {
         self.session_of.insert(data.clone(), index);
         self.sessions.push(Session { backend, data });
         index
+    }
+
+    /// Whether the store still holds exactly the name and index logs this
+    /// view read, at the lengths it read: if so, no writer has flushed a
+    /// record since and a reload would give the same view. Costs one
+    /// listing per backend and one `metadata` per log, where a reload
+    /// reads every log in full.
+    pub fn is_current(&self, dir: &StorePath) -> Result<bool> {
+        let container = container_dir(dir)?;
+        let mut seen = 0;
+        for (backend, store) in self.stores.iter().enumerate() {
+            let entries = match store.list(&container) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            for entry in entries {
+                match parse_small_log_name(&entry.name) {
+                    Some((SmallLogKind::Name | SmallLogKind::Index, _)) => {}
+                    _ => continue,
+                }
+                let path = container.join(&entry.name)?;
+                let Some(&(known_backend, length)) = self.log_lengths.get(&path) else {
+                    return Ok(false);
+                };
+                if known_backend != backend {
+                    return Ok(false);
+                }
+                if let Some(length) = length
+                    && store.metadata(&path)?.size != length
+                {
+                    return Ok(false);
+                }
+                seen += 1;
+            }
+        }
+        Ok(seen == self.log_lengths.len())
+    }
+
+    /// Records that this process's own log at `path` now ends at `length`,
+    /// after a flush whose records were folded into this view, so
+    /// [`is_current`](Self::is_current) does not mistake them for another
+    /// writer's.
+    pub fn note_own_log(&mut self, backend: usize, path: &StorePath, length: u64) {
+        self.log_lengths.insert(path.clone(), (backend, Some(length)));
     }
 
     /// Applies one of this process's own name records after its flush, as a
