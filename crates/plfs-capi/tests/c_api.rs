@@ -378,7 +378,6 @@ fn access_and_getattr_above_a_mount_point() {
         text(&output.stderr)
     );
 }
-}
 
 /// Close-to-open on a 1-n mount between processes (tests/c/other_process.c):
 /// a process holding a cached view of a directory sees, in `plfs_getattr`,
