@@ -164,7 +164,6 @@ fn fuse_backend_pieces_follow_mode_and_owner() {
 /// A mount that the library and the interposer use directly, no FUSE.
 struct Direct {
     _dir: tempfile::TempDir,
-    root: PathBuf,
     config: PathBuf,
     mount: PathBuf,
     backends: Vec<PathBuf>,
@@ -184,7 +183,7 @@ impl Direct {
         }
         let config = root.join("plfsrc");
         fs::write(&config, text).unwrap();
-        Direct { _dir: dir, root, config, mount, backends }
+        Direct { _dir: dir, config, mount, backends }
     }
 
     fn logical(&self, inside: &str) -> String {
