@@ -17,6 +17,7 @@ use crate::format::version::VersionRecord;
 use crate::fs::MountState;
 use crate::layout::{self, ContainerEntry, ContainerPaths, LogId, LogKind, MetaEntry, SizeRecord};
 use crate::placement::{BackendId, HostdirId};
+use crate::protection::Pieces;
 use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
 
 /// Racing creators retry a few times when they lose in a way that leaves no
@@ -224,17 +225,26 @@ fn publish_by_rename(
 ) -> Result<bool> {
     let temporary = parent.join(&layout::new_container_name(name, mount.stamper.next(), mount.pid))?;
     let staged = ContainerPaths::new(temporary.clone());
+    let pieces = Pieces::of(access);
     let assemble = || -> Result<()> {
-        store.create_dir(&temporary, 0o755)?;
+        // Every piece has the file's protection before the rename publishes
+        // it: no moment where a reader could open the pieces more widely.
+        store.create_dir_protected(&temporary, &pieces.container)?;
         // The three pieces are independent, so they are made at once, and
         // the files are deferred: on HDFS each file's close waits for a
         // DataNode's block report (often a 500 ms client retry), and every
         // writer of a new file is here. The file's close settles them.
         std::thread::scope(|scope| {
-            let meta = scope.spawn(|| store.create_dir(&staged.meta_dir(), 0o755));
-            let version = scope
-                .spawn(|| store.create_new_deferred(&staged.version(), &VersionRecord::current().encode()));
-            let access = store.create_new_deferred(&staged.access(), &access.encode());
+            let meta = scope.spawn(|| store.create_dir_protected(&staged.meta_dir(), &pieces.meta));
+            let version = scope.spawn(|| {
+                store.create_new_deferred_protected(
+                    &staged.version(),
+                    &VersionRecord::current().encode(),
+                    &pieces.public,
+                )
+            });
+            let access =
+                store.create_new_deferred_protected(&staged.access(), &access.encode(), &pieces.public);
             let joined = |handle: std::thread::ScopedJoinHandle<'_, Result<()>>| {
                 handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             };
@@ -257,14 +267,21 @@ fn publish_by_rename(
 }
 
 fn publish_by_access_file(store: &dyn Store, paths: &ContainerPaths, access: &AccessRecord) -> Result<bool> {
+    let pieces = Pieces::of(access);
     store.create_dir_all(&paths.meta_dir())?;
-    match store.create_new(&paths.version(), &VersionRecord::current().encode()) {
+    match store.create_new_protected(&paths.version(), &VersionRecord::current().encode(), &pieces.public) {
         Ok(()) => {}
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error),
     }
-    match store.create_new(&paths.access(), &access.encode()) {
-        Ok(()) => Ok(true),
+    match store.create_new_protected(&paths.access(), &access.encode(), &pieces.public) {
+        // Only the winner sets the directories' protection. (No store
+        // without atomic directory rename keeps modes today: S3.)
+        Ok(()) => {
+            store.protect(&paths.dir, &pieces.container)?;
+            store.protect(&paths.meta_dir(), &pieces.meta)?;
+            Ok(true)
+        }
         Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(false),
         Err(error) => Err(error),
     }

@@ -21,9 +21,10 @@ use crate::index::pattern::{PatternBuilder, RunTracker};
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
 use crate::load::{self, LoadedIndex};
-use crate::placement::BackendId;
+use crate::placement::{BackendId, HostdirId};
+use crate::protection::{self, Pieces};
 use crate::reader::CachedLog;
-use crate::store::{AppendWriter, StoreExt, StorePath};
+use crate::store::{AppendWriter, Store, StoreExt, StorePath};
 
 /// Identifies a writer (a process, an MPI rank, a FUSE client): each gets
 /// its own data and index log.
@@ -439,28 +440,40 @@ impl OpenFile {
         let paths = ContainerPaths::new(path.clone());
         let (canonical_backend, _) = container::canonical(mount, path);
         let context = || format!("{}: {path}: creating logs for writer {writer}", store.url());
+        // The pieces get the file's protection as they are made (its mode
+        // as of now: a chmod since the open counts).
+        let access = protection::read_access(mount, path).with_context(context)?;
+        let pieces = Pieces::of(&access);
         if backend == canonical_backend {
             // The container exists here; never recreate it if it was removed.
-            match store.create_dir(&paths.hostdir(hostdir), 0o755) {
-                Ok(()) => {}
-                Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
-                Err(error) => return Err(error.context(context())),
-            }
+            ignore_exists(store.create_dir_protected(&paths.hostdir(hostdir), &pieces.dir))
+                .with_context(context)?;
         } else {
-            store.create_dir_all(&paths.hostdir(hostdir)).with_context(context)?;
+            create_shadow(store, &paths, hostdir, &pieces).with_context(context)?;
         }
         let id = LogId::new(mount.stamper.next(), writer, mount.pid, &mount.hostname);
         let canonical_store = mount.store(canonical_backend);
         canonical_store
-            .create_new(&paths.meta(&layout::open_record_name(&id))?, &[])
+            .create_new_protected(&paths.meta(&layout::open_record_name(&id))?, &[], &pieces.file)
             .with_context(|| format!("{}: {path}: open record", canonical_store.url()))?;
         let header =
             LogHeader { created_stamp: id.stamp, writer, pid: mount.pid, hostname: mount.hostname.clone() };
-        let mut index =
-            store.create_append(&paths.log(hostdir, LogKind::Index, &id)).with_context(context)?;
+        let mut index = store
+            .create_append_protected(&paths.log(hostdir, LogKind::Index, &id), &pieces.file)
+            .with_context(context)?;
         index.append(&header.encode(INDEX_MAGIC)).with_context(context)?;
-        let mut data = store.create_append(&paths.log(hostdir, LogKind::Data, &id)).with_context(context)?;
+        let mut data = store
+            .create_append_protected(&paths.log(hostdir, LogKind::Data, &id), &pieces.file)
+            .with_context(context)?;
         data.append(&header.encode(DATA_MAGIC)).with_context(context)?;
+        // A chmod or chown that replaced the access file after the read
+        // above may have walked the container before these pieces existed:
+        // if the record changed, walk it again. (If it changes after this
+        // read, that walk sees the pieces.)
+        let now = protection::read_access(mount, path).with_context(context)?;
+        if protection::differs(&access, &now) {
+            protection::protect_container(mount, path, &now).with_context(context)?;
+        }
         Ok(WriterLogs {
             id,
             backend,
@@ -745,13 +758,54 @@ impl OpenFile {
     }
 }
 
+/// Makes the writer's hostdir on a backend other than the file's canonical
+/// one, with the shadow container above it, both protected as the file.
+fn create_shadow(
+    store: &dyn Store,
+    paths: &ContainerPaths,
+    hostdir: HostdirId,
+    pieces: &Pieces,
+) -> Result<()> {
+    let capabilities = store.capabilities();
+    if !capabilities.modes && !capabilities.owners {
+        // Nothing to protect (S3): one call, as before.
+        return store.create_dir_all(&paths.hostdir(hostdir));
+    }
+    match store.create_dir_protected(&paths.dir, &pieces.container) {
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            // The logical directory is missing on this backend (one added
+            // since it was made).
+            store.create_dir_all(&paths.dir.parent().unwrap_or_default())?;
+            ignore_exists(store.create_dir_protected(&paths.dir, &pieces.container))?;
+        }
+        other => ignore_exists(other)?,
+    }
+    ignore_exists(store.create_dir_protected(&paths.hostdir(hostdir), &pieces.dir))
+}
+
+fn ignore_exists(result: Result<()>) -> Result<()> {
+    match result {
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
 /// Publishes a closed log's size record, then removes its open record, so
 /// at every instant `meta/` describes the log one way or the other.
 pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary: &SizeRecord) -> Result<()> {
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
     let context = || format!("{}: {path}: meta record for log {}", store.url(), summary.log);
-    match store.create_new(&paths.meta(&summary.name())?, &[]) {
+    // Owned like the file's other pieces (its owner may remove it in a
+    // truncate); without a readable access file (a file unlinked while
+    // open) the store's default will do for an empty file.
+    let created = match protection::read_access(mount, path) {
+        Ok(access) => {
+            store.create_new_protected(&paths.meta(&summary.name())?, &[], &Pieces::of(&access).file)
+        }
+        Err(_) => store.create_new(&paths.meta(&summary.name())?, &[]),
+    };
+    match created {
         Ok(()) => {}
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error.context(context())),

@@ -15,6 +15,7 @@ use crate::format::access::AccessRecord;
 use crate::layout::{self, ContainerPaths};
 use crate::load::LoadedIndex;
 use crate::placement::{BackendId, Placement};
+use crate::protection::{self, Pieces};
 use crate::reader::{LogCache, ReadPool};
 use crate::smallfile::mount::{self as small, SmallFile, SmallMount};
 use crate::smallfile::{SmallFileOptions, SmallFileStore};
@@ -660,7 +661,9 @@ impl Plfs {
         from.remove_file(&paths.access())?;
         container::ignore_missing(from.remove_file(&paths.version()))?;
         container::remove_tree(from, &paths.xattr_dir())?;
-        container::remove_tree(from, &paths.meta_dir())
+        container::remove_tree(from, &paths.meta_dir())?;
+        // The copies were made with the store's default modes.
+        protection::protect_container(&self.state, path, &protection::read_access(&self.state, path)?)
     }
 
     /// Creates a directory on every backend (canonical first, so a racing
@@ -854,10 +857,21 @@ impl Plfs {
         let logical = StorePath::parse(path)?;
         match container::lookup(&self.state, &logical).context(path.to_owned())? {
             Lookup::File(mut access) => {
+                let before = access;
                 on_file(&mut access);
                 access.ctime_ns = self.state.stamper.now_ns();
                 let (backend, paths) = container::canonical(&self.state, &logical);
-                self.state.store(backend).replace(&paths.access(), &access.encode()).context(path.to_owned())
+                let public = Pieces::of(&access).public;
+                self.state
+                    .store(backend)
+                    .replace_protected(&paths.access(), &access.encode(), &public)
+                    .context(path.to_owned())?;
+                // The record first: a writer making a piece after this
+                // sees the new mode; one that made it before, the walk fixes.
+                if protection::differs(&before, &access) {
+                    protection::protect_container(&self.state, &logical, &access).context(path.to_owned())?;
+                }
+                Ok(())
             }
             Lookup::Directory(_) => {
                 for backend in self.state.placement.all_backends() {

@@ -63,6 +63,7 @@ pub mod layout;
 pub mod load;
 pub mod mounts;
 pub mod placement;
+pub(crate) mod protection;
 pub mod reader;
 pub mod smallfile;
 pub mod store;

@@ -15,6 +15,7 @@ use crate::fs::MountState;
 use crate::index::{Extent, Group, LogRef, MergedIndex, Slot};
 use crate::layout::{ContainerPaths, LogId, LogKind};
 use crate::placement::{BackendId, HostdirId};
+use crate::protection::{self, Pieces};
 use crate::store::{StoreExt, StorePath};
 
 /// Below this many index logs, they are read one after another.
@@ -333,8 +334,10 @@ pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<(GlobalInd
     let global = loaded.to_global();
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
+    // It lists where every byte is: protected like the logs.
+    let protection = Pieces::of(&protection::read_access(mount, path)?).file;
     store
-        .replace(&ContainerPaths::new(path.clone()).global_index(), &global.encode())
+        .replace_protected(&ContainerPaths::new(path.clone()).global_index(), &global.encode(), &protection)
         .with_context(|| format!("{}: writing {}", store.url(), paths.global_index()))?;
     Ok((global, loaded))
 }

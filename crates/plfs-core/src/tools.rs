@@ -16,7 +16,7 @@ use crate::format::version::VersionRecord;
 use crate::fs::{MountState, Plfs};
 use crate::layout::{self, ContainerEntry, LogId, LogKind, MetaEntry};
 use crate::load::{self, Prefer};
-use crate::store::{EntryKind, ReadHandle, Store, StoreExt, StorePath};
+use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 
 /// One extent of the merged index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -661,7 +661,11 @@ impl Recovery<'_> {
         let writer_alive = is_open && self.writer_alive(&log.id);
         if let Some(torn) = decoded.torn_tail {
             let fixed = self.fix && !writer_alive && {
-                store.replace(&index_path, &bytes[..decoded.valid_length as usize])?;
+                // The cut copy keeps the log's own mode and owner.
+                let metadata = store.metadata(&index_path)?;
+                let protection =
+                    Protection { mode: metadata.mode.unwrap_or(0o600), uid: metadata.uid, gid: metadata.gid };
+                store.replace_protected(&index_path, &bytes[..decoded.valid_length as usize], &protection)?;
                 true
             };
             let detail = format!("{} bytes at offset {} ignored by readers", torn.length, torn.offset);

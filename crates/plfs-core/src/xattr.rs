@@ -8,7 +8,8 @@ use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::xattr::{self as format, VALUE_MAX_BYTES};
 use crate::fs::Plfs;
 use crate::layout::{self, ContainerPaths};
-use crate::store::{StoreExt, StorePath};
+use crate::protection::Pieces;
+use crate::store::{Protection, StoreExt, StorePath};
 
 /// How `set_xattr` treats an existing attribute (setxattr(2) flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,24 +31,27 @@ impl Plfs {
                 value.len()
             )));
         }
-        let (store, location) = self.xattr_location(path, name, true)?;
+        let (store, location, protection) = self.xattr_location(path, name, true)?;
         let store = self.state().store(store);
         let encoded = format::encode(value);
+        // A file's values are protected like its data; a directory's are
+        // beside its entries, as before.
+        let protection = protection.unwrap_or(Protection::mode(0o644));
         let result = match mode {
-            XattrMode::Create => store.create_new(&location, &encoded),
+            XattrMode::Create => store.create_new_protected(&location, &encoded, &protection),
             XattrMode::Replace => {
                 if !store.exists(&location)? {
                     return Err(Error::new(ErrorKind::NoAttribute, format!("{path}: {name}")));
                 }
-                store.replace(&location, &encoded)
+                store.replace_protected(&location, &encoded, &protection)
             }
-            XattrMode::Any => store.replace(&location, &encoded),
+            XattrMode::Any => store.replace_protected(&location, &encoded, &protection),
         };
         result.with_context(|| format!("{path}: attribute {name}"))
     }
 
     pub fn get_xattr(&self, path: &str, name: &str) -> Result<Vec<u8>> {
-        let (store, location) = self.xattr_location(path, name, false)?;
+        let (store, location, _) = self.xattr_location(path, name, false)?;
         let store = self.state().store(store);
         match store.read_all(&location) {
             Ok(bytes) => format::decode(&bytes).with_context(|| format!("{}: {location}", store.url())),
@@ -59,7 +63,7 @@ impl Plfs {
     }
 
     pub fn remove_xattr(&self, path: &str, name: &str) -> Result<()> {
-        let (store, location) = self.xattr_location(path, name, false)?;
+        let (store, location, _) = self.xattr_location(path, name, false)?;
         match self.state().store(store).remove_file(&location) {
             Err(error) if error.kind() == ErrorKind::NotFound => {
                 Err(Error::new(ErrorKind::NoAttribute, format!("{path}: {name}")))
@@ -96,23 +100,27 @@ impl Plfs {
         Ok(names)
     }
 
-    /// Which backend and path hold attribute `name` of `path`.
+    /// Which backend and path hold attribute `name` of `path`, and for a
+    /// file the protection of its values.
     fn xattr_location(
         &self,
         path: &str,
         name: &str,
         creating: bool,
-    ) -> Result<(crate::placement::BackendId, StorePath)> {
+    ) -> Result<(crate::placement::BackendId, StorePath, Option<Protection>)> {
         let logical = StorePath::parse(path)?;
         let (backend, paths) = container::canonical(self.state(), &logical);
+        let mut protection = None;
         let location = match container::lookup(self.state(), &logical).context(path.to_owned())? {
-            Lookup::File(_) => {
+            Lookup::File(access) => {
+                let pieces = Pieces::of(&access);
                 if creating {
-                    self.state()
-                        .store(backend)
-                        .create_dir_all(&paths.xattr_dir())
-                        .context(path.to_owned())?;
+                    match self.state().store(backend).create_dir_protected(&paths.xattr_dir(), &pieces.dir) {
+                        Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
+                        other => other.context(path.to_owned())?,
+                    }
                 }
+                protection = Some(pieces.file);
                 ContainerPaths::new(logical).xattr_dir().join(&layout::xattr_component(name)?)?
             }
             Lookup::FlatFile(_) | Lookup::SmallFile(_) => return Err(no_flat_xattrs(path)),
@@ -124,7 +132,7 @@ impl Plfs {
                 ));
             }
         };
-        Ok((backend, location))
+        Ok((backend, location, protection))
     }
 }
 

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use super::{
-    AppendWriter, Capabilities, DirEntry, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store, StorePath,
-    WriteOpen,
+    AppendWriter, Capabilities, DirEntry, Metadata, Protection, RandomWriter, ReadHandle, SpaceInfo, Store,
+    StorePath, WriteOpen,
 };
 use crate::error::Result;
 use crate::layout::{self, ContainerEntry, LogKind};
@@ -180,6 +180,43 @@ impl Store for CountingStore {
         self.count(|c| &c.creates);
         let inner = self.inner.create_append(path)?;
         Ok(Box::new(CountingWriter { inner, counters: Arc::clone(&self.counters) }))
+    }
+
+    // The protected creates are one create each, as the inner store makes
+    // them (POSIX: with the mode, no separate chmod call to count).
+    fn create_dir_protected(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        self.count(|c| &c.creates);
+        self.inner.create_dir_protected(path, protection)
+    }
+
+    fn create_append_protected(
+        &self,
+        path: &StorePath,
+        protection: &Protection,
+    ) -> Result<Box<dyn AppendWriter>> {
+        self.count(|c| &c.creates);
+        let inner = self.inner.create_append_protected(path, protection)?;
+        Ok(Box::new(CountingWriter { inner, counters: Arc::clone(&self.counters) }))
+    }
+
+    fn create_new_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        self.count(|c| &c.creates);
+        self.inner.create_new_protected(path, contents, protection)
+    }
+
+    fn create_new_deferred_protected(
+        &self,
+        path: &StorePath,
+        contents: &[u8],
+        protection: &Protection,
+    ) -> Result<()> {
+        self.count(|c| &c.creates);
+        self.inner.create_new_deferred_protected(path, contents, protection)
+    }
+
+    fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        self.count(|c| &c.replaces);
+        self.inner.replace_protected(path, contents, protection)
     }
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {

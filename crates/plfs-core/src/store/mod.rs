@@ -103,6 +103,29 @@ pub struct SpaceInfo {
     pub name_max: u64,
 }
 
+/// Permission bits and owner for a piece plfs creates (a container's
+/// directories and files; docs/FORMAT.md §1, "Permissions of the pieces").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protection {
+    /// The exact permission bits (`& 0o7777`), not reduced by any umask.
+    pub mode: u32,
+    /// Owner to give the piece; `None` keeps the creating process's.
+    pub uid: Option<u32>,
+    /// Group to give the piece; `None` keeps the one the store chose.
+    pub gid: Option<u32>,
+}
+
+impl Protection {
+    /// Just a mode, owned as the store makes it.
+    pub fn mode(mode: u32) -> Protection {
+        Protection { mode, uid: None, gid: None }
+    }
+
+    fn changes_owner(&self) -> bool {
+        self.uid.is_some() || self.gid.is_some()
+    }
+}
+
 /// A backend that holds plfs containers and directories.
 ///
 /// All paths are relative to the store's root. Every method is safe to call
@@ -190,6 +213,66 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Capacity of the backend, for statfs.
     fn space(&self) -> Result<SpaceInfo>;
+
+    /// Gives an existing piece `protection`: owner first (a chown may clear
+    /// set-id bits), then mode; what the store cannot keep
+    /// (`capabilities()`) is skipped.
+    fn protect(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        let capabilities = self.capabilities();
+        if capabilities.owners && protection.changes_owner() {
+            self.set_owner(path, protection.uid, protection.gid)?;
+        }
+        if capabilities.modes {
+            self.set_mode(path, protection.mode)?;
+        }
+        Ok(())
+    }
+
+    /// [`create_dir`](Self::create_dir) with `protection`. mkdir's mode less
+    /// the umask is never wider than `protection.mode`, so the directory is
+    /// at no moment more open than asked.
+    fn create_dir_protected(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        self.create_dir(path, protection.mode & 0o777)?;
+        self.protect(path, protection)
+    }
+
+    /// [`create_append`](Self::create_append) with `protection`. This
+    /// default applies it after the create, before the first byte; a store
+    /// that can create with a mode (POSIX) does so.
+    fn create_append_protected(
+        &self,
+        path: &StorePath,
+        protection: &Protection,
+    ) -> Result<Box<dyn AppendWriter>> {
+        let writer = self.create_append(path)?;
+        self.protect(path, protection)?;
+        Ok(writer)
+    }
+
+    /// [`create_new`](Self::create_new) with `protection` (by default
+    /// applied right after).
+    fn create_new_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        self.create_new(path, contents)?;
+        self.protect(path, protection)
+    }
+
+    /// [`create_new_deferred`](Self::create_new_deferred) with `protection`.
+    fn create_new_deferred_protected(
+        &self,
+        path: &StorePath,
+        contents: &[u8],
+        protection: &Protection,
+    ) -> Result<()> {
+        self.create_new_deferred(path, contents)?;
+        self.protect(path, protection)
+    }
+
+    /// [`replace`](Self::replace) with `protection` (by default applied
+    /// right after).
+    fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        self.replace(path, contents)?;
+        self.protect(path, protection)
+    }
 }
 
 /// An append-only log being written. Bytes become durable at `sync`.

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen,
+    AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, Protection, RandomWriter, ReadHandle,
+    SpaceInfo, Store, StorePath, WriteOpen,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -84,7 +84,12 @@ impl PosixStore {
         full.parent().unwrap_or(&self.root)
     }
 
-    fn publish_new(&self, path: &StorePath, contents: &[u8]) -> io::Result<()> {
+    fn publish_new(
+        &self,
+        path: &StorePath,
+        contents: &[u8],
+        protection: Option<&Protection>,
+    ) -> io::Result<()> {
         if path.is_root() {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
@@ -94,28 +99,36 @@ impl PosixStore {
             // Nothing can be torn in an empty file, so O_EXCL alone is
             // atomic and exclusive: the meta records plfs makes per writer
             // skip the temp file and its fsync.
-            OpenOptions::new()
+            let file = OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(FILE_MODE)
+                .mode(initial_mode(protection))
                 .custom_flags(libc::O_CLOEXEC)
                 .open(&target)?;
+            if let Some(protection) = protection {
+                apply_protection(&file, protection)?;
+            }
             return sync_dir(dir);
         }
-        let temp = write_synced_temp(dir, contents)?;
+        let temp = write_synced_temp(dir, contents, protection)?;
         // link(2), unlike rename(2), fails when the name is taken.
         fs::hard_link(&temp.path, &target)?;
         drop(temp);
         sync_dir(dir)
     }
 
-    fn publish_replacing(&self, path: &StorePath, contents: &[u8]) -> io::Result<()> {
+    fn publish_replacing(
+        &self,
+        path: &StorePath,
+        contents: &[u8],
+        protection: Option<&Protection>,
+    ) -> io::Result<()> {
         if path.is_root() {
             return Err(io::Error::from_raw_os_error(libc::EISDIR));
         }
         let target = self.full(path);
         let dir = self.parent_of(&target);
-        let temp = write_synced_temp(dir, contents)?;
+        let temp = write_synced_temp(dir, contents, protection)?;
         fs::rename(&temp.path, &target)?;
         temp.published();
         sync_dir(dir)
@@ -128,6 +141,22 @@ impl PosixStore {
             return Err(io::Error::from_raw_os_error(libc::EISDIR));
         }
         Ok(file)
+    }
+
+    fn open_log(&self, path: &StorePath, protection: Option<&Protection>) -> Result<Box<dyn AppendWriter>> {
+        let fail = self.fail("create log", path);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(initial_mode(protection))
+            .custom_flags(libc::O_CLOEXEC)
+            .open(self.full(path))
+            .map_err(&fail)?;
+        if let Some(protection) = protection {
+            apply_protection(&file, protection).map_err(fail)?;
+        }
+        let what = format!("{}: {path}", self.url);
+        Ok(Box::new(PosixAppendWriter { file, len: 0, what }))
     }
 
     fn read_link_text(&self, path: &StorePath) -> Result<String> {
@@ -210,23 +239,15 @@ impl Store for PosixStore {
     }
 
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.publish_new(path, contents).map_err(self.fail("create", path))
+        self.publish_new(path, contents, None).map_err(self.fail("create", path))
     }
 
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.publish_replacing(path, contents).map_err(self.fail("replace", path))
+        self.publish_replacing(path, contents, None).map_err(self.fail("replace", path))
     }
 
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(self.full(path))
-            .map_err(self.fail("create log", path))?;
-        let what = format!("{}: {path}", self.url);
-        Ok(Box::new(PosixAppendWriter { file, len: 0, what }))
+        self.open_log(path, None)
     }
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
@@ -270,6 +291,43 @@ impl Store for PosixStore {
 
     fn read_link(&self, path: &StorePath) -> Result<String> {
         self.read_link_text(path)
+    }
+
+    fn create_dir_protected(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        let fail = self.fail("mkdir", path);
+        let full = self.full(path);
+        // The umask can only narrow mkdir's mode, so the directory is never
+        // more open than asked; the chmod then adds what it took away.
+        fs::DirBuilder::new().mode(protection.mode & 0o777).create(&full).map_err(&fail)?;
+        if protection.uid.is_some() || protection.gid.is_some() {
+            std::os::unix::fs::lchown(&full, protection.uid, protection.gid).map_err(&fail)?;
+        }
+        fs::set_permissions(&full, Permissions::from_mode(protection.mode & 0o7777)).map_err(fail)
+    }
+
+    fn create_append_protected(
+        &self,
+        path: &StorePath,
+        protection: &Protection,
+    ) -> Result<Box<dyn AppendWriter>> {
+        self.open_log(path, Some(protection))
+    }
+
+    fn create_new_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        self.publish_new(path, contents, Some(protection)).map_err(self.fail("create", path))
+    }
+
+    fn create_new_deferred_protected(
+        &self,
+        path: &StorePath,
+        contents: &[u8],
+        protection: &Protection,
+    ) -> Result<()> {
+        self.create_new_protected(path, contents, protection)
+    }
+
+    fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        self.publish_replacing(path, contents, Some(protection)).map_err(self.fail("replace", path))
     }
 
     fn space(&self) -> Result<SpaceInfo> {
@@ -420,21 +478,25 @@ impl Drop for TempFile {
 
 /// Writes `contents` to a fresh temp file in `dir` and makes it durable, so a
 /// name published from it never points at a partial file after a crash.
-fn write_synced_temp(dir: &Path, contents: &[u8]) -> io::Result<TempFile> {
-    let (mut file, temp) = create_temp(dir)?;
+fn write_synced_temp(dir: &Path, contents: &[u8], protection: Option<&Protection>) -> io::Result<TempFile> {
+    let (mut file, temp) = create_temp(dir, initial_mode(protection))?;
+    if let Some(protection) = protection {
+        // Before the first byte, so no reader ever opens it wider than asked.
+        apply_protection(&file, protection)?;
+    }
     file.write_all(contents)?;
     file.sync_all()?;
     Ok(temp)
 }
 
-fn create_temp(dir: &Path) -> io::Result<(File, TempFile)> {
+fn create_temp(dir: &Path, mode: u32) -> io::Result<(File, TempFile)> {
     for _ in 0..TEMP_ATTEMPTS {
         let serial = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = dir.join(format!("{TEMP_PREFIX}{}.{serial}", process::id()));
         let opened = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(FILE_MODE)
+            .mode(mode)
             .custom_flags(libc::O_CLOEXEC)
             .open(&path);
         match opened {
@@ -445,6 +507,21 @@ fn create_temp(dir: &Path) -> io::Result<(File, TempFile)> {
     }
     // Not AlreadyExists: that would claim the caller's target exists.
     Err(io::Error::other(format!("no free temporary name in {}", dir.display())))
+}
+
+/// The mode to open a new file with: never wider than the protection asked
+/// for (the umask only narrows it), or the store's default without one.
+fn initial_mode(protection: Option<&Protection>) -> u32 {
+    protection.map_or(FILE_MODE, |protection| protection.mode & 0o777)
+}
+
+/// Owner, then exact mode (the umask may have narrowed it), on the open
+/// descriptor: two system calls that need no path lookup.
+fn apply_protection(file: &File, protection: &Protection) -> io::Result<()> {
+    if protection.uid.is_some() || protection.gid.is_some() {
+        std::os::unix::fs::fchown(file, protection.uid, protection.gid)?;
+    }
+    file.set_permissions(Permissions::from_mode(protection.mode & 0o7777))
 }
 
 /// Makes a new or changed directory entry durable.
