@@ -160,7 +160,7 @@ mod tests {
         contents.extend([0, 0]);
         contents[2] = byte_of(2, 0);
         assert!(file.check(&contents, true).is_ok(), "a later write may survive in part");
-        contents[0] = 0x55 ^ contents[0];
+        contents[0] ^= 0x55;
         assert!(file.check(&contents, true).is_err());
     }
 
