@@ -3,7 +3,7 @@
 //! (`tests` below) feed the same list. What they check: no input makes a
 //! decoder panic or allocate more than a bounded multiple of its input, and
 //! every error says which kind of object was bad; callers add the object's
-//! path (checked through the façade by `tests/corrupt_pieces.rs`).
+//! path (`with_context` at each read site).
 
 use std::path::Path;
 
