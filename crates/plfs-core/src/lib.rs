@@ -58,6 +58,7 @@ pub mod file;
 pub mod flat;
 pub mod format;
 pub mod fs;
+pub mod fuzz;
 pub mod index;
 pub mod layout;
 pub mod load;

@@ -31,7 +31,7 @@
 //!   changes. A name another process removed meanwhile makes the record an
 //!   orphan that readers ignore.
 
-mod format;
+pub(crate) mod format;
 pub(crate) mod mount;
 mod view;
 

@@ -52,10 +52,22 @@ impl MemoryStore {
     /// file system keeps them. Writers opened before the call should be
     /// dropped, as a crashed process's descriptors would be.
     pub fn discard_unsynced(&self) {
-        for node in self.tree().entries.values() {
+        self.crash(|_, _| 0);
+    }
+
+    /// A crash in which part of each file's unsynced tail may have reached
+    /// the disk anyway (a torn append): `kept(path, unsynced)` says how many
+    /// of the `unsynced` bytes past a file's synced length survive (at most
+    /// all of them). Files are visited in path order, so a seeded choice
+    /// replays exactly. [`discard_unsynced`](Self::discard_unsynced) keeps none.
+    pub fn crash(&self, mut kept: impl FnMut(&str, usize) -> usize) {
+        for (path, node) in &self.tree().entries {
             let mut state = node.state();
-            let synced = state.synced;
-            state.data.truncate(synced);
+            let synced = state.synced.min(state.data.len());
+            let unsynced = state.data.len() - synced;
+            let survives = synced + kept(path, unsynced).min(unsynced);
+            state.data.truncate(survives);
+            state.synced = survives;
         }
     }
 
