@@ -54,7 +54,6 @@ const KNOWN_BUGS: &[(&str, &str)] = &[
          on one backend and a bare directory at the new one: later calls on the old name fail with \
          ENOENT from the store (seeds 368, 419; rename atomicity)",
     ),
-    ("synced byte at offset", "a synced byte gone after a crash (seed 247; not yet reduced)"),
 ];
 
 fn known(failure: &Failure) -> Option<usize> {
