@@ -806,7 +806,29 @@ impl Recovery<'_> {
         }
         if let Some(claimed) = size {
             let held = container::summarize(log.id, &records);
-            if let Some(lost) = container::records_lost(claimed, &held) {
+            // Close publishes the size record durably without syncing the
+            // logs it summarises (a sync per close would cost every writer),
+            // so after a crash the record may count records the index log
+            // lost, or, after a failed append that was in fact kept, fewer
+            // than it holds. Readers go by the index log: the size record
+            // is made to agree with it.
+            let disagrees = (claimed.max_end, claimed.bytes, claimed.last_stamp, claimed.truncate)
+                != (held.max_end, held.bytes, held.last_stamp, held.truncate);
+            let lost = container::records_lost(claimed, &held).or_else(|| {
+                disagrees.then(|| {
+                    format!(
+                        "its size record counts {} data bytes ending at offset {} (truncate {:?}), but the \
+                         index log holds records for {} bytes ending at {} (truncate {:?})",
+                        claimed.bytes,
+                        claimed.max_end,
+                        claimed.truncate,
+                        held.bytes,
+                        held.max_end,
+                        held.truncate
+                    )
+                })
+            });
+            if let Some(lost) = lost {
                 let fixed = self.fix && {
                     // The new record first: a crash in between leaves both,
                     // and recover runs again.
@@ -817,6 +839,12 @@ impl Recovery<'_> {
                             self.state.store(backend).remove_file(&paths.meta(&claimed.name())?),
                         )?;
                     }
+                    // A global index covers logs by name, not by what they
+                    // hold: one flattened before the crash would still
+                    // answer reads from records the size record no longer
+                    // counts (stat and reads would disagree). Readers merge
+                    // the index logs instead.
+                    container::ignore_missing(self.state.store(backend).remove_file(&paths.global_index()))?;
                     true
                 };
                 let outcome = if fixed {
