@@ -115,6 +115,12 @@ struct WriterSlot {
     logs: Option<WriterLogs>,
     /// Closed logs of this writer, summarised for their size records.
     retired: Vec<SizeRecord>,
+    /// Why a retired pair lost records or data this writer's earlier,
+    /// already acknowledged writes relied on. The failure may have surfaced
+    /// elsewhere (a read through another handle flushes every writer's
+    /// index), so the writer's next sync or close reports it: a close must
+    /// never succeed over writes it lost.
+    lost: Option<(ErrorKind, String)>,
 }
 
 /// The read side: a merged index and the data logs it points into.
@@ -255,9 +261,10 @@ impl OpenFile {
         let logs = self.ensure_logs(&mut slot, writer)?;
         let physical = logs.data.len();
         if let Err(error) = logs.data.append(buf) {
-            self.retire(&mut slot);
             let path = self.path();
-            return Err(error.context(format!("/{path}: writing {} bytes at offset {offset}", buf.len())));
+            let error = error.context(format!("/{path}: writing {} bytes at offset {offset}", buf.len()));
+            self.retire(&mut slot, &error);
+            return Err(error);
         }
         let logs = slot.logs.as_mut().expect("present after ensure");
         logs.data_dirty = true;
@@ -374,8 +381,9 @@ impl OpenFile {
                 Ok(())
             }
             Err(error) => {
-                self.retire(slot);
-                Err(error.context(format!("/{}: appending index records", self.path())))
+                let error = error.context(format!("/{}: appending index records", self.path()));
+                self.retire(slot, &error);
+                Err(error)
             }
         }
     }
@@ -388,21 +396,24 @@ impl OpenFile {
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
         let data_dirty = logs.data_dirty;
         if data_dirty && let Err(error) = logs.data.persist() {
-            self.retire(slot);
-            return Err(error.context(format!("/{}: syncing data log", self.path())));
+            let error = error.context(format!("/{}: syncing data log", self.path()));
+            self.retire(slot, &error);
+            return Err(error);
         }
         self.flush_frame(slot)?;
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
         let index_dirty = logs.index_dirty;
         if index_dirty && let Err(error) = logs.index.persist() {
-            self.retire(slot);
-            return Err(error.context(format!("/{}: syncing index log", self.path())));
+            let error = error.context(format!("/{}: syncing index log", self.path()));
+            self.retire(slot, &error);
+            return Err(error);
         }
         let (data, index) = publish_pair(logs, data_dirty, index_dirty);
         for (result, what) in [(data, "data"), (index, "index")] {
             if let Err(error) = result {
-                self.retire(slot);
-                return Err(error.context(format!("/{}: syncing {what} log", self.path())));
+                let error = error.context(format!("/{}: syncing {what} log", self.path()));
+                self.retire(slot, &error);
+                return Err(error);
             }
         }
         let logs = slot.logs.as_mut().expect("present");
@@ -413,9 +424,17 @@ impl OpenFile {
 
     /// Stops using a writer's log pair after a failure. It still gets a
     /// size record at close, covering what reached the index.
-    fn retire(&self, slot: &mut WriterSlot) {
+    fn retire(&self, slot: &mut WriterSlot, error: &Error) {
         if let Some(logs) = slot.logs.take() {
             tracing::warn!("/{}: retiring log pair {} after a failed append", self.path(), logs.id);
+            if logs.summary != logs.indexed || logs.data_dirty || logs.index_dirty {
+                slot.lost.get_or_insert_with(|| {
+                    (
+                        error.kind(),
+                        format!("/{}: writes to log {} may be lost: {error}", self.path(), logs.id),
+                    )
+                });
+            }
             slot.retired.push(logs.indexed);
             drop(logs.data.close());
             drop(logs.index.close());
@@ -497,7 +516,11 @@ impl OpenFile {
         let _gate = read_lock(&self.write_gate);
         let mut first_error = None;
         for slot in self.slots() {
-            if let Err(error) = self.sync_slot(&mut lock(&slot)) {
+            let mut slot = lock(&slot);
+            // A loss found by another call (a read's flush) is this sync's
+            // news; the slot's current pair is still synced.
+            let lost = take_lost(&mut slot);
+            if let Err(error) = self.sync_slot(&mut slot).and(lost.map_or(Ok(()), Err)) {
                 first_error.get_or_insert(error);
             }
         }
@@ -702,6 +725,9 @@ impl OpenFile {
             if let Err(error) = self.flush_frame(&mut slot) {
                 first_error.get_or_insert(error);
             }
+            if let Some(error) = take_lost(&mut slot) {
+                first_error.get_or_insert(error);
+            }
             let mut finished = std::mem::take(&mut slot.retired);
             if let Some(logs) = slot.logs.take() {
                 finished.push(logs.summary);
@@ -830,6 +856,12 @@ fn publish_pair(logs: &mut WriterLogs, data_dirty: bool, index_dirty: bool) -> (
         (false, true) => (Ok(()), index.publish()),
         (false, false) => (Ok(()), Ok(())),
     }
+}
+
+/// The loss a retired pair left for this writer's next sync or close to
+/// report (once: a report is the writer's news, as with fsync).
+fn take_lost(slot: &mut WriterSlot) -> Option<Error> {
+    slot.lost.take().map(|(kind, message)| Error::new(kind, message))
 }
 
 /// Moves the writer's pending run, if any, into its frame. (Its entry in

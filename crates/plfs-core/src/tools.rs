@@ -123,6 +123,13 @@ pub enum Problem {
     /// record of what the index log holds, so stat agrees with reads; the
     /// lost records' bytes cannot be found again.
     LostIndexRecords,
+    /// Index records pointing past the end of their data log: a crash kept
+    /// the unsynced index frame but not the data. The fix drops them (and
+    /// the global index, which may name them); their bytes are lost.
+    UnbackedIndexRecords,
+    /// A global index naming bytes past the end of a data log (flattened
+    /// before the logs were synced, then a crash): the fix removes it.
+    UnbackedGlobalIndex,
     /// An index log whose header or frames are damaged: the file cannot
     /// be read until it is restored.
     CorruptIndexLog,
@@ -318,6 +325,15 @@ const VERIFY_CHUNK_BYTES: u64 = 8 << 20;
 
 /// Checks every write's data against its CRC32C; returns one line per
 /// mismatch naming the logical and physical offsets.
+/// Where a record's bytes end in its data log (0 for a truncate).
+fn physical_end(record: &index_log::Record) -> u64 {
+    match record {
+        index_log::Record::Write(write) => write.physical + write.length,
+        index_log::Record::Pattern(pattern) => pattern.physical + pattern.count * pattern.length,
+        index_log::Record::Truncate(_) => 0,
+    }
+}
+
 fn verify_data(data: &dyn ReadHandle, records: &[index_log::Record]) -> Result<Vec<String>> {
     let mut mismatches = Vec::new();
     let mut buffer = Vec::new();
@@ -481,6 +497,7 @@ impl Recovery<'_> {
         for log in &inventory.logs {
             self.check_log(log, open.contains(&log.id), sized.get(&log.id))?;
         }
+        self.check_global_index(&inventory.logs)?;
         for size in sized.values().filter(|size| !present.contains(&size.log)) {
             let (backend, paths) = container::canonical(self.state, self.path);
             let location = format!("{}/{}", self.state.store(backend).url(), paths.meta(&size.name())?);
@@ -624,6 +641,67 @@ impl Recovery<'_> {
         Ok(())
     }
 
+    /// A flatten may publish its global index before the logs it merges
+    /// are synced; a crash then keeps the index but not the data. A global
+    /// index naming bytes past a data log's end fails every read of them:
+    /// the fix removes it (a cache: readers merge the index logs instead).
+    fn check_global_index(&mut self, logs: &[LogLocation]) -> Result<()> {
+        let (backend, paths) = container::canonical(self.state, self.path);
+        let store = self.state.store(backend);
+        let global_path = paths.global_index();
+        let bytes = match store.read_all(&global_path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(error.context(format!("{}/{global_path}", store.url()))),
+        };
+        // A global index that does not decode is ignored by readers.
+        let Ok(global) = crate::format::global_index::GlobalIndex::decode(&bytes) else { return Ok(()) };
+        let mut ends = vec![0u64; global.logs.len()];
+        let mut extend = |log: u32, end: u64| {
+            if let Some(slot) = ends.get_mut(log as usize) {
+                *slot = (*slot).max(end);
+            }
+        };
+        for extent in &global.extents {
+            extend(extent.log, extent.physical + extent.length);
+        }
+        for slot in global.groups.iter().flat_map(|group| &group.slots) {
+            extend(slot.log, slot.physical + slot.count * slot.length);
+        }
+        for (covered, end) in global.logs.iter().zip(ends) {
+            let Some(log) = logs.iter().find(|log| log.id == covered.id) else { continue };
+            let data_path = log.path(self.path, LogKind::Data);
+            let data_store = self.state.store(log.backend);
+            let length = if log.has_data {
+                data_store
+                    .metadata(&data_path)
+                    .with_context(|| format!("{}/{data_path}", data_store.url()))?
+                    .size
+            } else {
+                0
+            };
+            if end > length {
+                let fixed = self.fix && {
+                    container::ignore_missing(store.remove_file(&global_path))?;
+                    true
+                };
+                let detail = format!(
+                    "it names bytes up to {end} of data log {data_path}, which ends at {length} (data lost in a \
+                     crash){}",
+                    if fixed { "; removed, readers merge the index logs" } else { "; reads of them fail" }
+                );
+                self.note(
+                    Problem::UnbackedGlobalIndex,
+                    format!("{}/{global_path}", store.url()),
+                    detail,
+                    fixed,
+                );
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn check_log(
         &mut self,
         log: &LogLocation,
@@ -671,9 +749,47 @@ impl Recovery<'_> {
             let detail = format!("{} bytes at offset {} ignored by readers", torn.length, torn.offset);
             self.note(Problem::TornIndexTail, location(&index_path), detail, fixed);
         }
-        let has_writes = decoded.records.iter().any(index_log::Record::writes_data);
+        let mut records = decoded.records;
+        let has_writes = records.iter().any(index_log::Record::writes_data);
         if log.has_data {
             self.data_log_header(store, &data_path, &log.id, has_writes)?;
+        }
+        if has_writes && log.has_data {
+            // A crash keeps or loses each log's unsynced tail on its own:
+            // index records may survive whose data did not. Their bytes are
+            // gone (data carries no framing to find them by); reads of them
+            // fail, so the fix drops the records, and the size record and
+            // global index that count them are redone below.
+            let data_length = store.metadata(&data_path).with_context(|| location(&data_path))?.size;
+            let backed = |record: &index_log::Record| physical_end(record) <= data_length;
+            let unbacked = records.iter().filter(|record| !backed(record)).count();
+            if unbacked > 0 {
+                let fixed = self.fix && !writer_alive && {
+                    let header = decoded.header.as_ref().expect("a log with records has a header");
+                    records.retain(backed);
+                    let mut cut = header.encode(crate::format::data_log::INDEX_MAGIC);
+                    cut.extend_from_slice(&index_log::encode_frames(&records));
+                    let metadata = store.metadata(&index_path)?;
+                    let protection = Protection {
+                        mode: metadata.mode.unwrap_or(0o600),
+                        uid: metadata.uid,
+                        gid: metadata.gid,
+                    };
+                    store.replace_protected(&index_path, &cut, &protection)?;
+                    let (backend, paths) = container::canonical(self.state, self.path);
+                    container::ignore_missing(self.state.store(backend).remove_file(&paths.global_index()))?;
+                    true
+                };
+                let detail = format!(
+                    "{unbacked} index record(s) point past the end of the data log at {data_length} (data lost \
+                     in a crash){}",
+                    if fixed { "; dropped, and the global index removed" } else { "; reads of them fail" }
+                );
+                self.note(Problem::UnbackedIndexRecords, location(&index_path), detail, fixed);
+                if !fixed {
+                    records.retain(backed);
+                }
+            }
         }
         if has_writes && !log.has_data {
             self.note(
@@ -684,15 +800,35 @@ impl Recovery<'_> {
             );
         } else if has_writes && self.verify {
             let handle = store.open_read(&data_path).with_context(|| location(&data_path))?;
-            for mismatch in
-                verify_data(handle.as_ref(), &decoded.records).with_context(|| location(&data_path))?
-            {
+            for mismatch in verify_data(handle.as_ref(), &records).with_context(|| location(&data_path))? {
                 self.note(Problem::DataChecksumMismatch, location(&data_path), mismatch, false);
             }
         }
         if let Some(claimed) = size {
-            let held = container::summarize(log.id, &decoded.records);
-            if let Some(lost) = container::records_lost(claimed, &held) {
+            let held = container::summarize(log.id, &records);
+            // Close publishes the size record durably without syncing the
+            // logs it summarises (a sync per close would cost every writer),
+            // so after a crash the record may count records the index log
+            // lost, or, after a failed append that was in fact kept, fewer
+            // than it holds. Readers go by the index log: the size record
+            // is made to agree with it.
+            let disagrees = (claimed.max_end, claimed.bytes, claimed.last_stamp, claimed.truncate)
+                != (held.max_end, held.bytes, held.last_stamp, held.truncate);
+            let lost = container::records_lost(claimed, &held).or_else(|| {
+                disagrees.then(|| {
+                    format!(
+                        "its size record counts {} data bytes ending at offset {} (truncate {:?}), but the \
+                         index log holds records for {} bytes ending at {} (truncate {:?})",
+                        claimed.bytes,
+                        claimed.max_end,
+                        claimed.truncate,
+                        held.bytes,
+                        held.max_end,
+                        held.truncate
+                    )
+                })
+            });
+            if let Some(lost) = lost {
                 let fixed = self.fix && {
                     // The new record first: a crash in between leaves both,
                     // and recover runs again.
@@ -703,6 +839,12 @@ impl Recovery<'_> {
                             self.state.store(backend).remove_file(&paths.meta(&claimed.name())?),
                         )?;
                     }
+                    // A global index covers logs by name, not by what they
+                    // hold: one flattened before the crash would still
+                    // answer reads from records the size record no longer
+                    // counts (stat and reads would disagree). Readers merge
+                    // the index logs instead.
+                    container::ignore_missing(self.state.store(backend).remove_file(&paths.global_index()))?;
                     true
                 };
                 let outcome = if fixed {
@@ -721,7 +863,7 @@ impl Recovery<'_> {
         if is_open && !has_size {
             let problem = if writer_alive { Problem::OpenElsewhere } else { Problem::StaleOpenRecord };
             let fixed = self.fix && !writer_alive && {
-                let summary = container::summarize(log.id, &decoded.records);
+                let summary = container::summarize(log.id, &records);
                 crate::file::publish_size_record(self.state, self.path, &summary)?;
                 true
             };
@@ -729,7 +871,7 @@ impl Recovery<'_> {
             self.note(problem, location(&index_path), detail, fixed);
         } else if !is_open && !has_size {
             let fixed = self.fix && {
-                let summary = container::summarize(log.id, &decoded.records);
+                let summary = container::summarize(log.id, &records);
                 crate::file::publish_size_record(self.state, self.path, &summary)?;
                 true
             };

@@ -126,6 +126,10 @@ pub(crate) struct Sim<'a> {
     /// Writes acknowledged through a process's handles on a file, not yet
     /// synced: a sync through any of them covers all (FileHandle::sync).
     pending: BTreeMap<(usize, FileId), Vec<usize>>,
+    /// The process and file the current step worked on, if one: a fault
+    /// there may surface later through any of that process's handles on
+    /// the file (they share its writers' buffers, see `taint`).
+    touched: Option<(usize, FileId)>,
 }
 
 /// Runs one seed; the same seed and config always take the same steps.
@@ -169,6 +173,7 @@ impl<'a> Sim<'a> {
             trace: VecDeque::new(),
             next_writer: 1,
             pending: BTreeMap::new(),
+            touched: None,
         };
         sim.start();
         sim
@@ -228,19 +233,36 @@ impl<'a> Sim<'a> {
                 self.note(format!("arm {action:?} on next {op} of backend {backend}"));
             }
             let before = self.world.injected();
+            self.touched = None;
             let outcome = self.one_step();
             let fired = self.world.injected() > before;
             self.world.disarm();
             match outcome {
                 Ok(()) => {}
                 Err(Unexpected(message)) if !fired => return Err(message),
-                Err(Unexpected(message)) => self.note(format!("  (after an injected fault) {message}")),
+                Err(Unexpected(message)) => {
+                    self.note(format!("  (after an injected fault) {message}"));
+                    self.taint();
+                }
             }
             if !armed && self.rng.chance(3) {
                 self.quiesce_and_check()?;
             }
         }
         self.crash_and_check()
+    }
+
+    /// A failed call may have retired a writer's logs and lost records
+    /// other handles of the same process acknowledged (a read or stat
+    /// flushes every writer's buffered index): each such handle's next
+    /// sync or close may report it, and its unsynced writes are in doubt.
+    fn taint(&mut self) {
+        let Some((process, file)) = self.touched else { return };
+        for handle in &mut self.handles {
+            if handle.process == process && handle.file == file {
+                handle.failed = true;
+            }
+        }
     }
 
     fn one_step(&mut self) -> Result<(), Unexpected> {
@@ -311,14 +333,10 @@ impl<'a> Sim<'a> {
         match result {
             Ok(handle) => {
                 self.names.insert(name.to_owned(), file);
-                self.handles.push(Handle {
-                    process,
-                    file,
-                    handle,
-                    failed: false,
-                    readable: read,
-                    writable: write,
-                });
+                // A new handle joins the process's open file, and any loss
+                // it has yet to report.
+                let failed = self.handles.iter().any(|h| h.process == process && h.file == file && h.failed);
+                self.handles.push(Handle { process, file, handle, failed, readable: read, writable: write });
                 Ok(())
             }
             Err(error) => {
@@ -365,6 +383,7 @@ impl<'a> Sim<'a> {
             0 => self.rng.below(MAX_OFFSET),
             _ => length * self.rng.below(MAX_OFFSET / length),
         };
+        self.touched = Some((self.handles[index].process, self.handles[index].file));
         self.write_with(index, offset, length)
     }
 
@@ -403,12 +422,14 @@ impl<'a> Sim<'a> {
                     return Ok(());
                 }
                 let file = handle.file;
+                self.touched = Some((handle.process, file));
                 self.note(format!("h{index} read {length} @ {offset}"));
                 (file, self.handles[index].handle.read(&mut buffer, offset))
             }
             None => {
                 let Some((name, file)) = self.pick_name() else { return Ok(()) };
                 let process = self.rng.below(self.processes.len() as u64) as usize;
+                self.touched = Some((process, file));
                 self.note(format!("p{process} open {name} read-only, read {length} @ {offset}, close"));
                 let result =
                     self.processes[process].open(&name, OpenFlags::RDONLY, 0, 0).and_then(|handle| {
@@ -455,6 +476,7 @@ impl<'a> Sim<'a> {
         if index >= self.handles.len() {
             return Ok(());
         }
+        self.touched = Some((self.handles[index].process, self.handles[index].file));
         self.note(format!("h{index} sync"));
         match self.handles[index].handle.sync() {
             Ok(()) => {
@@ -463,6 +485,11 @@ impl<'a> Sim<'a> {
                 Ok(())
             }
             Err(error) => {
+                // As with fsync: the failure is reported once and the
+                // writes it covers are in doubt for good; a later sync that
+                // succeeds says nothing about them.
+                let (process, file) = (self.handles[index].process, self.handles[index].file);
+                self.pending.remove(&(process, file));
                 let handle = &mut self.handles[index];
                 let earlier = handle.failed;
                 handle.failed = true;
@@ -484,6 +511,7 @@ impl<'a> Sim<'a> {
         if index >= self.handles.len() {
             return Ok(());
         }
+        self.touched = Some((self.handles[index].process, self.handles[index].file));
         self.note(format!("h{index} close"));
         let handle = self.handles.swap_remove(index);
         let (process, file, failed) = (handle.process, handle.file, handle.failed);
@@ -510,6 +538,7 @@ impl<'a> Sim<'a> {
         let seq = self.step;
         let (file, result) = match self.pick_handle(true).filter(|_| self.rng.chance(50)) {
             Some(index) => {
+                self.touched = Some((self.handles[index].process, self.handles[index].file));
                 self.note(format!("h{index} truncate {size}"));
                 (self.handles[index].file, self.handles[index].handle.truncate(size))
             }
@@ -530,6 +559,7 @@ impl<'a> Sim<'a> {
 
     pub(crate) fn truncate_path(&mut self, process: usize, name: &str, size: u64) -> Result<(), Unexpected> {
         let Some(&file) = self.names.get(name) else { return Ok(()) };
+        self.touched = Some((process, file));
         self.note(format!("p{process} truncate {name} {size}"));
         let result = self.processes[process].truncate(name, size);
         let seq = self.step;
@@ -636,8 +666,9 @@ impl<'a> Sim<'a> {
     }
 
     fn flatten(&mut self) -> Result<(), Unexpected> {
-        let Some((name, _)) = self.pick_name() else { return Ok(()) };
+        let Some((name, file)) = self.pick_name() else { return Ok(()) };
         let process = self.rng.below(self.processes.len() as u64) as usize;
+        self.touched = Some((process, file));
         self.flatten_with(process, &name)
     }
 
@@ -658,6 +689,7 @@ impl<'a> Sim<'a> {
     fn stat(&mut self) -> Result<(), Unexpected> {
         let Some((name, file)) = self.pick_name() else { return Ok(()) };
         let process = self.rng.below(self.processes.len() as u64) as usize;
+        self.touched = Some((process, file));
         self.note(format!("p{process} stat {name}"));
         let attr = self.processes[process]
             .stat(&name)

@@ -542,6 +542,25 @@ mod faults {
         }
     }
 
+    /// A read through another handle flushes every writer's buffered
+    /// index; when that append fails, the writer's acknowledged write is
+    /// lost, and the writer's close must say so (it used to succeed).
+    #[test]
+    fn an_index_append_failed_by_another_handle_fails_the_writers_close() {
+        let rig = rig();
+        let writer = synced_prefix(&rig);
+        writer.write(b"acknowledged", 100).unwrap();
+        inject(&rig, Fault::new(Op::Append, FaultAction::Eio).path_contains("/index.").nth(1));
+        let read = rig.plfs.open("/f", OpenFlags::RDONLY, 0, 2).and_then(|reader| {
+            let mut buf = [0u8; 16];
+            reader.read(&mut buf, 0)?;
+            reader.close()
+        });
+        assert!(read.is_err(), "the injected fault fired in the reader's flush");
+        let error = writer.close().unwrap_err();
+        assert!(error.to_string().contains("may be lost"), "{error}");
+    }
+
     #[test]
     fn index_append_errors_surface_at_sync_and_keep_synced_data() {
         for action in
