@@ -69,22 +69,8 @@ impl Run<'_> {
             ("PLFSRC", self.plfsrc.to_str().unwrap()),
             ("PLFS_MPIIO_VERBOSE", if self.verbose { "1" } else { "0" }),
         ];
-        // Only the ranks get the preloads, not mpirun itself.
-        if self.flavor == "openmpi" {
-            command.args(["--allow-run-as-root", "--oversubscribe"]);
-            if let Some(io) = self.io {
-                command.args(["--mca", "io", io]);
-            }
-            for (key, value) in environment {
-                command.args(["-x", &format!("{key}={value}")]);
-            }
-        } else {
-            for (key, value) in environment {
-                command.args(["-genv", key, value]);
-            }
-        }
-        command.args(["-np", &ranks.to_string()]).arg(&self.program).args(args);
-        command.env_remove("LD_PRELOAD").env("PLFSRC", &self.plfsrc);
+        mpi_support::launch(&mut command, self.flavor, self.io, &environment, ranks, &self.program);
+        command.args(args).env("PLFSRC", &self.plfsrc);
         command.output().unwrap()
     }
 

@@ -335,21 +335,8 @@ fn mpi_programs(flavor: &str, io: Option<&str>) {
             ("PLFSRC", config.to_str().unwrap()),
             ("PLFS_MPIIO_VERBOSE", "1"),
         ];
-        if flavor == "openmpi" {
-            command.args(["--allow-run-as-root", "--oversubscribe"]);
-            if let Some(io) = io {
-                command.args(["--mca", "io", io]);
-            }
-            for (key, value) in environment {
-                command.args(["-x", &format!("{key}={value}")]);
-            }
-        } else {
-            for (key, value) in environment {
-                command.args(["-genv", key, value]);
-            }
-        }
-        command.args(["-np", &ranks.to_string()]).arg(program).args(args);
-        command.env_remove("LD_PRELOAD");
+        mpi_support::launch(&mut command, flavor, io, &environment, u64::from(ranks), program);
+        command.args(args);
         run(&mut command, TIMEOUT)
     };
 

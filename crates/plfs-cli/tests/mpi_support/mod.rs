@@ -1,5 +1,5 @@
 //! What the MPI tests of this crate share: whether an MPI program is on
-//! PATH, and whether a missing one is a failure (`make test` sets
+//! PATH, whether a missing one is a failure, and how mpirun starts ranks (`make test` sets
 //! PLFS_REQUIRE_MPI=1: scripts/install-deps.sh installs both MPIs).
 
 /// Whether `program` is an executable file in a PATH directory.
@@ -11,4 +11,35 @@ pub fn on_path(program: &str) -> bool {
 /// Whether a missing MPI must fail the test instead of skipping it.
 pub fn required() -> bool {
     std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
+}
+
+/// Adds to an `mpirun.FLAVOR` command what starts `ranks` copies of
+/// `program` with `environment` set in every rank: Open MPI's root and
+/// oversubscribe flags, its io component (`io`) and `-x`, or MPICH's
+/// `-genv`. Only the ranks get the environment (LD_PRELOAD of the wrapper
+/// must not load into mpirun itself).
+#[allow(dead_code)] // not every test file that shares this module launches
+pub fn launch(
+    command: &mut std::process::Command,
+    flavor: &str,
+    io: Option<&str>,
+    environment: &[(&str, &str)],
+    ranks: u64,
+    program: &std::path::Path,
+) {
+    if flavor == "openmpi" {
+        command.args(["--allow-run-as-root", "--oversubscribe"]);
+        if let Some(io) = io {
+            command.args(["--mca", "io", io]);
+        }
+        for (key, value) in environment {
+            command.args(["-x", &format!("{key}={value}")]);
+        }
+    } else {
+        for (key, value) in environment {
+            command.args(["-genv", key, value]);
+        }
+    }
+    command.args(["-np", &ranks.to_string()]).arg(program);
+    command.env_remove("LD_PRELOAD");
 }
