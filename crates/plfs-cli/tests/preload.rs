@@ -794,3 +794,17 @@ fn stdio_through_redirected_descriptors() {
     assert_eq!(setup.contents("dup2"), b"hello 42\nfrom a child\nafter the child\n");
     assert_eq!(setup.contents("reopened"), b"via freopen\n");
 }
+
+/// The kernel applies the umask to what open(2) and mkdir(2) create; the
+/// interposer serves those calls itself, so it must too. Without it a
+/// shell with `umask 077` made world-writable plfs files and directories.
+#[test]
+fn creation_honours_the_umask() {
+    let setup = Setup::new();
+    let m = setup.logical("");
+    let script = format!(
+        "umask 077; echo secret > {m}f; mkdir {m}d; python3 -c \"import os; os.close(os.open('{m}g', os.O_CREAT | os.O_WRONLY, 0o666))\"; stat -c %a {m}f {m}d {m}g"
+    );
+    let output = setup.run("bash", &["-c", &script]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "600\n700\n600\n");
+}

@@ -165,6 +165,9 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
         // O_CLOEXEC and the like mean nothing to libplfs.
         let plfs_flags =
             flags & (libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND);
+        // The kernel applies the umask to a mode open(2) creates with;
+        // libplfs takes modes as given, so the interposer applies it.
+        let mode = if flags & libc::O_CREAT != 0 { mode & !crate::umask::current() } else { mode };
         plfs_call!(
             open,
             "plfs_open"(&mut handle, path.as_ptr(), plfs_flags, pid, mode, std::ptr::null_mut())

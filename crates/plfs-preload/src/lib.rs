@@ -34,4 +34,5 @@ mod posix;
 mod pump;
 mod real;
 mod stdio;
+mod umask;
 mod writer;

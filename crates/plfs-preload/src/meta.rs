@@ -316,7 +316,10 @@ pub unsafe extern "C" fn renameat2(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: libc::mode_t) -> c_int {
     if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
-        return unit_result(plfs_call!(mkdir, "plfs_mkdir"(logical.as_ptr(), mode)));
+        return unit_result(plfs_call!(
+            mkdir,
+            "plfs_mkdir"(logical.as_ptr(), mode & !crate::umask::current())
+        ));
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::mkdir()(path, mode) }
@@ -327,7 +330,10 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: libc::mode_t) -> c_int
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: libc::mode_t) -> c_int {
     if let Some(logical) = plfs_path(dirfd, path) {
-        return unit_result(plfs_call!(mkdir, "plfs_mkdir"(logical.as_ptr(), mode)));
+        return unit_result(plfs_call!(
+            mkdir,
+            "plfs_mkdir"(logical.as_ptr(), mode & !crate::umask::current())
+        ));
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::mkdirat()(dirfd, path, mode) }
