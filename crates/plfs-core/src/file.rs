@@ -449,11 +449,25 @@ impl OpenFile {
     /// Reads into `buf` from logical `offset`; returns bytes read (short
     /// only at end of file). Holes read as zeros.
     pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        let (pieces, sources) = self.plan_read(offset, buf.len() as u64)?;
-        let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
-        self.read_pieces(&mut buf[..total], offset, &pieces, &sources)
-            .with_context(|| format!("/{}: read of {total} bytes at offset {offset}", self.path()))?;
-        Ok(total)
+        let mut attempt = 0;
+        loop {
+            let (pieces, sources) = self.plan_read(offset, buf.len() as u64)?;
+            let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
+            match self.read_pieces(&mut buf[..total], offset, &pieces, &sources) {
+                Ok(()) => return Ok(total),
+                // A log the index named is gone: another process replaced
+                // the file by a rename (or reclaimed logs a truncate made
+                // obsolete) after this handle loaded the index. The file
+                // as it is now answers, once.
+                Err(error) if error.kind() == ErrorKind::NotFound && attempt == 0 => {
+                    attempt += 1;
+                    self.invalidate_read_state();
+                }
+                Err(error) => {
+                    return Err(error.context(format!("/{}: read of {total} bytes at offset {offset}", self.path())));
+                }
+            }
+        }
     }
 
     /// Looks the range up in the read state, building it when missing. A

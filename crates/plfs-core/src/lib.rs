@@ -63,6 +63,7 @@ pub mod load;
 pub mod mounts;
 pub mod placement;
 pub mod reader;
+pub(crate) mod rename;
 pub mod smallfile;
 pub mod store;
 pub mod tools;

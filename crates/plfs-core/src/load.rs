@@ -241,8 +241,7 @@ impl LoadedIndex {
 }
 
 pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<LoadedIndex> {
-    let inventory = container::inventory(mount, path)?;
-    let logs: Vec<LogLocation> = inventory.logs.into_iter().filter(|log| log.has_index).collect();
+    let logs = container::file_logs(mount, path)?;
     let decoded = read_all_index_logs(mount, path, &logs)?;
     LoadedIndex::from_records(mount, path, logs, &decoded)
 }
