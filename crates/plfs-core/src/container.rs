@@ -352,6 +352,25 @@ pub(crate) fn inventory(mount: &MountState, path: &StorePath) -> Result<Inventor
 /// and each file's readers take only their own. When a size record is
 /// damaged, which logs are the file's is unknown: all are taken.
 pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogLocation>> {
+    for _ in 1..FILE_LOGS_ATTEMPTS_MAX {
+        let (logs, complete) = file_logs_once(mount, path)?;
+        if complete {
+            return Ok(logs);
+        }
+    }
+    // A size record whose log stays missing is damage `plfs recover`
+    // reports; read what there is.
+    Ok(file_logs_once(mount, path)?.0)
+}
+
+/// Looks taken while a rename replaces the file can disagree (meta/ of the
+/// old file, its logs on another backend already moved away): then look
+/// again, a bounded number of times.
+const FILE_LOGS_ATTEMPTS_MAX: usize = 4;
+
+/// One look at the file's logs, and whether every closed log that `meta/`
+/// names was found.
+fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<(Vec<LogLocation>, bool)> {
     // meta/ first: a writer that starts after it was read has logs the
     // listing may show, and they are newer than this reader's view anyway.
     let names = |meta: &MetaRecords| -> HashSet<LogId> {
@@ -369,7 +388,11 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
         damaged = again.damaged;
         named.extend(names(&again));
     }
-    Ok(inventory.logs.into_iter().filter(|log| log.has_index && (damaged || named.contains(&log.id))).collect())
+    let found: HashSet<LogId> = inventory.logs.iter().filter(|log| log.has_index).map(|log| log.id).collect();
+    let complete = meta.sizes.iter().all(|size| found.contains(&size.log));
+    let logs =
+        inventory.logs.into_iter().filter(|log| log.has_index && (damaged || named.contains(&log.id))).collect();
+    Ok((logs, complete))
 }
 
 /// The records in `meta/`, split into open records and size records.

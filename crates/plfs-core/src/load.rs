@@ -241,10 +241,21 @@ impl LoadedIndex {
 }
 
 pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<LoadedIndex> {
-    let logs = container::file_logs(mount, path)?;
-    let decoded = read_all_index_logs(mount, path, &logs)?;
-    LoadedIndex::from_records(mount, path, logs, &decoded)
+    let mut attempt = 1;
+    loop {
+        let logs = container::file_logs(mount, path)?;
+        match read_all_index_logs(mount, path, &logs) {
+            Ok(decoded) => return LoadedIndex::from_records(mount, path, logs, &decoded),
+            // A log listed a moment ago is gone: a rename replaced the file
+            // (or a truncate reclaimed the log). Look again.
+            Err(error) if error.kind() == ErrorKind::NotFound && attempt < LOAD_ATTEMPTS_MAX => attempt += 1,
+            Err(error) => return Err(error),
+        }
+    }
 }
+
+/// Loads of a file's index logs, when one keeps vanishing under the load.
+const LOAD_ATTEMPTS_MAX: usize = 4;
 
 /// Reads and decodes the index logs in parallel; results keep `logs` order.
 pub(crate) fn read_all_index_logs(

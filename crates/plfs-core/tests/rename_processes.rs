@@ -19,8 +19,9 @@ use plfs::store::posix::PosixStore;
 
 /// Versions the publisher writes and renames into place.
 const PUBLISHES: u64 = 400;
-/// Opens and reads each reader makes.
-const READS: u64 = 1500;
+/// Opens and reads a reader makes at most; it stops when it has seen the
+/// last version, so readers overlap the whole run of publishes.
+const READS_MAX: u64 = 200_000;
 const READERS: usize = 3;
 /// Bytes of each version: every 8-byte word holds the version number.
 const VERSION_BYTES: usize = 24 * 1024;
@@ -64,7 +65,10 @@ struct Seen {
 fn read_target(plfs: &Plfs) -> Seen {
     let mut seen = Seen::default();
     let mut newest = 0;
-    for _ in 0..READS {
+    for _ in 0..READS_MAX {
+        if newest == PUBLISHES {
+            break;
+        }
         let handle = match plfs.open("/pub/target", OpenFlags::RDONLY, 0, 1) {
             Ok(handle) => handle,
             Err(error) if error.kind() == ErrorKind::NotFound => {
@@ -126,7 +130,7 @@ fn child() {
         "reader" => {
             let seen = read_target(&plfs);
             println!(
-                "SEEN missing={} errors={} short={} mixed={} backwards={}",
+                "\nSEEN missing={} errors={} short={} mixed={} backwards={}",
                 seen.missing, seen.errors, seen.short, seen.mixed, seen.backwards
             );
         }
@@ -136,7 +140,8 @@ fn child() {
 
 fn parse_seen(stdout: &[u8]) -> Seen {
     let text = String::from_utf8_lossy(stdout);
-    let line = text.lines().find_map(|line| line.strip_prefix("SEEN ")).unwrap_or_else(|| panic!("{text}"));
+    let line =
+        text.lines().find_map(|line| line.split_once("SEEN ").map(|(_, rest)| rest)).unwrap_or_else(|| panic!("{text}"));
     let field = |name: &str| -> u64 {
         line.split(' ')
             .find_map(|pair| pair.strip_prefix(&format!("{name}=")))
