@@ -390,8 +390,11 @@ fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<(Vec<LogLocati
     }
     let found: HashSet<LogId> = inventory.logs.iter().filter(|log| log.has_index).map(|log| log.id).collect();
     let complete = meta.sizes.iter().all(|size| found.contains(&size.log));
-    let logs =
-        inventory.logs.into_iter().filter(|log| log.has_index && (damaged || named.contains(&log.id))).collect();
+    let logs = inventory
+        .logs
+        .into_iter()
+        .filter(|log| log.has_index && (damaged || named.contains(&log.id)))
+        .collect();
     Ok((logs, complete))
 }
 

@@ -474,7 +474,9 @@ impl OpenFile {
                     self.invalidate_read_state();
                 }
                 Err(error) => {
-                    return Err(error.context(format!("/{}: read of {total} bytes at offset {offset}", self.path())));
+                    return Err(
+                        error.context(format!("/{}: read of {total} bytes at offset {offset}", self.path()))
+                    );
                 }
             }
         }

@@ -272,7 +272,11 @@ pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
 /// which leaves under this name). Process and host say whether the
 /// renaming process may still be running ([`swap_owner`]).
 pub fn swap_container_name(file_name: &str, stamp: u64, pid: u32, hostname: &str) -> String {
-    format!("{SWAP_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}.{:08x}", name_hash(file_name), name_hash(hostname))
+    format!(
+        "{SWAP_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}.{:08x}",
+        name_hash(file_name),
+        name_hash(hostname)
+    )
 }
 
 /// Whether `name` is a container in the middle of a rename.

@@ -247,7 +247,12 @@ fn switch(mount: &MountState, plan: &Plan, b: BackendId) -> Result<Option<StoreP
 /// are those its own `meta/` names, and any that the new file's `meta/`
 /// does not (listed first, so a writer of the new file that starts later
 /// has its open record in the `meta/` read after the listing).
-fn gather_displaced(mount: &MountState, target: &StorePath, displaced: &StorePath, b: BackendId) -> Result<()> {
+fn gather_displaced(
+    mount: &MountState,
+    target: &StorePath,
+    displaced: &StorePath,
+    b: BackendId,
+) -> Result<()> {
     let store_b = mount.store(b);
     let old = meta_ids(store_b, displaced)?.unwrap_or_default();
     let mut listed: Vec<(BackendId, BTreeSet<LogId>)> = Vec::new();
@@ -257,8 +262,10 @@ fn gather_displaced(mount: &MountState, target: &StorePath, displaced: &StorePat
     let new = meta_ids(store_b, target)?;
     for (backend, ids) in listed {
         let store = mount.store(backend);
-        let theirs: BTreeSet<LogId> =
-            ids.into_iter().filter(|id| old.contains(id) || new.as_ref().is_some_and(|new| !new.contains(id))).collect();
+        let theirs: BTreeSet<LogId> = ids
+            .into_iter()
+            .filter(|id| old.contains(id) || new.as_ref().is_some_and(|new| !new.contains(id)))
+            .collect();
         if theirs.is_empty() {
             continue;
         }
@@ -337,8 +344,10 @@ fn move_logs(
             Err(error) if error.kind() == ErrorKind::NotFound => continue,
             Err(error) => return Err(error),
         };
-        let logs: Vec<_> =
-            logs.into_iter().filter(|log| layout::parse_log_name(&log.name).is_some_and(|(_, id)| wanted(&id))).collect();
+        let logs: Vec<_> = logs
+            .into_iter()
+            .filter(|log| layout::parse_log_name(&log.name).is_some_and(|(_, id)| wanted(&id)))
+            .collect();
         if !logs.is_empty() {
             store.create_dir_all(&target_dir)?;
         }
@@ -478,7 +487,10 @@ fn finish_one(mount: &MountState, staging: &StorePath, fix: bool) -> Result<Stri
         let (b, _) = container::canonical(mount, &plan.target);
         let switched = target_intent(mount.store(b), &plan.target)?.is_some_and(|done| done.staging == name);
         let detail = if switched {
-            format!("rename /{} -> /{} cut short after the switch: clean-up finished", intent.source, intent.target)
+            format!(
+                "rename /{} -> /{} cut short after the switch: clean-up finished",
+                intent.source, intent.target
+            )
         } else {
             format!("rename /{} -> /{} cut short before the switch: finished", intent.source, intent.target)
         };
@@ -685,7 +697,8 @@ mod tests {
                     faulty[backend].add_fault(Fault::new(op, FaultAction::Eio).nth(nth));
                     let renamed = plfs.rename(&source, &target);
                     if faulty[backend].injected() == 0 {
-                        renamed.unwrap_or_else(|error| panic!("{op} #{nth} on b{backend} not fired: {error}"));
+                        renamed
+                            .unwrap_or_else(|error| panic!("{op} #{nth} on b{backend} not fired: {error}"));
                         continue; // this call is made fewer than nth times
                     }
                     trials += 1;

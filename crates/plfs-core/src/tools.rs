@@ -530,7 +530,10 @@ impl Recovery<'_> {
                 crate::rename::finish_target(self.state, self.path, &intent)?;
             }
             let location = format!("{}/{}", store.url(), paths.rename_intent());
-            let detail = format!("rename /{} -> /{} cut short after the switch: clean-up finished", intent.source, intent.target);
+            let detail = format!(
+                "rename /{} -> /{} cut short after the switch: clean-up finished",
+                intent.source, intent.target
+            );
             self.note(Problem::InterruptedRename, location, detail, self.fix);
         }
         Ok(false)

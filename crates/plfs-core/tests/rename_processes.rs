@@ -140,8 +140,10 @@ fn child() {
 
 fn parse_seen(stdout: &[u8]) -> Seen {
     let text = String::from_utf8_lossy(stdout);
-    let line =
-        text.lines().find_map(|line| line.split_once("SEEN ").map(|(_, rest)| rest)).unwrap_or_else(|| panic!("{text}"));
+    let line = text
+        .lines()
+        .find_map(|line| line.split_once("SEEN ").map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("{text}"));
     let field = |name: &str| -> u64 {
         line.split(' ')
             .find_map(|pair| pair.strip_prefix(&format!("{name}=")))
@@ -175,7 +177,12 @@ fn publish_while_reading(backends: &[PathBuf]) {
         total.mixed += seen.mixed;
         total.backwards += seen.backwards;
     }
-    assert_eq!(total, Seen::default(), "readers of a file published by rename over {} backends", backends.len());
+    assert_eq!(
+        total,
+        Seen::default(),
+        "readers of a file published by rename over {} backends",
+        backends.len()
+    );
     let mut buf = vec![0u8; VERSION_BYTES];
     let handle = plfs.open("/pub/target", OpenFlags::RDONLY, 0, 1).unwrap();
     assert_eq!(handle.read(&mut buf, 0).unwrap(), VERSION_BYTES);

@@ -35,11 +35,15 @@ impl RenameIntent {
         let mut text = || -> Result<String> {
             let length = reader.u16()?;
             let bytes = reader.take(usize::from(length))?;
-            String::from_utf8(bytes.to_vec()).map_err(|_| Error::corrupt("rename intent: a path is not UTF-8"))
+            String::from_utf8(bytes.to_vec())
+                .map_err(|_| Error::corrupt("rename intent: a path is not UTF-8"))
         };
         let (source, target, staging) = (text()?, text()?, text()?);
         if reader.remaining() != 0 {
-            return Err(Error::corrupt(format!("rename intent: {} bytes after the last path", reader.remaining())));
+            return Err(Error::corrupt(format!(
+                "rename intent: {} bytes after the last path",
+                reader.remaining()
+            )));
         }
         Ok(RenameIntent { source, target, staging })
     }

@@ -456,8 +456,15 @@ impl Tree {
         }
         let take = |entries: &mut BTreeMap<String, Arc<Node>>, key: &str| -> Vec<(String, Arc<Node>)> {
             let prefix = format!("{key}/");
-            let inside: Vec<String> = entries.range(prefix.clone()..).take_while(|(name, _)| name.starts_with(&prefix)).map(|(name, _)| name[prefix.len()..].to_owned()).collect();
-            let mut taken: Vec<(String, Arc<Node>)> = inside.into_iter().filter_map(|rest| entries.remove(&join_key(key, &rest)).map(|node| (rest, node))).collect();
+            let inside: Vec<String> = entries
+                .range(prefix.clone()..)
+                .take_while(|(name, _)| name.starts_with(&prefix))
+                .map(|(name, _)| name[prefix.len()..].to_owned())
+                .collect();
+            let mut taken: Vec<(String, Arc<Node>)> = inside
+                .into_iter()
+                .filter_map(|rest| entries.remove(&join_key(key, &rest)).map(|node| (rest, node)))
+                .collect();
             if let Some(node) = entries.remove(key) {
                 taken.push((String::new(), node));
             }

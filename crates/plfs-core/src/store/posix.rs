@@ -500,7 +500,14 @@ fn renameat2_exchange(a: &Path, b: &Path) -> io::Result<()> {
     let b = c_path(b)?;
     // SAFETY: both pointers are NUL-terminated strings that outlive the call.
     let rc = unsafe {
-        libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
     };
     if rc == 0 {
         return Ok(());
