@@ -60,7 +60,13 @@ fn a_corrupted_byte_in_plfs_data_fails_verification() {
     file.read_exact_at(&mut byte, at).unwrap();
     file.write_all_at(&[byte[0] ^ 0x01], at).unwrap();
 
-    let corrupt = run_in_process(read);
+    // plfs itself refuses the damaged record (verify_reads: whole)...
+    let mut prepared = prepare(read.clone()).unwrap();
+    let refused = execute(&mut prepared, 0).unwrap_err();
+    assert!(refused.contains("fail their checksum"), "{refused}");
+    // ...and with plfs's check off, the bench's own data check finds it.
+    let unchecked = WorkerSpec { verify_reads: plfs::config::VerifyReads::Off, ..read };
+    let corrupt = run_in_process(unchecked);
     assert_eq!(corrupt.bad_records, 1);
     let first = corrupt.first_bad.unwrap();
     assert!(first.contains("record 4"), "{first}");

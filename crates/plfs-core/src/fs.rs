@@ -159,6 +159,24 @@ pub struct Credentials {
     pub groups: Vec<u32>,
 }
 
+impl Credentials {
+    /// This process, as open(2) checks it: the effective ids and the
+    /// supplementary groups.
+    pub fn of_this_process() -> Credentials {
+        // SAFETY: geteuid and getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let mut groups = vec![0 as libc::gid_t; GROUPS_MAX];
+        // SAFETY: the buffer holds groups.len() ids; getgroups writes at most that.
+        let count = unsafe { libc::getgroups(GROUPS_MAX as libc::c_int, groups.as_mut_ptr()) };
+        groups.truncate(usize::try_from(count).unwrap_or(0));
+        Credentials { uid, gid, groups }
+    }
+}
+
+/// Supplementary groups read for a permission check (Linux's NGROUPS_MAX
+/// is 65536, but more than a few hundred is unheard of).
+const GROUPS_MAX: usize = 1024;
+
 /// What [`Plfs::entry`] reports.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -294,6 +312,9 @@ impl Plfs {
         if flags.create {
             layout::check_user_path(&logical)?;
         }
+        // An interface acting for another user (FUSE) names the owner and
+        // checks that user's permissions itself.
+        let acting_for = owner;
         let owner = owner.unwrap_or(Owner { uid: self.state.uid, gid: self.state.gid });
         if !flags.read && !flags.write {
             return Err(Error::invalid(format!("{path}: open needs read or write access")));
@@ -336,6 +357,13 @@ impl Plfs {
                     )));
                 }
             }
+        }
+        if !created && acting_for.is_none() {
+            // A container's logs are made at the first write and read at the
+            // first read, so the backend's permissions would refuse this
+            // process only then: open(2) refuses at the open.
+            let mask = if flags.read { R_OK } else { 0 } | if flags.write { W_OK } else { 0 };
+            self.access(path, mask, &Credentials::of_this_process())?;
         }
         let file = self.register_open(&logical, None);
         let handle = FileHandle::new(OpenKind::Container(file), self.state.clone(), flags, writer);
