@@ -122,6 +122,11 @@ impl Store for MetadataServerStore {
         self.inner.rename(from, to)
     }
 
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        self.server.serve();
+        self.inner.exchange(a, b)
+    }
+
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.server.serve();
         self.inner.create_new(path, contents)

@@ -14,6 +14,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod rename_support;
+
 const BIN: &str = env!("CARGO_BIN_EXE_plfs");
 /// Every program gets this long; a hang fails the test instead of CI.
 const TIMEOUT_SECONDS: u32 = 120;
@@ -807,4 +809,32 @@ fn creation_honours_the_umask() {
     );
     let output = setup.run("bash", &["-c", &script]);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "600\n700\n600\n");
+}
+
+/// The publish-by-rename workload under the interposer: an unmodified C
+/// program renames new versions onto a name while three others open, read
+/// and check it; every read sees one whole version.
+#[test]
+fn rename_by_publishing_processes() {
+    let setup = Setup::new();
+    let program = rename_support::compile(&setup.scratch(""));
+    setup.run("mkdir", &[&setup.logical("pub")]);
+    let counts = rename_support::publish_while_reading(&program, &setup.logical("pub"), |program| {
+        let mut command = setup.preloaded(s(program), &[]);
+        command.env_remove("PLFS_DEBUG");
+        command
+    });
+    eprintln!("through the preload: {counts}");
+    assert_eq!(counts, rename_support::CLEAN);
+    let listing = setup.plfs(&["recover", &setup.logical("pub/target")]);
+    assert!(!listing.contains("rename"), "{listing}");
+    for index in 0..2 {
+        let backend = setup.dir.path().join(format!("backend{index}")).join("pub");
+        let leftovers: Vec<String> = fs::read_dir(&backend)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name.starts_with(".plfs-"))
+            .collect();
+        assert_eq!(leftovers, Vec::<String>::new(), "left in {}", backend.display());
+    }
 }

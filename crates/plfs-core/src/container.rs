@@ -406,6 +406,60 @@ pub(crate) fn inventory(mount: &MountState, path: &StorePath) -> Result<Inventor
     Ok(inventory)
 }
 
+/// The file's index logs: those of the [`inventory`] that `meta/` names
+/// (an open or a size record; a writer makes its open record before its
+/// logs). Other logs in the file's directories are not the file's: while a
+/// rename replaces a file, the new file's logs and the old one's share the
+/// target's shadow containers on other backends for a moment (rename.rs),
+/// and each file's readers take only their own. When a size record is
+/// damaged, which logs are the file's is unknown: all are taken.
+pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogLocation>> {
+    for _ in 1..FILE_LOGS_ATTEMPTS_MAX {
+        let (logs, complete) = file_logs_once(mount, path)?;
+        if complete {
+            return Ok(logs);
+        }
+    }
+    // A size record whose log stays missing is damage `plfs recover`
+    // reports; read what there is.
+    Ok(file_logs_once(mount, path)?.0)
+}
+
+/// Looks taken while a rename replaces the file can disagree (meta/ of the
+/// old file, its logs on another backend already moved away): then look
+/// again, a bounded number of times.
+const FILE_LOGS_ATTEMPTS_MAX: usize = 4;
+
+/// One look at the file's logs, and whether every closed log that `meta/`
+/// names was found.
+fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<(Vec<LogLocation>, bool)> {
+    // meta/ first: a writer that starts after it was read has logs the
+    // listing may show, and they are newer than this reader's view anyway.
+    let names = |meta: &MetaRecords| -> HashSet<LogId> {
+        meta.open.iter().copied().chain(meta.sizes.iter().map(|size| size.log)).collect()
+    };
+    let meta = read_meta(mount, path)?;
+    let inventory = inventory(mount, path)?;
+    let mut damaged = meta.damaged;
+    let mut named = names(&meta);
+    if !damaged && inventory.logs.iter().any(|log| log.has_index && !named.contains(&log.id)) {
+        // A listing racing with a writer's close can miss both its open
+        // record (just removed) and its size record (made before that);
+        // a second listing, started after, sees the size record.
+        let again = read_meta(mount, path)?;
+        damaged = again.damaged;
+        named.extend(names(&again));
+    }
+    let found: HashSet<LogId> = inventory.logs.iter().filter(|log| log.has_index).map(|log| log.id).collect();
+    let complete = meta.sizes.iter().all(|size| found.contains(&size.log));
+    let logs = inventory
+        .logs
+        .into_iter()
+        .filter(|log| log.has_index && (damaged || named.contains(&log.id)))
+        .collect();
+    Ok((logs, complete))
+}
+
 /// The records in `meta/`, split into open records and size records.
 #[derive(Debug, Default)]
 pub struct MetaRecords {

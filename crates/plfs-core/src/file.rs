@@ -531,11 +531,37 @@ impl OpenFile {
     /// Reads into `buf` from logical `offset`; returns bytes read (short
     /// only at end of file). Holes read as zeros.
     pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        let (pieces, sources) = self.plan_read(offset, buf.len() as u64)?;
-        let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
-        self.read_pieces(&mut buf[..total], offset, &pieces, &sources)
-            .with_context(|| format!("/{}: read of {total} bytes at offset {offset}", self.path()))?;
-        Ok(total)
+        /// Index reloads of one read whose logs vanish under it.
+        const READ_ATTEMPTS_MAX: usize = 4;
+        let mut attempt = 0;
+        loop {
+            let (pieces, sources) = match self.plan_read(offset, buf.len() as u64) {
+                Ok(plan) => plan,
+                Err(error) if error.kind() == ErrorKind::NotFound && attempt < READ_ATTEMPTS_MAX => {
+                    attempt += 1;
+                    self.invalidate_read_state();
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
+            match self.read_pieces(&mut buf[..total], offset, &pieces, &sources) {
+                Ok(()) => return Ok(total),
+                // A log the index named is gone: another process replaced
+                // the file by a rename (or reclaimed logs a truncate made
+                // obsolete) after this handle loaded the index. The file
+                // as it is now answers (a few times, if renames keep coming).
+                Err(error) if error.kind() == ErrorKind::NotFound && attempt < READ_ATTEMPTS_MAX => {
+                    attempt += 1;
+                    self.invalidate_read_state();
+                }
+                Err(error) => {
+                    return Err(
+                        error.context(format!("/{}: read of {total} bytes at offset {offset}", self.path()))
+                    );
+                }
+            }
+        }
     }
 
     /// Looks the range up in the read state, building it when missing. A

@@ -19,7 +19,7 @@ use crate::protection::{self, Pieces};
 use crate::reader::{LogCache, ReadPool};
 use crate::smallfile::mount::{self as small, SmallFile, SmallMount};
 use crate::smallfile::{SmallFileOptions, SmallFileStore};
-use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StoreExt, StorePath, posix::PosixStore};
+use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StorePath, posix::PosixStore};
 
 /// Who this process is, as recorded in logs and access files.
 #[derive(Debug, Clone)]
@@ -85,6 +85,9 @@ pub(crate) struct MountState {
 struct OpenEntry {
     file: Arc<OpenFile>,
     opens: usize,
+    /// A rename replaced this file while it was open here: it lives on at
+    /// a hidden name until its last close here removes it.
+    doomed: bool,
 }
 
 impl MountState {
@@ -380,6 +383,7 @@ impl Plfs {
         let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
             file: Arc::new(OpenFile::new(self.state.clone(), logical.clone())),
             opens: 0,
+            doomed: false,
         });
         match index {
             Some(index) => entry.file.seed_read_state(index),
@@ -572,10 +576,11 @@ impl Plfs {
     }
 
     /// Moves a file, symlink or directory; an existing target file is
-    /// replaced, an existing target directory must be empty.
+    /// replaced, an existing target directory must be empty. Replacing a
+    /// file is atomic for readers of the target (see `rename.rs`).
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
         layout::check_user_path(&parse_file_path(to)?)?;
-        self.rename_to_any_name(from, to)
+        self.rename_keeping(from, to).map(drop)
     }
 
     /// Moves a file to a reserved name beside it, hidden from listings, and
@@ -592,16 +597,35 @@ impl Plfs {
             self.state.pid,
         ))?;
         let hidden = format!("/{hidden}");
-        self.rename_to_any_name(path, &hidden)?;
+        self.rename_keeping(path, &hidden)?;
         Ok(hidden)
     }
 
+    /// Like [`rename`](Self::rename); when the file it replaces is open in
+    /// this process, returns the hidden path (in the target's directory)
+    /// where that file lives on, whole, until its last close here removes
+    /// it (POSIX: open handles keep reading a replaced file). FUSE names its
+    /// node by that path. On mounts whose files are not containers
+    /// ([`replaces_atomically`](Self::replaces_atomically) is false) the
+    /// replaced file is removed and None returned.
+    pub fn rename_keep_replaced(&self, from: &str, to: &str) -> Result<Option<String>> {
+        layout::check_user_path(&parse_file_path(to)?)?;
+        self.rename_keeping(from, to)
+    }
+
+    /// Whether a rename onto an existing file is one atomic switch for its
+    /// readers (container mounts); n-n and small-file mounts remove the
+    /// target first.
+    pub fn replaces_atomically(&self) -> bool {
+        self.has_containers()
+    }
+
     /// [`rename`](Self::rename) without the reserved-name check on `to`.
-    fn rename_to_any_name(&self, from: &str, to: &str) -> Result<()> {
+    fn rename_keeping(&self, from: &str, to: &str) -> Result<Option<String>> {
         let source = parse_file_path(from)?;
         let target = parse_file_path(to)?;
         if source == target {
-            return Ok(());
+            return Ok(None);
         }
         if target.starts_with(&source) {
             return Err(Error::invalid(format!("cannot move {from} into itself ({to})")));
@@ -612,6 +636,8 @@ impl Plfs {
                 (FileKind::Directory, FileKind::Directory) => self.rmdir(to)?,
                 (FileKind::Directory, _) => return Err(Error::new(ErrorKind::NotADirectory, to.to_owned())),
                 (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
+                // A container replaces a container in one switch, below.
+                (FileKind::File, FileKind::File) if self.has_containers() => {}
                 _ => self.unlink(to)?,
             },
             Err(error) if error.kind() == ErrorKind::NotFound => {}
@@ -622,35 +648,62 @@ impl Plfs {
                 if self.state.small().is_some() {
                     small::close_under(&self.state, &source)?;
                 }
-                self.rename_everywhere(&source, &target)
+                self.rename_everywhere(&source, &target).map(|()| None)
             }
             FileKind::Symlink => {
                 let text = self.readlink(from)?;
                 let (old, _) = container::canonical(&self.state, &source);
                 let (new, _) = container::canonical(&self.state, &target);
                 self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
-                self.state.store(old).remove_file(&source).context(from.to_owned())
+                self.state.store(old).remove_file(&source).context(from.to_owned()).map(|()| None)
             }
-            FileKind::File if self.state.is_flat() => flat::rename_file(&self.state, &source, &target),
+            FileKind::File if self.state.is_flat() => {
+                flat::rename_file(&self.state, &source, &target).map(|()| None)
+            }
             FileKind::File if self.state.small().is_some() => {
-                small::rename_file(&self.state, &source, &target)
+                small::rename_file(&self.state, &source, &target).map(|()| None)
             }
-            FileKind::File => {
-                self.rename_everywhere(&source, &target)?;
-                let (old, _) = container::canonical(&self.state, &source);
-                let (new, _) = container::canonical(&self.state, &target);
-                if old != new {
-                    self.transfer_canonical(&target, old, new).context(to.to_owned())?;
-                }
-                let mut registry = self.state.registry();
-                if let Some(entry) = registry.remove(&source) {
-                    entry.file.set_path(target.clone());
-                    registry.insert(target, entry);
-                }
-                Ok(())
-            }
+            FileKind::File => self.move_container(&source, &target),
         }
         .with_context(|| format!("rename {from} to {to}"))
+    }
+
+    /// Whether files are containers (n-1), which rename.rs switches atomically.
+    fn has_containers(&self) -> bool {
+        !self.state.is_flat() && self.state.small().is_none()
+    }
+
+    fn move_container(&self, source: &StorePath, target: &StorePath) -> Result<Option<String>> {
+        let open_here = self.state.registry().contains_key(target);
+        let displaced = crate::rename::move_file(&self.state, source, target, open_here)?;
+        let mut registry = self.state.registry();
+        let mut kept = None;
+        // The replaced file's handles here follow it to its hidden name:
+        // they must never read or write the new file. (A file opened here
+        // only while the rename ran found the name switched: it stays.)
+        let mut orphan = None;
+        if let (true, Some(displaced)) = (open_here, displaced) {
+            match registry.remove(target) {
+                Some(mut entry) => {
+                    entry.file.set_path(displaced.clone());
+                    entry.file.invalidate_read_state();
+                    entry.doomed = true;
+                    kept = Some(format!("/{displaced}"));
+                    registry.insert(displaced, entry);
+                }
+                // Its last handle closed while the rename ran.
+                None => orphan = Some(displaced),
+            }
+        }
+        if let Some(entry) = registry.remove(source) {
+            entry.file.set_path(target.clone());
+            registry.insert(target.clone(), entry);
+        }
+        drop(registry);
+        if let Some(orphan) = orphan {
+            crate::rename::remove_everywhere(&self.state, &orphan)?;
+        }
+        Ok(kept)
     }
 
     fn rename_everywhere(&self, source: &StorePath, target: &StorePath) -> Result<()> {
@@ -661,37 +714,6 @@ impl Plfs {
                 .with_context(|| store.url().to_owned())?;
         }
         Ok(())
-    }
-
-    /// After a rename changed the file's canonical backend: copies access,
-    /// version and meta records to the new canonical location, publishing
-    /// the access file last, then strips them from the old one (which keeps
-    /// only its hostdirs, as a shadow container).
-    fn transfer_canonical(&self, path: &StorePath, old: BackendId, new: BackendId) -> Result<()> {
-        let paths = ContainerPaths::new(path.clone());
-        let from = self.state.store(old);
-        let to = self.state.store(new);
-        to.create_dir_all(&paths.meta_dir())?;
-        for entry in container_list(from, &paths.meta_dir())? {
-            let name = paths.meta(&entry)?;
-            ignore_exists(to.create_new(&name, &from.read_all(&name)?))?;
-        }
-        let attributes = container_list(from, &paths.xattr_dir())?;
-        if !attributes.is_empty() {
-            to.create_dir_all(&paths.xattr_dir())?;
-        }
-        for entry in attributes {
-            let name = paths.xattr_dir().join(&entry)?;
-            ignore_exists(to.create_new(&name, &from.read_all(&name)?))?;
-        }
-        ignore_exists(to.create_new(&paths.version(), &from.read_all(&paths.version())?))?;
-        ignore_exists(to.create_new(&paths.access(), &from.read_all(&paths.access())?))?;
-        from.remove_file(&paths.access())?;
-        container::ignore_missing(from.remove_file(&paths.version()))?;
-        container::remove_tree(from, &paths.xattr_dir())?;
-        container::remove_tree(from, &paths.meta_dir())?;
-        // The copies were made with the store's default modes.
-        protection::protect_container(&self.state, path, &protection::read_access(&self.state, path)?)
     }
 
     /// Creates a directory on every backend (canonical first, so a racing
@@ -1199,6 +1221,7 @@ impl FileHandle {
             // Close-to-open: what this handle changed is published.
             OpenKind::Small(file) => return file.close(&self.state),
         };
+        let mut doomed = None;
         let last = {
             let mut registry = self.state.registry();
             let path = file.path();
@@ -1207,14 +1230,20 @@ impl FileHandle {
                     entry.opens -= 1;
                     let last = entry.opens == 0;
                     if last {
-                        registry.remove(&path);
+                        doomed = registry.remove(&path).is_some_and(|entry| entry.doomed).then_some(path);
                     }
                     last
                 }
                 _ => true,
             }
         };
-        if last { file.close() } else { Ok(()) }
+        if !last {
+            return Ok(());
+        }
+        let closed = file.close();
+        // The last handle of a file a rename replaced: it goes now.
+        let removed = doomed.map_or(Ok(()), |path| crate::rename::remove_everywhere(&self.state, &path));
+        closed.and(removed)
     }
 }
 
@@ -1258,21 +1287,6 @@ fn remove_shadow(store: &dyn Store, logical: &StorePath) -> Result<()> {
         Ok(_) => Ok(()),
         Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
         Err(error) => Err(error),
-    }
-}
-
-fn container_list(store: &dyn Store, path: &StorePath) -> Result<Vec<String>> {
-    match store.list(path) {
-        Ok(entries) => Ok(entries.into_iter().map(|entry| entry.name).collect()),
-        Err(error) if error.kind() == ErrorKind::NotFound => Ok(Vec::new()),
-        Err(error) => Err(error),
-    }
-}
-
-fn ignore_exists(result: Result<()>) -> Result<()> {
-    match result {
-        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(()),
-        other => other,
     }
 }
 

@@ -6,6 +6,7 @@
 //! ```text
 //! <dir>/<file>/                    container (canonical backend)
 //!     access                       mode, owner, times (format::access)
+//!     renaming                     a rename in progress (format::rename)
 //!     version                      format version (format::version)
 //!     global.index                 optional flattened index (format::global_index)
 //!     xattrs/<name>                one extended attribute (format::xattr)
@@ -16,6 +17,8 @@
 //! <dir>/<file>/hostdir.<M>/...     on other backends: shadow containers
 //! <dir>/.plfs-new.<hash>.<...>     a container being created
 //! <dir>/.plfs-gone.<hash>.<...>    a container being removed
+//! <dir>/.plfs-swap.<hash>.<...>    a container being renamed onto <dir>/<name>,
+//!                                  or the one it displaced
 //! ```
 //!
 //! The small-file (1-N) directory containers have their names in
@@ -34,6 +37,8 @@ pub const VERSION: &str = "version";
 pub const META_DIR: &str = "meta";
 pub const GLOBAL_INDEX: &str = "global.index";
 pub const XATTR_DIR: &str = "xattrs";
+/// The rename intent of a container being renamed (format::rename).
+pub const RENAME_INTENT: &str = "renaming";
 /// A directory's extended attributes live beside its entries under this prefix.
 const DIR_XATTR_PREFIX: &str = ".plfs-xattr.";
 /// Names starting with this are plfs's own and never shown to users.
@@ -47,6 +52,7 @@ const SIZE_PREFIX: &str = "size.";
 const NEW_CONTAINER_PREFIX: &str = ".plfs-new.";
 const REMOVED_CONTAINER_PREFIX: &str = ".plfs-gone.";
 const MOVING_FILE_PREFIX: &str = ".plfs-moving.";
+const SWAP_CONTAINER_PREFIX: &str = ".plfs-swap.";
 
 /// Identifies one writer's pair of logs: unique because stamps from one
 /// process strictly increase and pid and host tell processes apart.
@@ -153,6 +159,7 @@ pub enum ContainerEntry {
     Meta,
     GlobalIndex,
     Xattrs,
+    RenameIntent,
     Hostdir(HostdirId),
     /// Not a name plfs writes: reported by `plfs recover`, otherwise left alone.
     Unknown,
@@ -165,6 +172,7 @@ pub fn classify_container_entry(name: &str) -> ContainerEntry {
         META_DIR => ContainerEntry::Meta,
         GLOBAL_INDEX => ContainerEntry::GlobalIndex,
         XATTR_DIR => ContainerEntry::Xattrs,
+        RENAME_INTENT => ContainerEntry::RenameIntent,
         _ => parse_hostdir_name(name).map_or(ContainerEntry::Unknown, ContainerEntry::Hostdir),
     }
 }
@@ -257,6 +265,44 @@ pub fn new_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
 /// one step before its pieces are deleted.
 pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
     format!("{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+}
+
+/// Name a container takes in the target's directory while a rename moves
+/// it onto `file_name` (it is then swapped with the file it replaces,
+/// which leaves under this name). Process and host say whether the
+/// renaming process may still be running ([`swap_owner`]).
+pub fn swap_container_name(file_name: &str, stamp: u64, pid: u32, hostname: &str) -> String {
+    format!(
+        "{SWAP_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}.{:08x}",
+        name_hash(file_name),
+        name_hash(hostname)
+    )
+}
+
+/// Whether `name` is a container in the middle of a rename.
+pub fn is_swap(name: &str) -> bool {
+    name.starts_with(SWAP_CONTAINER_PREFIX)
+}
+
+/// Whether `path` (or a location ending in one) is a swap name for a file
+/// named `file_name`.
+pub fn is_swap_for(path: &str, file_name: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.strip_prefix(SWAP_CONTAINER_PREFIX)
+        .is_some_and(|rest| rest.starts_with(&format!("{:08x}.", name_hash(file_name))))
+}
+
+/// The process that made a swap name, as a log id (stamp, pid and host;
+/// writer 0) so [`LogId::writer_may_be_alive`] can judge it.
+pub fn swap_owner(name: &str) -> Option<LogId> {
+    let fields: Vec<&str> = name.strip_prefix(SWAP_CONTAINER_PREFIX)?.split('.').collect();
+    let [_, stamp, pid, host] = fields[..] else { return None };
+    Some(LogId {
+        stamp: hex_u64(stamp, 16)?,
+        writer: 0,
+        pid: u32::try_from(hex_u64(pid, 8)?).ok()?,
+        host: u32::try_from(hex_u64(host, 8)?).ok()?,
+    })
 }
 
 /// Name an n-n file is copied under on its new backend while a rename
@@ -373,6 +419,10 @@ impl ContainerPaths {
         self.child(XATTR_DIR)
     }
 
+    pub fn rename_intent(&self) -> StorePath {
+        self.child(RENAME_INTENT)
+    }
+
     pub fn global_index(&self) -> StorePath {
         self.child(GLOBAL_INDEX)
     }
@@ -475,6 +525,10 @@ mod tests {
         assert_eq!(classify_container_entry("README"), ContainerEntry::Unknown);
         assert!(parse_meta_name("open.garbage").is_none());
         assert!(is_reserved(&new_container_name(&"x".repeat(255), 1, 2)));
+        let swap = swap_container_name(&"x".repeat(255), 7, 8, "host.a");
+        assert!(is_reserved(&swap) && is_swap(&swap) && !is_removed(&swap));
+        assert_eq!(swap_owner(&swap), Some(LogId::new(7, 0, 8, "host.a")));
+        assert_eq!(swap_owner(".plfs-swap.garbage"), None);
     }
 
     #[test]

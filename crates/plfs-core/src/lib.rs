@@ -66,6 +66,7 @@ pub mod mounts;
 pub mod placement;
 pub(crate) mod protection;
 pub mod reader;
+pub(crate) mod rename;
 pub mod smallfile;
 pub mod store;
 pub mod tools;

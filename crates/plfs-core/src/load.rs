@@ -253,12 +253,24 @@ impl LoadedIndex {
 }
 
 pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<LoadedIndex> {
-    let inventory = container::inventory(mount, path)?;
-    let logs: Vec<LogLocation> = inventory.logs.into_iter().filter(|log| log.has_index).collect();
-    let decoded = read_all_index_logs(mount, path, &logs)?;
-    check_nothing_lost(mount, path, &logs, &decoded)?;
-    LoadedIndex::from_records(mount, path, logs, &decoded)
+    let mut attempt = 1;
+    loop {
+        let logs = container::file_logs(mount, path)?;
+        match read_all_index_logs(mount, path, &logs) {
+            Ok(decoded) => {
+                check_nothing_lost(mount, path, &logs, &decoded)?;
+                return LoadedIndex::from_records(mount, path, logs, &decoded);
+            }
+            // A log listed a moment ago is gone: a rename replaced the file
+            // (or a truncate reclaimed the log). Look again.
+            Err(error) if error.kind() == ErrorKind::NotFound && attempt < LOAD_ATTEMPTS_MAX => attempt += 1,
+            Err(error) => return Err(error),
+        }
+    }
 }
+
+/// Loads of a file's index logs, when one keeps vanishing under the load.
+const LOAD_ATTEMPTS_MAX: usize = 4;
 
 /// Refuses a file whose closed logs' size records count data their index
 /// logs no longer hold: its size says the data is there, and reads would

@@ -70,6 +70,8 @@ pub enum PieceKind {
     DataLog,
     /// The one plain file of an n-n logical file.
     FlatFile,
+    /// A rename in progress (or cut short) is moving this container.
+    RenameIntent,
     Unknown,
 }
 
@@ -109,6 +111,9 @@ pub enum Problem {
     DanglingSizeRecord,
     /// A half-built or half-removed container left by a crash.
     Debris,
+    /// A rename onto a name that a crash cut short (finished by the fix),
+    /// or one still running (left alone).
+    InterruptedRename,
     /// A name plfs does not write.
     UnknownEntry,
     /// Data bytes whose CRC32C does not match their index record
@@ -462,6 +467,9 @@ fn walk_container(store: &dyn Store, container: &StorePath, pieces: &mut Vec<Phy
                     pieces.push(piece(store, &log_path, kind, size(&log_path)));
                 }
             }
+            ContainerEntry::RenameIntent => {
+                pieces.push(piece(store, &child, PieceKind::RenameIntent, size(&child)))
+            }
             ContainerEntry::Unknown => pieces.push(piece(store, &child, PieceKind::Unknown, size(&child))),
         }
     }
@@ -483,6 +491,9 @@ impl Recovery<'_> {
 
     fn run(&mut self) -> Result<()> {
         self.debris()?;
+        if self.renames()? {
+            return Ok(());
+        }
         self.access_file()?;
         self.version_file()?;
         let meta = container::read_meta(self.state, self.path)?;
@@ -702,6 +713,39 @@ impl Recovery<'_> {
         Ok(())
     }
 
+    /// Renames a crash cut short in the file's directory, finished (the new
+    /// file at its target name, the replaced one removed), and the clean-up
+    /// of a switched rename of this very file. Returns whether a rename onto
+    /// this file is still running: its logs are then not checked, as some
+    /// in its shadows belong to the file being replaced.
+    fn renames(&mut self) -> Result<bool> {
+        let parent = self.path.parent().unwrap_or_default();
+        let name = self.path.file_name().unwrap_or_default();
+        let mut running = false;
+        for found in crate::rename::finish_interrupted(self.state, &parent, self.fix)? {
+            running |= found.in_progress && layout::is_swap_for(&found.location, name);
+            let fixed = self.fix && !found.in_progress;
+            self.note(Problem::InterruptedRename, found.location, found.detail, fixed);
+        }
+        if running {
+            return Ok(true);
+        }
+        let (backend, paths) = container::canonical(self.state, self.path);
+        let store = self.state.store(backend);
+        if let Some(intent) = crate::rename::target_intent(store, self.path)? {
+            if self.fix {
+                crate::rename::finish_target(self.state, self.path, &intent)?;
+            }
+            let location = format!("{}/{}", store.url(), paths.rename_intent());
+            let detail = format!(
+                "rename /{} -> /{} cut short after the switch: clean-up finished",
+                intent.source, intent.target
+            );
+            self.note(Problem::InterruptedRename, location, detail, self.fix);
+        }
+        Ok(false)
+    }
+
     fn check_log(
         &mut self,
         log: &LogLocation,
@@ -875,7 +919,8 @@ impl Recovery<'_> {
                 crate::file::publish_size_record(self.state, self.path, &summary)?;
                 true
             };
-            self.note(Problem::MissingSizeRecord, location(&index_path), "stat would miss it".into(), fixed);
+            let detail = "readers and stat skip it".into();
+            self.note(Problem::MissingSizeRecord, location(&index_path), detail, fixed);
         } else if is_open && has_size {
             // Closed, but the open record's removal was cut short.
             let (backend, paths) = container::canonical(self.state, self.path);

@@ -256,8 +256,18 @@ impl PlfsFs {
     }
 
     /// The mount-relative path of `ino`.
+    /// The path a node names now. A regular file that lost its name (a
+    /// rename replaced it) between the kernel's lookup and this request
+    /// answers ESTALE: the kernel then looks the name up again once
+    /// (LOOKUP_REVAL) and finds the file that replaced it, where ENOENT
+    /// would tell an open(2) racing with a rename that the name is gone.
     fn path(&self, ino: INodeNo) -> Result<String, Errno> {
-        lock(&self.inodes).path(ino).ok_or(Errno::ENOENT)
+        let inodes = lock(&self.inodes);
+        inodes.path(ino).ok_or(if inodes.kind(ino) == Some(FileKind::File) {
+            Errno::ESTALE
+        } else {
+            Errno::ENOENT
+        })
     }
 
     fn child_path(&self, parent: INodeNo, name: &str) -> Result<String, Errno> {
@@ -524,6 +534,12 @@ impl PlfsFs {
         let (new_name, to) = self.new_child(new_parent, new_name)?;
         if flags.contains(RenameFlags::RENAME_NOREPLACE) {
             self.core("rename", &from, self.plfs.rename_noreplace(&from, &to))?;
+        } else if self.plfs.replaces_atomically() {
+            // One switch in the core; a replaced file open here lives on
+            // at the hidden path the core returns until its last close.
+            if let Some(hidden) = self.core("rename", &from, self.plfs.rename_keep_replaced(&from, &to))? {
+                lock(&self.inodes).hide(new_parent, &new_name, hidden);
+            }
         } else {
             let hidden_target =
                 if from == to { None } else { self.hide_open_file(new_parent, &new_name, &to)? };

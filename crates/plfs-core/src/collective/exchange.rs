@@ -178,8 +178,8 @@ impl Plfs {
     pub fn index_logs(&self, path: &str) -> Result<IndexLogList> {
         let logical = parse_file_path(path)?;
         self.check_is_file(&logical).context(path.to_owned())?;
-        let inventory = container::inventory(self.state(), &logical).context(path.to_owned())?;
-        Ok(IndexLogList { logs: inventory.logs.into_iter().filter(|log| log.has_index).collect() })
+        let logs = container::file_logs(self.state(), &logical).context(path.to_owned())?;
+        Ok(IndexLogList { logs })
     }
 
     /// Reads and decodes the given index logs (one open each).

@@ -1,5 +1,6 @@
 use super::*;
 use crate::clock::ManualClock;
+use crate::store::StoreExt;
 use crate::store::memory::MemoryStore;
 use proptest::prelude::*;
 
@@ -1246,6 +1247,9 @@ mod flat {
             }
             fn rename(&self, f: &StorePath, t: &StorePath) -> Result<()> {
                 self.0.rename(f, t)
+            }
+            fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+                self.0.exchange(a, b)
             }
             fn create_new(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.create_new(p, c)

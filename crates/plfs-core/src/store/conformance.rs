@@ -34,6 +34,7 @@ pub fn run_all(store: &dyn Store) {
     rename_files(store);
     rename_directories(store);
     rename_race(store);
+    exchange(store);
     metadata_kinds_and_sizes(store);
     attributes(store);
     symlinks(store);
@@ -384,6 +385,64 @@ pub fn rename_files(store: &dyn Store) {
         expected = vec![("b", EntryKind::File), ("sub", EntryKind::Directory)];
     }
     assert_eq!(names(store, &d), owned(&expected));
+    remove_tree(store, &d);
+}
+
+/// Swaps made by a thread while others read.
+const EXCHANGES: usize = 2000;
+
+/// `exchange` swaps two directory trees or two files in one step: a reader
+/// racing with it finds one of the two at each name, never nothing. A
+/// store without the capability says `Unsupported` and changes nothing.
+pub fn exchange(store: &dyn Store) {
+    let d = scratch(store, "exchange");
+    let (a, b) = (at(&d, "a"), at(&d, "b"));
+    ok(store.create_dir_all(&at(&d, "a/sub")), "create_dir_all a/sub");
+    ok(store.create_new(&at(&d, "a/sub/f"), b"A"), "create_new a/sub/f");
+    ok(store.create_dir_all(&b), "create_dir_all b");
+    ok(store.create_new(&at(&d, "b/g"), b"B"), "create_new b/g");
+    if !store.capabilities().exchange {
+        fails(store.exchange(&a, &b), ErrorKind::Unsupported, "exchange without the capability");
+        assert_eq!(read(store, &at(&d, "a/sub/f")), b"A", "a refused exchange changed a");
+        remove_tree(store, &d);
+        return;
+    }
+    ok(store.exchange(&a, &b), "exchange a <-> b");
+    assert_eq!(read(store, &at(&d, "a/g")), b"B");
+    assert_eq!(read(store, &at(&d, "b/sub/f")), b"A");
+    fails(store.metadata(&at(&d, "a/sub")), ErrorKind::NotFound, "a/sub after the exchange");
+    let (x, y) = (at(&d, "x"), at(&d, "y"));
+    ok(store.create_new(&x, b"X"), "create_new x");
+    ok(store.create_new(&y, b"Y"), "create_new y");
+    ok(store.exchange(&x, &y), "exchange of two files");
+    assert_eq!((read(store, &x), read(store, &y)), (b"Y".to_vec(), b"X".to_vec()));
+    ok(store.exchange(&x, &a), "exchange of a file and a directory");
+    assert_eq!(read(store, &at(&d, "x/g")), b"B");
+    assert_eq!(read(store, &a), b"Y");
+    fails(store.exchange(&at(&d, "missing"), &y), ErrorKind::NotFound, "exchange with a missing entry");
+    fails(store.exchange(&y, &at(&d, "missing")), ErrorKind::NotFound, "exchange onto a missing entry");
+    assert_eq!(read(store, &y), b"X", "a failed exchange moved y");
+
+    // Readers of one name while another thread swaps it back and forth.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let missing = AtomicU64::new(0);
+    thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    if let Err(error) = store.metadata(&y) {
+                        assert_eq!(error.kind(), ErrorKind::NotFound, "metadata during exchanges: {error}");
+                        missing.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        for _ in 0..EXCHANGES {
+            ok(store.exchange(&x, &y), "exchange x <-> y");
+        }
+        done.store(true, Ordering::Release);
+    });
+    assert_eq!(missing.load(Ordering::Relaxed), 0, "readers found nothing at y during {EXCHANGES} exchanges");
     remove_tree(store, &d);
 }
 

@@ -157,6 +157,11 @@ impl Store for CountingStore {
         self.inner.rename(from, to)
     }
 
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        self.count(|c| &c.renames);
+        self.inner.exchange(a, b)
+    }
+
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.count(|c| &c.creates);
         self.inner.create_new(path, contents)

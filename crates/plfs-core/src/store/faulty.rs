@@ -29,6 +29,7 @@ pub enum Op {
     RemoveFile,
     RemoveDir,
     Rename,
+    Exchange,
     CreateNew,
     Replace,
     CreateAppend,
@@ -66,6 +67,7 @@ impl Op {
             Op::RemoveFile => "remove_file",
             Op::RemoveDir => "remove_dir",
             Op::Rename => "rename",
+            Op::Exchange => "exchange",
             Op::CreateNew => "create_new",
             Op::Replace => "replace",
             Op::CreateAppend => "create_append",
@@ -273,6 +275,11 @@ impl Store for FaultyStore {
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
         self.faults.guard(Op::Rename, &[from, to])?;
         self.inner.rename(from, to)
+    }
+
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        self.faults.guard(Op::Exchange, &[a, b])?;
+        self.inner.exchange(a, b)
     }
 
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
@@ -529,7 +536,7 @@ mod tests {
         let (_memory, faulty) = over_memory();
         faulty.create_new(&p("f"), b"x").unwrap();
         let f = p("f");
-        let calls: [(Op, Call); 18] = [
+        let calls: [(Op, Call); 19] = [
             (Op::CreateDir, |s| s.create_dir(&p("n"), 0o755).err().map(|e| e.kind())),
             (Op::CreateDirAll, |s| s.create_dir_all(&p("n")).err().map(|e| e.kind())),
             (Op::List, |s| s.list(&StorePath::root()).err().map(|e| e.kind())),
@@ -537,6 +544,7 @@ mod tests {
             (Op::RemoveFile, |s| s.remove_file(&p("f")).err().map(|e| e.kind())),
             (Op::RemoveDir, |s| s.remove_dir(&p("f")).err().map(|e| e.kind())),
             (Op::Rename, |s| s.rename(&p("f"), &p("g")).err().map(|e| e.kind())),
+            (Op::Exchange, |s| s.exchange(&p("f"), &p("g")).err().map(|e| e.kind())),
             (Op::CreateNew, |s| s.create_new(&p("n"), b"").err().map(|e| e.kind())),
             (Op::Replace, |s| s.replace(&p("f"), b"").err().map(|e| e.kind())),
             (Op::CreateAppend, |s| s.create_append(&p("n")).err().map(|e| e.kind())),

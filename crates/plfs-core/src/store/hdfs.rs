@@ -61,7 +61,7 @@ use tokio::runtime::Runtime;
 use super::posix::TEMP_PREFIX;
 use super::{
     AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen, unsupported_random_writes,
+    StorePath, WriteOpen, unsupported_exchange, unsupported_random_writes,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -527,6 +527,9 @@ impl Store for HdfsStore {
             symlinks: false,
             // rename2 moves a whole directory in one NameNode transaction.
             atomic_dir_rename: true,
+            // No call swaps two names; a logical rename onto an existing
+            // file falls back to two renames (docs/ARCHITECTURE.md).
+            exchange: false,
             random_writes: false,
         }
     }
@@ -638,6 +641,10 @@ impl Store for HdfsStore {
             ));
         }
         Ok(())
+    }
+
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        Err(unsupported_exchange(&self.inner.url, a, b))
     }
 
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {

@@ -140,6 +140,14 @@ impl Store for MemoryStore {
             .map_err(|error| Error::io(error, format!("{}: rename {from} -> {to}", self.url)))
     }
 
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        self.refuse_root("exchange", a)?;
+        self.refuse_root("exchange", b)?;
+        self.tree()
+            .exchange(a, b)
+            .map_err(|error| Error::io(error, format!("{}: exchange {a} <-> {b}", self.url)))
+    }
+
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         let mut tree = self.tree();
         let key = tree.vacant(path).map_err(self.fail("create", path))?;
@@ -442,6 +450,51 @@ impl Tree {
             node.change(|_| {});
             self.insert(target, node);
         }
+        Ok(())
+    }
+
+    /// renameat2(RENAME_EXCHANGE): both must exist, neither inside the other.
+    fn exchange(&mut self, a: &StorePath, b: &StorePath) -> io::Result<()> {
+        let first = self.resolve(a, false)?;
+        let second = self.resolve(b, false)?;
+        if !self.entries.contains_key(&first) || !self.entries.contains_key(&second) {
+            return Err(errno(libc::ENOENT));
+        }
+        if first == second {
+            return Ok(());
+        }
+        if first.starts_with(&format!("{second}/")) || second.starts_with(&format!("{first}/")) {
+            return Err(errno(libc::EINVAL));
+        }
+        let take = |entries: &mut BTreeMap<String, Arc<Node>>, key: &str| -> Vec<(String, Arc<Node>)> {
+            let prefix = format!("{key}/");
+            let inside: Vec<String> = entries
+                .range(prefix.clone()..)
+                .take_while(|(name, _)| name.starts_with(&prefix))
+                .map(|(name, _)| name[prefix.len()..].to_owned())
+                .collect();
+            let mut taken: Vec<(String, Arc<Node>)> = inside
+                .into_iter()
+                .filter_map(|rest| entries.remove(&join_key(key, &rest)).map(|node| (rest, node)))
+                .collect();
+            if let Some(node) = entries.remove(key) {
+                taken.push((String::new(), node));
+            }
+            taken
+        };
+        let moved_first = take(&mut self.entries, &first);
+        let moved_second = take(&mut self.entries, &second);
+        for (moved, destination) in [(moved_first, &second), (moved_second, &first)] {
+            for (rest, node) in moved {
+                let key = if rest.is_empty() { destination.clone() } else { join_key(destination, &rest) };
+                if rest.is_empty() {
+                    node.change(|_| {});
+                }
+                self.entries.insert(key, node);
+            }
+        }
+        self.touch_parent(&first);
+        self.touch_parent(&second);
         Ok(())
     }
 

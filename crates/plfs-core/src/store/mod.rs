@@ -46,6 +46,11 @@ pub struct Capabilities {
     pub symlinks: bool,
     /// `rename` of a directory is a single atomic step.
     pub atomic_dir_rename: bool,
+    /// [`Store::exchange`] works: two entries swap places in one atomic
+    /// step (Linux `renameat2(RENAME_EXCHANGE)`). A logical rename onto an
+    /// existing file switches containers with it, so readers of the target
+    /// see the old file or the new one, never neither.
+    pub exchange: bool,
     /// [`Store::open_write`] works: bytes can be written at any offset and
     /// an object's length set (pwrite, ftruncate). False on HDFS and S3,
     /// whose objects are written once, front to back.
@@ -60,6 +65,7 @@ impl Capabilities {
         times: true,
         symlinks: true,
         atomic_dir_rename: true,
+        exchange: true,
         random_writes: true,
     };
 }
@@ -158,6 +164,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Moves `from` to `to` in one atomic step, failing with `AlreadyExists`
     /// when anything is already at `to` (never replaces, never moves into).
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()>;
+
+    /// Swaps the entries at `a` and `b` (files or directories, both must
+    /// exist) in one atomic step: `NotFound` if either is missing. Only
+    /// with `capabilities().exchange`; a store without it answers
+    /// `Unsupported` (see [`unsupported_exchange`]), and so may a POSIX
+    /// file system that cannot exchange (the caller then falls back).
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()>;
 
     /// Publishes a small file with all of `contents` at once, or fails with
     /// `AlreadyExists`. Readers never see a partial file.
@@ -351,6 +364,14 @@ pub fn unsupported_random_writes(store_url: &str, path: &StorePath) -> Error {
         format!(
             "{store_url}: {path}: this store cannot write at an offset (no pwrite), which the n-n layout needs"
         ),
+    )
+}
+
+/// The answer of a store that cannot swap two entries, naming it.
+pub fn unsupported_exchange(store_url: &str, a: &StorePath, b: &StorePath) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("{store_url}: exchange {a} <-> {b}: this store cannot swap two entries atomically"),
     )
 }
 

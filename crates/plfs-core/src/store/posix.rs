@@ -238,6 +238,13 @@ impl Store for PosixStore {
         rename_noreplace(&self.full(from), &self.full(to)).map_err(fail)
     }
 
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        self.refuse_root("exchange", a)?;
+        self.refuse_root("exchange", b)?;
+        renameat2_exchange(&self.full(a), &self.full(b))
+            .map_err(|error| Error::io(error, format!("{}: exchange {a} <-> {b}", self.url)))
+    }
+
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.publish_new(path, contents, None).map_err(self.fail("create", path))
     }
@@ -559,6 +566,39 @@ fn renameat2_noreplace(from: &Path, to: &Path) -> io::Result<()> {
         )
     };
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Swaps two entries in one step. A file system that cannot (EINVAL for
+/// the flag, ENOSYS for the call) answers ENOTSUP, which the caller takes
+/// as "fall back".
+#[cfg(target_os = "linux")]
+fn renameat2_exchange(a: &Path, b: &Path) -> io::Result<()> {
+    let a = c_path(a)?;
+    let b = c_path(b)?;
+    // SAFETY: both pointers are NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS) => Err(io::Error::from_raw_os_error(libc::ENOTSUP)),
+        _ => Err(error),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn renameat2_exchange(_a: &Path, _b: &Path) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOTSUP))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -52,7 +52,7 @@ use object_store::{
 
 use super::{
     AppendWriter, Capabilities, DirEntry, EntryKind, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen, unsupported_random_writes,
+    StorePath, WriteOpen, unsupported_exchange, unsupported_random_writes,
 };
 use crate::config::S3Access;
 use crate::error::{Error, ErrorKind, Result};
@@ -716,6 +716,9 @@ impl Store for S3Store {
             times: false,
             symlinks: false,
             atomic_dir_rename: false,
+            // No call swaps two names; a logical rename onto an existing
+            // file falls back to two renames (docs/ARCHITECTURE.md).
+            exchange: false,
             random_writes: false,
         }
     }
@@ -871,6 +874,10 @@ impl Store for S3Store {
         self.shared
             .block_on(self.shared.client.delete(&self.shared.marker_key(path)))
             .map_err(|error| self.shared.error("rmdir", path, error))
+    }
+
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        Err(unsupported_exchange(&self.shared.url, a, b))
     }
 
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {

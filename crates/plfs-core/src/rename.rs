@@ -1,0 +1,732 @@
+//! Renaming a container file (n-1 mounts) so that readers of the target
+//! name see the old file or the new one, never neither and never a mix.
+//!
+//! A file is a canonical container (access, version, meta, hostdirs) plus
+//! shadow containers of hostdirs on other backends, and a reader takes the
+//! file's logs from `meta/` of the canonical container (see
+//! [`container::file_logs`]). So the one step that switches a name from the
+//! old file to the new is the switch of the canonical container on the
+//! target's canonical backend B:
+//!
+//! 1. the rename intent (format::rename) goes into the source container;
+//! 2. the source container moves to a hidden staging name in the target's
+//!    directory (the source name vanishes in that one rename);
+//! 3. the new file's hostdirs on every backend but B move into the target's
+//!    shadow containers, log by log (readers of the old file skip them: they
+//!    are not in its `meta/`); on B they join the staging container, and if
+//!    the source's canonical backend A is not B, its records are copied to
+//!    B's staging container, the intent last;
+//! 4. B swaps the staging container and the target in one `exchange`
+//!    (without the capability: the old container is renamed away, then the
+//!    staging container renamed in — the name is missing in between);
+//! 5. the old file's logs on other backends move beside its container,
+//!    now at the staging name, which is removed (or kept for a FUSE handle
+//!    still open on it); the intent in the target is removed last.
+//!
+//! Every step after 2 can be redone, so `plfs recover` finishes a rename a
+//! crash cut short ([`finish_interrupted`]): the intent in a staging
+//! container means the switch has not happened; the intent in the target
+//! naming the staging container means it has.
+
+use std::collections::BTreeSet;
+
+use crate::container::{self, ignore_missing, remove_tree};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format::rename::RenameIntent;
+use crate::fs::MountState;
+use crate::layout::{self, ContainerEntry, ContainerPaths, LogId, MetaEntry};
+use crate::placement::{BackendId, name_hash};
+use crate::store::{EntryKind, Store, StoreExt, StorePath};
+
+/// Staging names tried until one lands on the target's canonical backend.
+const STAGING_ATTEMPTS_MAX: usize = 4096;
+
+/// Rounds of exchange-or-rename when the target keeps appearing and
+/// disappearing under a racing create and unlink.
+const SWITCH_ATTEMPTS_MAX: usize = 8;
+
+/// Moves the container file `source` to `target` (a file or nothing).
+/// Returns the hidden path the file it displaced went to, if there was
+/// one: it stays there when `keep_displaced` asks (a FUSE handle still has
+/// it open), otherwise it is removed.
+pub(crate) fn move_file(
+    mount: &MountState,
+    source: &StorePath,
+    target: &StorePath,
+    keep_displaced: bool,
+) -> Result<Option<StorePath>> {
+    let (a, _) = container::canonical(mount, source);
+    let (b, _) = container::canonical(mount, target);
+    let staging = staging_path(mount, target, b)?;
+    let intent = RenameIntent {
+        source: source.to_string(),
+        target: target.to_string(),
+        staging: staging.file_name().unwrap_or_default().to_owned(),
+    };
+    let store_a = mount.store(a);
+    let intent_path = ContainerPaths::new(source.clone()).rename_intent();
+    // `replace`: an intent left by an earlier crash is simply superseded.
+    store_a.replace(&intent_path, &intent.encode()).with_context(|| store_a.url().to_owned())?;
+    if let Err(error) = store_a.rename(source, &staging) {
+        ignore_missing(store_a.remove_file(&intent_path)).ok();
+        return Err(error.context(store_a.url().to_owned()));
+    }
+    mount.log_cache.forget_under(source);
+    mount.log_cache.forget_under(target);
+    finish(mount, &Plan::new(&intent)?, keep_displaced)
+}
+
+/// A staging name in the target's directory whose own canonical backend is
+/// the target's, so the displaced file, left under it, is an ordinary
+/// (hidden) container: it can be opened, and unlinked by its path.
+fn staging_path(mount: &MountState, target: &StorePath, backend: BackendId) -> Result<StorePath> {
+    let name = target.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+    let parent = target.parent().unwrap_or_default();
+    for _ in 0..STAGING_ATTEMPTS_MAX {
+        let candidate = layout::swap_container_name(name, mount.stamper.next(), mount.pid, &mount.hostname);
+        if mount.placement.canonical_backend(&candidate) == backend {
+            return parent.join(&candidate);
+        }
+    }
+    Err(Error::new(ErrorKind::Internal, format!("/{target}: no staging name lands on its canonical backend")))
+}
+
+/// The paths of one rename, from its intent.
+struct Plan {
+    source: StorePath,
+    target: StorePath,
+    staging: StorePath,
+}
+
+impl Plan {
+    fn new(intent: &RenameIntent) -> Result<Plan> {
+        let target = StorePath::parse(&intent.target)?;
+        let staging = target.parent().unwrap_or_default().join(&intent.staging)?;
+        Ok(Plan { source: StorePath::parse(&intent.source)?, target, staging })
+    }
+}
+
+/// Steps 3 to 5 of the module comment; each can be redone after a crash.
+fn finish(mount: &MountState, plan: &Plan, keep_displaced: bool) -> Result<Option<StorePath>> {
+    let (a, _) = container::canonical(mount, &plan.source);
+    let (b, _) = container::canonical(mount, &plan.target);
+    gather_new_file(mount, plan, a, b)?;
+    if a != b {
+        // B's staging container now holds copies of the source's records
+        // and the intent; drop the originals, the intent last, so a crash
+        // in between leaves a staging container that says what it is.
+        remove_tree_intent_last(mount.store(a), &plan.staging)?;
+        // The records copied to B were made with the store's default
+        // modes: they take the file's before the switch shows them.
+        let access = crate::protection::read_access(mount, &plan.staging)?;
+        crate::protection::protect_container(mount, &plan.staging, &access)?;
+    }
+    let displaced = switch(mount, plan, b)?;
+    clean_up(mount, plan, displaced, b, keep_displaced)
+}
+
+/// Step 5, also what recovery does after a switch: the displaced file's
+/// logs leave the target's shadows (into its own container, or a fresh
+/// hidden one when it is gone already), it is removed unless kept, and the
+/// intent leaves the target last.
+fn clean_up(
+    mount: &MountState,
+    plan: &Plan,
+    displaced: Option<StorePath>,
+    b: BackendId,
+    keep_displaced: bool,
+) -> Result<Option<StorePath>> {
+    let holder = match &displaced {
+        Some(displaced) => displaced.clone(),
+        None => staging_path(mount, &plan.target, b)?,
+    };
+    gather_displaced(mount, &plan.target, &holder, b)?;
+    if displaced.is_none() || !keep_displaced {
+        remove_everywhere(mount, &holder)?;
+    }
+    let store_b = mount.store(b);
+    ignore_missing(store_b.remove_file(&ContainerPaths::new(plan.target.clone()).rename_intent()))
+        .with_context(|| store_b.url().to_owned())?;
+    Ok(displaced)
+}
+
+/// Step 3: the new file's logs on every backend but B move into the
+/// target's shadow containers; on B the staging container becomes whole.
+fn gather_new_file(mount: &MountState, plan: &Plan, a: BackendId, b: BackendId) -> Result<()> {
+    for backend in mount.placement.all_backends() {
+        let store = mount.store(backend);
+        let context = || format!("{}: rename {} -> {}", store.url(), plan.source, plan.target);
+        if backend == b {
+            if a != b {
+                // B held only a shadow of the source: its hostdirs join the
+                // staging container, which then takes the records from A.
+                store.create_dir_all(&plan.staging).with_context(context)?;
+                move_logs(store, &plan.source, &plan.staging, |_| true, true).with_context(context)?;
+                // Its intent, copied last, says a copy is complete (and A's
+                // originals may be gone already).
+                let complete = store.exists(&ContainerPaths::new(plan.staging.clone()).rename_intent());
+                if !complete.with_context(context)? {
+                    copy_records(mount.store(a), store, &plan.staging).with_context(context)?;
+                }
+            }
+            continue;
+        }
+        let from = if backend == a { &plan.staging } else { &plan.source };
+        move_logs(store, from, &plan.target, |_| true, true).with_context(context)?;
+    }
+    Ok(())
+}
+
+/// Copies access, version, meta records and attributes of the staging
+/// container from `from` to `to` (existing copies are kept: a redo), the
+/// intent last: a staging container on B holding the intent is complete.
+fn copy_records(from: &dyn Store, to: &dyn Store, staging: &StorePath) -> Result<()> {
+    let paths = ContainerPaths::new(staging.clone());
+    for directory in [paths.meta_dir(), paths.xattr_dir()] {
+        let entries = match from.list(&directory) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        to.create_dir_all(&directory)?;
+        for entry in entries {
+            let name = directory.join(&entry.name)?;
+            ignore_exists(to.create_new(&name, &from.read_all(&name)?))?;
+        }
+    }
+    for file in [paths.version(), paths.access(), paths.rename_intent()] {
+        ignore_exists(to.create_new(&file, &from.read_all(&file)?))?;
+    }
+    Ok(())
+}
+
+/// Step 4: the staging container takes the target's name in one step.
+/// Returns where the displaced file's canonical container went, if the
+/// target existed.
+fn switch(mount: &MountState, plan: &Plan, b: BackendId) -> Result<Option<StorePath>> {
+    let store = mount.store(b);
+    let context = || format!("{}: rename {} -> {}", store.url(), plan.source, plan.target);
+    for _ in 0..SWITCH_ATTEMPTS_MAX {
+        if store.capabilities().exchange {
+            match store.exchange(&plan.staging, &plan.target) {
+                Ok(()) => return Ok(Some(plan.staging.clone())),
+                Err(error) if error.kind() == ErrorKind::NotFound => {}
+                Err(error) if error.kind() == ErrorKind::Unsupported => {
+                    tracing::debug!("{}; renaming in two steps", error);
+                }
+                Err(error) => return Err(error.context(context())),
+            }
+        }
+        // No target (then one no-replace rename is the switch), or no
+        // exchange: move the target aside first, and the name is missing
+        // until the second rename.
+        let aside = match store.exists(&plan.target).with_context(context)? {
+            false => None,
+            true if store.capabilities().exchange => continue, // it came back: exchange again
+            true => {
+                let name = plan.target.file_name().unwrap_or_default();
+                let gone = layout::removed_container_name(name, mount.stamper.next(), mount.pid);
+                let gone = plan.target.parent().unwrap_or_default().join(&gone)?;
+                match store.rename(&plan.target, &gone) {
+                    Ok(()) => Some(gone),
+                    Err(error) if error.kind() == ErrorKind::NotFound => None,
+                    Err(error) => return Err(error.context(context())),
+                }
+            }
+        };
+        match store.rename(&plan.staging, &plan.target) {
+            Ok(()) => return Ok(aside),
+            Err(error) if error.kind() == ErrorKind::AlreadyExists && aside.is_none() => {}
+            Err(error) => return Err(error.context(context())),
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Io,
+        format!("{}: the target kept being created and removed under the rename", context()),
+    ))
+}
+
+/// Step 5: the displaced file's logs still sit in the target's shadow
+/// containers on other backends; they move beside its container. Its logs
+/// are those its own `meta/` names, and any that the new file's `meta/`
+/// does not (listed first, so a writer of the new file that starts later
+/// has its open record in the `meta/` read after the listing).
+fn gather_displaced(
+    mount: &MountState,
+    target: &StorePath,
+    displaced: &StorePath,
+    b: BackendId,
+) -> Result<()> {
+    let store_b = mount.store(b);
+    let old = meta_ids(store_b, displaced)?.unwrap_or_default();
+    let mut listed: Vec<(BackendId, BTreeSet<LogId>)> = Vec::new();
+    for backend in mount.placement.all_backends().filter(|backend| *backend != b) {
+        listed.push((backend, log_ids(mount.store(backend), target)?));
+    }
+    let new = meta_ids(store_b, target)?;
+    for (backend, ids) in listed {
+        let store = mount.store(backend);
+        let theirs: BTreeSet<LogId> = ids
+            .into_iter()
+            .filter(|id| old.contains(id) || new.as_ref().is_some_and(|new| !new.contains(id)))
+            .collect();
+        if theirs.is_empty() {
+            continue;
+        }
+        // The target's hostdirs stay, even emptied: a writer of the new
+        // file may be about to create a log in one.
+        move_logs(store, target, displaced, |id| theirs.contains(id), false)
+            .with_context(|| format!("{}: {target}: moving the replaced file's logs", store.url()))?;
+    }
+    Ok(())
+}
+
+/// Ids of the logs a container's `meta/` names; None if a record is
+/// damaged (then which logs are the file's is unknown).
+fn meta_ids(store: &dyn Store, container: &StorePath) -> Result<Option<BTreeSet<LogId>>> {
+    let meta = ContainerPaths::new(container.clone()).meta_dir();
+    let entries = match store.list(&meta) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Some(BTreeSet::new())),
+        Err(error) => return Err(error.context(format!("{}: {meta}", store.url()))),
+    };
+    let mut ids = BTreeSet::new();
+    for entry in entries {
+        match layout::parse_meta_name(&entry.name) {
+            Some(Ok(MetaEntry::Open(id))) => ids.insert(id),
+            Some(Ok(MetaEntry::Size(size))) => ids.insert(size.log),
+            Some(Err(_)) => return Ok(None),
+            None => false,
+        };
+    }
+    Ok(Some(ids))
+}
+
+fn log_ids(store: &dyn Store, container: &StorePath) -> Result<BTreeSet<LogId>> {
+    let mut ids = BTreeSet::new();
+    for hostdir in hostdirs(store, container)? {
+        for log in store.list(&container.join(&hostdir)?)? {
+            if let Some((_, id)) = layout::parse_log_name(&log.name) {
+                ids.insert(id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+fn hostdirs(store: &dyn Store, container: &StorePath) -> Result<Vec<String>> {
+    let entries = match store.list(container) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    Ok(entries
+        .into_iter()
+        .filter(|entry| {
+            entry.kind == EntryKind::Directory
+                && matches!(layout::classify_container_entry(&entry.name), ContainerEntry::Hostdir(_))
+        })
+        .map(|entry| entry.name)
+        .collect())
+}
+
+/// Moves the logs `wanted` picks from `from`'s hostdirs to the same
+/// hostdirs of `to` (made as needed), one rename each; log names are
+/// unique, so nothing is ever replaced. With `prune`, emptied directories
+/// of `from` go (a directory something new appeared in stays).
+fn move_logs(
+    store: &dyn Store,
+    from: &StorePath,
+    to: &StorePath,
+    wanted: impl Fn(&LogId) -> bool,
+    prune: bool,
+) -> Result<()> {
+    for hostdir in hostdirs(store, from)? {
+        let (source_dir, target_dir) = (from.join(&hostdir)?, to.join(&hostdir)?);
+        let logs = match store.list(&source_dir) {
+            Ok(logs) => logs,
+            Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        let logs: Vec<_> = logs
+            .into_iter()
+            .filter(|log| layout::parse_log_name(&log.name).is_some_and(|(_, id)| wanted(&id)))
+            .collect();
+        if !logs.is_empty() {
+            store.create_dir_all(&target_dir)?;
+        }
+        for log in logs {
+            ignore_missing(store.rename(&source_dir.join(&log.name)?, &target_dir.join(&log.name)?))?;
+        }
+        if prune {
+            remove_if_empty(store, &source_dir)?;
+        }
+    }
+    if prune && !is_canonical_container(store, from)? {
+        remove_if_empty(store, from)?;
+    }
+    Ok(())
+}
+
+fn is_canonical_container(store: &dyn Store, path: &StorePath) -> Result<bool> {
+    store.exists(&ContainerPaths::new(path.clone()).access())
+}
+
+fn remove_if_empty(store: &dyn Store, path: &StorePath) -> Result<()> {
+    match store.remove_dir(path) {
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::DirectoryNotEmpty) => Ok(()),
+        other => other,
+    }
+}
+
+fn ignore_exists(result: Result<()>) -> Result<()> {
+    match result {
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+/// Removes a staging container whose records were copied elsewhere,
+/// keeping its intent until everything else is gone.
+fn remove_tree_intent_last(store: &dyn Store, staging: &StorePath) -> Result<()> {
+    let entries = match store.list(staging) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error.context(format!("{}: {staging}", store.url()))),
+    };
+    for entry in entries.iter().filter(|entry| entry.name != layout::RENAME_INTENT) {
+        let child = staging.join(&entry.name)?;
+        match entry.kind {
+            EntryKind::Directory => remove_tree(store, &child)?,
+            _ => ignore_missing(store.remove_file(&child))?,
+        }
+    }
+    remove_tree(store, staging)
+}
+
+/// Removes a hidden container (the displaced file) on every backend.
+pub(crate) fn remove_everywhere(mount: &MountState, container: &StorePath) -> Result<()> {
+    let (canonical, _) = container::canonical(mount, container);
+    let mut first_error = remove_tree(mount.store(canonical), container).err();
+    for backend in mount.placement.all_backends().filter(|backend| *backend != canonical) {
+        if let Err(error) = remove_tree(mount.store(backend), container) {
+            first_error.get_or_insert(error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// What `plfs recover` found of one interrupted rename.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Interrupted {
+    /// Where the staging container is, as `url/path`.
+    pub location: String,
+    /// What was (or would be) done.
+    pub detail: String,
+    /// Whether the renaming process may still be running: then nothing is touched.
+    pub in_progress: bool,
+}
+
+/// Finds (and with `fix`, finishes) the renames a crash cut short whose
+/// staging containers sit in `dir`: the new file always ends at its target
+/// name, the displaced one is removed.
+pub(crate) fn finish_interrupted(mount: &MountState, dir: &StorePath, fix: bool) -> Result<Vec<Interrupted>> {
+    let mut found = Vec::new();
+    let mut seen = BTreeSet::new();
+    for backend in mount.placement.all_backends() {
+        let store = mount.store(backend);
+        let entries = match store.list(dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            Err(error) => return Err(error.context(format!("{}: {dir}", store.url()))),
+        };
+        for entry in entries.into_iter().filter(|entry| layout::is_swap(&entry.name)) {
+            if !seen.insert(entry.name.clone()) {
+                continue;
+            }
+            let staging = dir.join(&entry.name)?;
+            let location = format!("{}/{staging}", store.url());
+            // A rename by this very process (on this host) is not running:
+            // the recovering tool renames nothing.
+            let own = |owner: &LogId| owner.pid == mount.pid && owner.host == name_hash(&mount.hostname);
+            let in_progress = layout::swap_owner(&entry.name)
+                .is_some_and(|owner| !own(&owner) && owner.writer_may_be_alive(&mount.hostname));
+            if in_progress {
+                found.push(Interrupted { location, detail: "a rename in progress".into(), in_progress });
+                continue;
+            }
+            let detail = finish_one(mount, &staging, fix)?;
+            found.push(Interrupted { location, detail, in_progress });
+        }
+    }
+    Ok(found)
+}
+
+/// One staging container: before the switch it holds the intent (finish
+/// the rename); after it, the target holds the intent naming it (finish the
+/// clean-up); otherwise it is a displaced file whose rename already
+/// finished, or a fallback's leftover (remove it).
+fn finish_one(mount: &MountState, staging: &StorePath, fix: bool) -> Result<String> {
+    let name = staging.file_name().unwrap_or_default().to_owned();
+    let mut intent = None;
+    for backend in mount.placement.all_backends() {
+        let store = mount.store(backend);
+        match store.read_all(&ContainerPaths::new(staging.clone()).rename_intent()) {
+            Ok(bytes) => {
+                let decoded = RenameIntent::decode(&bytes)
+                    .with_context(|| format!("{}: {staging}/{}", store.url(), layout::RENAME_INTENT))?;
+                // A displaced file may carry a stale intent of its own
+                // earlier rename: only one naming this staging container counts.
+                if decoded.staging == name {
+                    intent = Some(decoded);
+                    break;
+                }
+            }
+            Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    if let Some(intent) = intent {
+        let plan = Plan::new(&intent)?;
+        let (b, _) = container::canonical(mount, &plan.target);
+        let switched = target_intent(mount.store(b), &plan.target)?.is_some_and(|done| done.staging == name);
+        let detail = if switched {
+            format!(
+                "rename /{} -> /{} cut short after the switch: clean-up finished",
+                intent.source, intent.target
+            )
+        } else {
+            format!("rename /{} -> /{} cut short before the switch: finished", intent.source, intent.target)
+        };
+        if fix {
+            finish_after_crash(mount, &plan, switched)?;
+        }
+        return Ok(detail);
+    }
+    if fix {
+        remove_everywhere(mount, staging)?;
+    }
+    Ok("a replaced file left by a finished rename: removed".into())
+}
+
+fn finish_after_crash(mount: &MountState, plan: &Plan, switched: bool) -> Result<()> {
+    if !switched {
+        return finish(mount, plan, false).map(drop);
+    }
+    let (b, _) = container::canonical(mount, &plan.target);
+    let displaced = mount.store(b).exists(&plan.staging)?.then(|| plan.staging.clone());
+    clean_up(mount, plan, displaced, b, false).map(drop)
+}
+
+/// Recovery of a target whose container still holds the intent of a
+/// switched rename: the clean-up after the switch, finished.
+pub(crate) fn finish_target(mount: &MountState, target: &StorePath, intent: &RenameIntent) -> Result<()> {
+    let plan = Plan::new(intent)?;
+    if plan.target != *target {
+        return Err(Error::corrupt(format!("/{target}: holds the rename intent of /{}", plan.target)));
+    }
+    finish_after_crash(mount, &plan, true)
+}
+
+/// The intent a target's container holds: a switched rename not yet cleaned up.
+pub(crate) fn target_intent(store: &dyn Store, target: &StorePath) -> Result<Option<RenameIntent>> {
+    match store.read_all(&ContainerPaths::new(target.clone()).rename_intent()) {
+        Ok(bytes) => RenameIntent::decode(&bytes)
+            .map(Some)
+            .with_context(|| format!("{}: {target}/{}", store.url(), layout::RENAME_INTENT)),
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::{ManualClock, Stamper};
+    use crate::config::{BackendRole, Tuning};
+    use crate::file::OpenFlags;
+    use crate::fs::{Options, Plfs};
+    use crate::placement::HostdirId;
+    use crate::store::SharedStore;
+    use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
+    use crate::store::memory::MemoryStore;
+
+    const HOST: &str = "node0";
+
+    fn mount(stores: &[SharedStore], pid: u32) -> Plfs {
+        let options = Options {
+            hostname: HOST.into(),
+            pid,
+            uid: 1000,
+            gid: 100,
+            stamper: Stamper::new(Arc::new(ManualClock::new(1_000_000))),
+            tuning: Tuning { threadpool_size: 2, ..Tuning::default() },
+        };
+        Plfs::new(stores.iter().map(|store| (store.clone(), BackendRole::Any)).collect(), options).unwrap()
+    }
+
+    fn faulty_stores(count: usize) -> (Vec<Arc<FaultyStore>>, Vec<SharedStore>) {
+        let faulty: Vec<Arc<FaultyStore>> = (0..count)
+            .map(|i| Arc::new(FaultyStore::new(Arc::new(MemoryStore::new(format!("mem://b{i}"))))))
+            .collect();
+        let shared = faulty.iter().map(|store| store.clone() as SharedStore).collect();
+        (faulty, shared)
+    }
+
+    fn write(plfs: &Plfs, path: &str, contents: &[u8]) {
+        let handle = plfs.open(path, OpenFlags::WRONLY.create().truncate(), 0o644, 1).unwrap();
+        // Two writers: two log pairs, so the logs of one file are several.
+        let half = contents.len() / 2;
+        handle.write_as(&contents[..half], 0, 1).unwrap();
+        handle.write_as(&contents[half..], half as u64, 2).unwrap();
+        handle.close().unwrap();
+    }
+
+    fn read(plfs: &Plfs, path: &str) -> Option<Vec<u8>> {
+        let handle = match plfs.open(path, OpenFlags::RDONLY, 0, 9) {
+            Ok(handle) => handle,
+            Err(error) if error.kind() == ErrorKind::NotFound => return None,
+            Err(error) => panic!("open {path}: {error}"),
+        };
+        let mut buf = vec![0; 1 << 16];
+        let count = handle.read(&mut buf, 0).unwrap();
+        buf.truncate(count);
+        handle.close().unwrap();
+        Some(buf)
+    }
+
+    /// A source and target name whose canonical backends differ, and whose
+    /// logs (one hostdir) lie off their canonical backends where placement
+    /// allows: the pieces of the rename cross backends.
+    fn names_across_backends(plfs: &Plfs) -> (String, String) {
+        let placement = plfs.placement();
+        let hostdir = HostdirId(name_hash(HOST) % placement.num_hostdirs());
+        let candidates: Vec<String> = (0..200).map(|i| format!("n{i}")).collect();
+        let pairs = || candidates.iter().flat_map(|s| candidates.iter().map(move |t| (s, t)));
+        let canonical = |name: &str| placement.canonical_backend(name);
+        let spread = |name: &str| placement.hostdir_backend(name, hostdir) != canonical(name);
+        let (source, target) = pairs()
+            .find(|(s, t)| canonical(s) != canonical(t) && spread(s) && spread(t))
+            .or_else(|| pairs().find(|(s, t)| canonical(s) != canonical(t)))
+            .expect("two names on different backends");
+        (format!("/d/{source}"), format!("/d/{target}"))
+    }
+
+    /// Every `.plfs-` name in the directory on every backend.
+    fn reserved_entries(stores: &[SharedStore]) -> Vec<String> {
+        let mut found = Vec::new();
+        for store in stores {
+            for entry in store.list(&StorePath::parse("d").unwrap()).unwrap() {
+                if layout::is_reserved(&entry.name) {
+                    found.push(format!("{}/d/{}", store.url(), entry.name));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_replacing_rename_switches_in_one_step_and_leaves_nothing_behind() {
+        let (_, stores) = faulty_stores(3);
+        let plfs = mount(&stores, 7);
+        plfs.mkdir("/d", 0o755).unwrap();
+        let (source, target) = names_across_backends(&plfs);
+        write(&plfs, &target, &[b'o'; 3000]);
+        write(&plfs, &source, &[b'n'; 5000]);
+        plfs.rename(&source, &target).unwrap();
+        assert_eq!(read(&plfs, &target), Some(vec![b'n'; 5000]));
+        assert_eq!(read(&plfs, &source), None);
+        assert_eq!(plfs.stat(&target).unwrap().size, 5000);
+        assert_eq!(plfs.inventory(&target).unwrap().logs.len(), 2, "only the new file's logs remain");
+        assert_eq!(reserved_entries(&stores), Vec::<String>::new());
+        assert!(plfs.recover(&target, false).unwrap().findings.is_empty());
+        // Onto nothing, across backends: one switch too.
+        plfs.rename(&target, &source).unwrap();
+        assert_eq!(read(&plfs, &source), Some(vec![b'n'; 5000]));
+        assert_eq!(reserved_entries(&stores), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_handle_open_on_the_replaced_file_keeps_reading_it_until_closed() {
+        let (_, stores) = faulty_stores(3);
+        let plfs = mount(&stores, 7);
+        plfs.mkdir("/d", 0o755).unwrap();
+        let (source, target) = names_across_backends(&plfs);
+        write(&plfs, &target, &[b'o'; 3000]);
+        write(&plfs, &source, &[b'n'; 5000]);
+        let old = plfs.open(&target, OpenFlags::RDONLY, 0, 9).unwrap();
+        let hidden = plfs.rename_keep_replaced(&source, &target).unwrap().expect("the old file is open");
+        assert_eq!(read(&plfs, &target), Some(vec![b'n'; 5000]));
+        let mut buf = vec![0; 4000];
+        assert_eq!(old.read(&mut buf, 0).unwrap(), 3000);
+        assert!(buf[..3000].iter().all(|&b| b == b'o'), "the open handle reads the replaced file");
+        assert!(!plfs.readdir("/d").unwrap().iter().any(|entry| hidden.ends_with(&entry.name)));
+        old.close().unwrap();
+        assert_eq!(reserved_entries(&stores), Vec::<String>::new(), "the last close removed {hidden}");
+    }
+
+    /// The store calls a rename makes, each failed in turn on each backend
+    /// (the process then "dies"): `plfs recover --fix` leaves the new file
+    /// at the target (or, failed before it began, both files as they were),
+    /// the target name never empty, nothing hidden left over.
+    #[test]
+    fn recover_finishes_a_rename_cut_short_at_any_store_call() {
+        let ops = [
+            Op::Replace,
+            Op::Rename,
+            Op::Exchange,
+            Op::List,
+            Op::CreateDirAll,
+            Op::CreateNew,
+            Op::OpenRead,
+            Op::Metadata,
+            Op::RemoveFile,
+            Op::RemoveDir,
+        ];
+        let (old, new) = (vec![b'o'; 3000], vec![b'n'; 5000]);
+        let mut trials = 0;
+        let mut finished_by_recover = 0;
+        for backend in 0..3 {
+            for op in ops {
+                for nth in 1..=16 {
+                    let (faulty, stores) = faulty_stores(3);
+                    let crashed_pid = crate::fs::tests::dead_pid();
+                    let plfs = mount(&stores, crashed_pid);
+                    plfs.mkdir("/d", 0o755).unwrap();
+                    let (source, target) = names_across_backends(&plfs);
+                    write(&plfs, &target, &old);
+                    write(&plfs, &source, &new);
+                    faulty[backend].add_fault(Fault::new(op, FaultAction::Eio).nth(nth));
+                    let renamed = plfs.rename(&source, &target);
+                    if faulty[backend].injected() == 0 {
+                        renamed
+                            .unwrap_or_else(|error| panic!("{op} #{nth} on b{backend} not fired: {error}"));
+                        continue; // this call is made fewer than nth times
+                    }
+                    trials += 1;
+                    drop(plfs);
+                    faulty[backend].clear();
+                    let recovering = mount(&stores, 8);
+                    let report = recovering.recover(&target, true).unwrap();
+                    let case = format!("{op} #{nth} on b{backend} ({renamed:?}), recover: {report:?}");
+                    assert_eq!(report.unfixed(), 0, "{case}");
+                    finished_by_recover += usize::from(!report.findings.is_empty());
+                    let (at_target, at_source) = (read(&recovering, &target), read(&recovering, &source));
+                    match (at_target, at_source) {
+                        (Some(t), None) if t == new => {}
+                        (Some(t), Some(s)) if t == old && s == new => {}
+                        other => panic!("{case}: target and source hold {other:?}"),
+                    }
+                    assert_eq!(reserved_entries(&stores), Vec::<String>::new(), "{case}");
+                    let again = recovering.recover(&target, false).unwrap();
+                    assert!(again.findings.is_empty(), "{case}: a second recover found {again:?}");
+                }
+            }
+        }
+        eprintln!("{trials} renames cut short, {finished_by_recover} finished by recover");
+        assert!(trials > 60, "only {trials} store calls were failed");
+        assert!(finished_by_recover > 10, "recover finished only {finished_by_recover} renames");
+    }
+}
