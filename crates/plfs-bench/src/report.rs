@@ -28,6 +28,9 @@ pub struct PhaseReport {
     /// workers than cores this is mostly waiting for a CPU the started
     /// workers hold, which is real cost and stays in the bandwidth.
     pub max_start_lag_ms: f64,
+    /// CPU seconds of all workers together, barrier to last close (0 when
+    /// the workers could not tell).
+    pub cpu_seconds: f64,
 }
 
 impl PhaseReport {
@@ -61,6 +64,7 @@ impl PhaseReport {
             bad_records: results.iter().map(|r| r.bad_records).sum(),
             first_bad: results.iter().find_map(|r| r.first_bad.clone()),
             max_start_lag_ms: lag as f64 / 1e6,
+            cpu_seconds: results.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / 1e9,
         })
     }
 }
@@ -145,6 +149,11 @@ pub struct BenchReport {
     pub read_plfs_seconds: Option<f64>,
     pub read_direct_n1_seconds: Option<f64>,
     pub read_nn_seconds: Option<f64>,
+    /// CPU seconds of the library's workers (all of them together),
+    /// writing and reading: the figure to compare `verify_reads` modes by
+    /// on a shared machine, where wall time scatters.
+    pub write_plfs_cpu_seconds: Option<f64>,
+    pub read_plfs_cpu_seconds: Option<f64>,
     /// Every plfs interface that ran (lib, preload, mpiio, fuse), in table
     /// order, with its ratios to both baselines.
     pub interfaces: Vec<InterfaceFigures>,
@@ -173,6 +182,7 @@ impl BenchReport {
         let find = |target: Target, op: Op| phases.iter().find(|p| p.target == target && p.op == op);
         let mibs = |target, op| find(target, op).map(|p| p.mibs);
         let seconds = |target, op| find(target, op).map(|p| p.seconds);
+        let cpu = |target, op| find(target, op).map(|p| p.cpu_seconds).filter(|s| *s > 0.0);
         let plfs = mibs(Target::Plfs, Op::Write);
         let nn = mibs(Target::PlainNn, Op::Write);
         let direct = mibs(Target::DirectN1, Op::Write);
@@ -232,6 +242,8 @@ impl BenchReport {
             read_plfs_seconds: seconds(Target::Plfs, Op::Read),
             read_direct_n1_seconds: seconds(Target::DirectN1, Op::Read),
             read_nn_seconds: seconds(Target::PlainNn, Op::Read),
+            write_plfs_cpu_seconds: cpu(Target::Plfs, Op::Write),
+            read_plfs_cpu_seconds: cpu(Target::Plfs, Op::Read),
             interfaces,
             compared: compared(spec, &order),
             dir: work.to_path_buf(),
@@ -273,6 +285,13 @@ impl BenchReport {
                 out,
                 "{label:<24} {:>12.1} {:>10.3} {read_mibs:>12} {read_seconds:>10}",
                 write.mibs, write.seconds
+            );
+        }
+        if let Some(write) = self.write_plfs_cpu_seconds {
+            let read = self.read_plfs_cpu_seconds.map_or(String::new(), |s| format!(", read {s:.3}"));
+            let _ = writeln!(
+                out,
+                "plfs CPU seconds (all workers, barrier to last close): write {write:.3}{read}"
             );
         }
         let _ = writeln!(out);

@@ -801,6 +801,7 @@ mod tests {
             bad_records: 0,
             first_bad: None,
             max_start_lag_ms: 0.0,
+            cpu_seconds: 0.0,
         };
         let second = if first == Target::Plfs { Target::RawNn } else { Target::Plfs };
         StoreSizeReport {

@@ -187,6 +187,12 @@ pub struct WorkerResult {
     pub bad_records: u64,
     /// The first mismatch, described.
     pub first_bad: Option<String>,
+    /// CPU time (user + system, all threads) the worker spent from the
+    /// barrier to its last close: on a shared, loaded machine this moves
+    /// far less than wall time, so small costs (checking CRCs) show.
+    /// 0 when the worker cannot tell (the MPI-IO program).
+    #[serde(default)]
+    pub cpu_ns: u64,
 }
 
 /// Where a rank's `k`-th record goes: its global record index (which
@@ -301,6 +307,16 @@ pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// CPU time this process has used so far, every thread (0 if unknown).
+pub fn process_cpu_ns() -> u64 {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `time` is.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut time) } != 0 {
+        return 0;
+    }
+    time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
+}
+
 /// Sleeps, then spins the last stretch, so every worker leaves the barrier
 /// within scheduler latency of the common instant.
 pub(crate) fn wait_until(instant_ns: u64) {
@@ -393,6 +409,7 @@ impl Checker {
 pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, String> {
     wait_until(start_ns);
     let began_ns = now_ns();
+    let began_cpu_ns = process_cpu_ns();
     let spec = &prepared.spec;
     let source = source_rank(spec);
     let buf = prepared.buf.as_mut_slice();
@@ -503,6 +520,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
         }
     }
     let end_ns = now_ns();
+    let cpu_ns = process_cpu_ns().saturating_sub(began_cpu_ns);
     let bytes = match spec.op {
         Op::Write => written,
         Op::Read => checker.bytes,
@@ -515,6 +533,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
         records: spec.records,
         bad_records: checker.bad_records,
         first_bad: checker.first_bad,
+        cpu_ns,
     })
 }
 

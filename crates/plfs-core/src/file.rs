@@ -275,7 +275,7 @@ impl OpenFile {
             stamp: self.mount.stamper.next(),
             sequence: logs.sequence,
             writer,
-            data_crc: crc32c::crc32c(buf),
+            data_crc: crate::checksums::data_crc(buf),
         };
         self.push_write(&mut slot, write)?;
         if let Some(state) = write_lock(&self.read_state).as_mut() {
