@@ -454,13 +454,16 @@ fn worker_protocol(args: &[String]) -> Result<()> {
     protocol::send_report::<MdWorkerResult>(Channel::Mdtest, &Report::Ready { rank: spec.rank })?;
     let mut stdin = std::io::stdin().lock();
     loop {
-        let order = protocol::receive_order::<MdPhase>(&mut stdin, true)
-            .map_err(|error| error.context(format!("mdtest worker {}", spec.rank)))?;
+        let order =
+            protocol::receive_order::<MdPhase>(&mut stdin, true, &format!("mdtest worker {}", spec.rank))?;
         let (start_ns, phase) = match order {
             None | Some(Order::Exit) => return Ok(()),
             Some(Order::Go { start_ns, phase: Some(phase) }) => (start_ns, phase),
-            // Order::parse gives every phased GO its phase.
-            Some(Order::Go { phase: None, .. }) => unreachable!("a phased GO without a phase"),
+            // Order::parse gives every phased GO its phase; kept an error, not a panic.
+            Some(Order::Go { phase: None, .. }) => {
+                let problem = "GO without a phase".to_owned();
+                return Err(BenchError::Protocol { phase: format!("mdtest worker {}", spec.rank), problem });
+            }
         };
         let result = run_worker_phase(&spec, &namespace, phase, start_ns)?;
         protocol::send_report(Channel::Mdtest, &Report::Result(result))?;
@@ -752,6 +755,9 @@ fn run_case(
     while ready.iter().any(|r| !r) {
         match next_event(&events, deadline, &name)? {
             (rank, Event::Report(Report::Ready { rank: said })) if said == rank => ready[rank] = true,
+            (rank, Event::Report(Report::Ready { rank: said })) => {
+                return Err(protocol_error(format!("rank {rank} said it was rank {said}")));
+            }
             (rank, Event::Report(Report::Error(message))) => {
                 return Err(BenchError::Worker { phase: name.clone(), rank, message });
             }

@@ -185,22 +185,27 @@ pub fn send_report<R: Serialize>(channel: Channel, report: &Report<R>) -> Result
         .encode(channel)
         .map_err(|source| BenchError::Json { what: "encoding the worker's result".to_owned(), source })?;
     let mut out = io::stdout().lock();
+    let worker = match channel {
+        Channel::Bench => "bench worker",
+        Channel::Mdtest => "mdtest worker",
+    };
     writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|source| BenchError::Pipe {
-        phase: "worker".to_owned(),
+        phase: worker.to_owned(),
         doing: "writing to stdout".to_owned(),
         source,
     })
 }
 
 /// Reads the parent's next order from this worker's stdin; None at the
-/// end of input.
+/// end of input. `worker` names this worker in errors.
 pub fn receive_order<P: Phase>(
     input: &mut impl BufRead,
     phased: bool,
+    worker: &str,
 ) -> Result<Option<Order<P>>, BenchError> {
     let mut line = String::new();
     let read = input.read_line(&mut line).map_err(|source| BenchError::Pipe {
-        phase: "worker".to_owned(),
+        phase: worker.to_owned(),
         doing: "reading stdin".to_owned(),
         source,
     })?;
@@ -209,7 +214,7 @@ pub fn receive_order<P: Phase>(
     }
     Order::parse(&line, phased)
         .map(Some)
-        .map_err(|source| BenchError::Malformed { phase: "worker".to_owned(), source })
+        .map_err(|source| BenchError::Malformed { phase: worker.to_owned(), source })
 }
 
 /// What the parent hears from one worker.
@@ -360,13 +365,13 @@ mod tests {
     #[test]
     fn a_worker_reads_orders_until_the_end_of_input() {
         let mut input: &[u8] = b"GO 7 create\nEXIT\n";
-        let first = receive_order::<MdPhase>(&mut input, true).unwrap();
+        let first = receive_order::<MdPhase>(&mut input, true, "rank 0").unwrap();
         assert_eq!(first, Some(Order::Go { start_ns: 7, phase: Some(MdPhase::Create) }));
-        assert_eq!(receive_order::<MdPhase>(&mut input, true).unwrap(), Some(Order::Exit));
-        assert_eq!(receive_order::<MdPhase>(&mut input, true).unwrap(), None);
+        assert_eq!(receive_order::<MdPhase>(&mut input, true, "rank 0").unwrap(), Some(Order::Exit));
+        assert_eq!(receive_order::<MdPhase>(&mut input, true, "rank 0").unwrap(), None);
         let mut garbage: &[u8] = b"GO soon\n";
-        let error = receive_order::<NoPhase>(&mut garbage, false).unwrap_err();
-        assert!(error.to_string().contains("GO soon"), "{error}");
+        let error = receive_order::<NoPhase>(&mut garbage, false, "worker 3").unwrap_err();
+        assert_eq!(error.to_string(), "worker 3: expected \"GO <unix-ns>\", got \"GO soon\\n\"");
     }
 
     #[test]

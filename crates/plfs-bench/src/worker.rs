@@ -637,13 +637,14 @@ fn worker_protocol(args: &[String]) -> Result<()> {
     let rank = spec.rank;
     let mut prepared = prepare(spec)?;
     protocol::send_report::<WorkerResult>(Channel::Bench, &Report::Ready { rank })?;
-    let start_ns = match protocol::receive_order::<NoPhase>(&mut std::io::stdin().lock(), false) {
-        Ok(Some(Order::Go { start_ns, .. })) => start_ns,
-        Ok(Some(Order::Exit) | None) => {
+    let worker = format!("bench worker {rank}");
+    let start_ns = match protocol::receive_order::<NoPhase>(&mut std::io::stdin().lock(), false, &worker)? {
+        Some(Order::Go { start_ns, .. }) => start_ns,
+        // Order::parse never gives EXIT to the bench's unphased protocol.
+        Some(Order::Exit) | None => {
             let problem = "stdin closed before GO".to_owned();
-            return Err(BenchError::Protocol { phase: format!("bench worker {rank}"), problem });
+            return Err(BenchError::Protocol { phase: worker, problem });
         }
-        Err(error) => return Err(error.context(format!("bench worker {rank}"))),
     };
     let result = execute(&mut prepared, start_ns)?;
     protocol::send_report(Channel::Bench, &Report::Result(result))
