@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::error::{BenchError, Result};
+
 /// The query selecting every DataNodeActivity bean of the JVM answering.
 pub const DATANODE_ACTIVITY_QUERY: &str = "Hadoop:service=DataNode,name=DataNodeActivity-*";
 
@@ -54,13 +56,13 @@ pub struct DataNodeBytes {
 /// Parses a `/jmx` answer into counters per DataNode. Beans of other kinds
 /// are skipped; a DataNodeActivity bean without numeric BytesRead and
 /// BytesWritten is an error, since its figures would silently be zero.
-pub fn parse(json: &str) -> Result<Snapshot, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("JMX answer is not JSON: {e}"))?;
+pub fn parse(json: &str) -> Result<Snapshot> {
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| BenchError::invalid(format!("JMX answer is not JSON: {e}")))?;
     let beans = value
         .get("beans")
         .and_then(serde_json::Value::as_array)
-        .ok_or("JMX answer has no \"beans\" array")?;
+        .ok_or_else(|| BenchError::invalid("JMX answer has no \"beans\" array"))?;
     let mut snapshot = Snapshot::new();
     for bean in beans {
         let Some(name) = bean.get("name").and_then(serde_json::Value::as_str) else { continue };
@@ -68,7 +70,7 @@ pub fn parse(json: &str) -> Result<Snapshot, String> {
         let counter = |field: &str| {
             bean.get(field)
                 .and_then(serde_json::Value::as_u64)
-                .ok_or_else(|| format!("JMX bean {name:?} has no numeric {field}"))
+                .ok_or_else(|| BenchError::invalid(format!("JMX bean {name:?} has no numeric {field}")))
         };
         let counters =
             Counters { bytes_read: counter("BytesRead")?, bytes_written: counter("BytesWritten")? };
@@ -99,15 +101,14 @@ fn merge(snapshot: &mut Snapshot, datanode: String, counters: Counters) {
 /// Every DataNode's counters, asked of every URL (`http://host:port`, a
 /// DataNode's HTTP address). Fails naming the URL that did not answer or
 /// that lists no DataNode.
-pub fn snapshot(urls: &[String]) -> Result<Snapshot, String> {
+pub fn snapshot(urls: &[String]) -> Result<Snapshot> {
     let mut all = Snapshot::new();
     for url in urls {
         let body = http_get(url, &format!("/jmx?qry={DATANODE_ACTIVITY_QUERY}"))?;
-        let one = parse(&body).map_err(|e| format!("DataNode JMX {url}: {e}"))?;
+        let one = parse(&body).map_err(|e| BenchError::Jmx { url: url.clone(), problem: e.to_string() })?;
         if one.is_empty() {
-            return Err(format!(
-                "DataNode JMX {url}: no {BEAN_PREFIX}* bean (is this a DataNode's HTTP address?)"
-            ));
+            let problem = format!("no {BEAN_PREFIX}* bean (is this a DataNode's HTTP address?)");
+            return Err(BenchError::Jmx { url: url.clone(), problem });
         }
         for (datanode, counters) in one {
             merge(&mut all, datanode, counters);
@@ -138,8 +139,8 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> Vec<DataNodeBytes> {
 /// The DataNode HTTP URLs in a launcher's state file: one DataNode a line,
 /// `index url [bean]`; blank lines and `#` comments are skipped. The bean
 /// name (tools/minidfs writes it) is not needed: beans are keyed by name.
-pub fn read_datanode_file(path: &Path) -> Result<Vec<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+pub fn read_datanode_file(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(BenchError::io("reading", path))?;
     let mut urls = Vec::new();
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -150,47 +151,49 @@ pub fn read_datanode_file(path: &Path) -> Result<Vec<String>, String> {
         let (Some(index), Some(url), _bean, None) =
             (fields.next(), fields.next(), fields.next(), fields.next())
         else {
-            return Err(format!(
+            return Err(BenchError::invalid(format!(
                 "{}:{}: expected \"index http://host:port [bean]\", got {line:?}",
                 path.display(),
                 number + 1
-            ));
+            )));
         };
         if index.parse::<u32>().is_err() {
-            return Err(format!("{}:{}: {index:?} is not a DataNode index", path.display(), number + 1));
+            return Err(BenchError::invalid(format!(
+                "{}:{}: {index:?} is not a DataNode index",
+                path.display(),
+                number + 1
+            )));
         }
-        split_url(url).map_err(|e| format!("{}:{}: {e}", path.display(), number + 1))?;
+        split_url(url).map_err(|e| e.context(format!("{}:{}", path.display(), number + 1)))?;
         urls.push(url.to_owned());
     }
     if urls.is_empty() {
-        return Err(format!("{}: lists no DataNode", path.display()));
+        return Err(BenchError::invalid(format!("{}: lists no DataNode", path.display())));
     }
     Ok(urls)
 }
 
 /// `http://host:port[/]` as (`host:port`, host). Only plain HTTP: that is
 /// what a DataNode's info server speaks unless configured otherwise.
-pub fn split_url(url: &str) -> Result<(String, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("DataNode JMX URL {url:?}: expected http://host:port"))?;
+pub fn split_url(url: &str) -> Result<(String, String)> {
+    let bad = |problem: &str| BenchError::invalid(format!("DataNode JMX URL {url:?}: {problem}"));
+    let rest = url.strip_prefix("http://").ok_or_else(|| bad("expected http://host:port"))?;
     let authority = rest.trim_end_matches('/');
     if authority.contains('/') {
-        return Err(format!("DataNode JMX URL {url:?}: expected http://host:port, without a path"));
+        return Err(bad("expected http://host:port, without a path"));
     }
-    let (host, port) = authority
-        .rsplit_once(':')
-        .ok_or_else(|| format!("DataNode JMX URL {url:?}: no port (expected http://host:port)"))?;
+    let (host, port) =
+        authority.rsplit_once(':').ok_or_else(|| bad("no port (expected http://host:port)"))?;
     if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(format!("DataNode JMX URL {url:?}: expected http://host:port"));
+        return Err(bad("expected http://host:port"));
     }
     Ok((authority.to_owned(), host.to_owned()))
 }
 
 /// One HTTP/1.0 GET, read to the end (1.0: the server closes the
 /// connection, so the body ends at EOF). Errors name the URL.
-pub fn http_get(url: &str, path: &str) -> Result<String, String> {
-    let fail = |what: String| format!("DataNode JMX {url}: {what}");
+pub fn http_get(url: &str, path: &str) -> Result<String> {
+    let fail = |problem: String| BenchError::Jmx { url: url.to_owned(), problem };
     let (authority, host) = split_url(url)?;
     let addresses: Vec<_> =
         authority.to_socket_addrs().map_err(|e| fail(format!("resolving {authority}: {e}")))?.collect();
@@ -235,23 +238,26 @@ pub fn http_get(url: &str, path: &str) -> Result<String, String> {
                 && value.trim().eq_ignore_ascii_case("chunked")
         })
     });
-    if chunked { dechunk(body).map_err(fail) } else { Ok(body.to_owned()) }
+    if chunked { dechunk(body).map_err(|error| fail(error.to_string())) } else { Ok(body.to_owned()) }
 }
 
 /// The payload of a `Transfer-Encoding: chunked` body.
-fn dechunk(mut body: &str) -> Result<String, String> {
+fn dechunk(mut body: &str) -> Result<String> {
+    let bad = BenchError::Invalid;
     let mut out = String::new();
     loop {
-        let (size_line, rest) = body.split_once("\r\n").ok_or("truncated chunked body")?;
+        let (size_line, rest) =
+            body.split_once("\r\n").ok_or_else(|| bad("truncated chunked body".to_owned()))?;
         let size_text = size_line.split(';').next().unwrap_or_default().trim();
         let size =
-            usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            usize::from_str_radix(size_text, 16).map_err(|_| bad(format!("bad chunk size {size_text:?}")))?;
         if size == 0 {
             return Ok(out);
         }
-        let chunk = rest.get(..size).ok_or("truncated chunk")?;
+        let chunk = rest.get(..size).ok_or_else(|| bad("truncated chunk".to_owned()))?;
         out.push_str(chunk);
-        body = rest[size..].strip_prefix("\r\n").ok_or("chunk not followed by CRLF")?;
+        body =
+            rest[size..].strip_prefix("\r\n").ok_or_else(|| bad("chunk not followed by CRLF".to_owned()))?;
     }
 }
 
@@ -300,11 +306,11 @@ mod tests {
 
     #[test]
     fn rejects_answers_without_the_counters() {
-        assert!(parse("<html>").unwrap_err().contains("not JSON"));
-        assert!(parse("{}").unwrap_err().contains("beans"));
+        assert!(parse("<html>").unwrap_err().to_string().contains("not JSON"));
+        assert!(parse("{}").unwrap_err().to_string().contains("beans"));
         let missing =
             r#"{"beans":[{"name":"Hadoop:service=DataNode,name=DataNodeActivity-h-1","BytesRead":"x"}]}"#;
-        let error = parse(missing).unwrap_err();
+        let error = parse(missing).unwrap_err().to_string();
         assert!(error.contains("BytesRead") && error.contains("DataNodeActivity-h-1"), "{error}");
     }
 
@@ -377,18 +383,18 @@ mod tests {
             (404, "no".to_owned(), false),
             (200, r#"{"beans":[{"name":"Hadoop:service=NameNode,name=FSNamesystem"}]}"#.to_owned(), false),
         ]);
-        let error = snapshot(std::slice::from_ref(&url)).unwrap_err();
+        let error = snapshot(std::slice::from_ref(&url)).unwrap_err().to_string();
         assert!(error.contains(&url) && error.contains("404"), "{error}");
-        let error = snapshot(std::slice::from_ref(&url)).unwrap_err();
+        let error = snapshot(std::slice::from_ref(&url)).unwrap_err().to_string();
         assert!(error.contains(&url) && error.contains("no Hadoop:service=DataNode"), "{error}");
         server.join().unwrap();
 
         // A port nobody listens on any more.
         let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let dead_url = format!("http://{dead}");
-        let error = snapshot(std::slice::from_ref(&dead_url)).unwrap_err();
+        let error = snapshot(std::slice::from_ref(&dead_url)).unwrap_err().to_string();
         assert!(error.contains(&dead_url) && error.contains("connecting"), "{error}");
-        assert!(split_url("https://h:1").unwrap_err().contains("https://h:1"));
+        assert!(split_url("https://h:1").unwrap_err().to_string().contains("https://h:1"));
         assert!(split_url("http://h:1/jmx").is_err());
         assert!(split_url("http://h").is_err());
     }
@@ -405,10 +411,10 @@ mod tests {
         .unwrap();
         assert_eq!(read_datanode_file(&path).unwrap(), ["http://127.0.0.1:9864", "http://127.0.0.1:9865"]);
         std::fs::write(&path, "0 http://127.0.0.1:9864 bean extra\n").unwrap();
-        assert!(read_datanode_file(&path).unwrap_err().contains(":1:"));
+        assert!(read_datanode_file(&path).unwrap_err().to_string().contains(":1:"));
         std::fs::write(&path, "x http://127.0.0.1:9864\n").unwrap();
-        assert!(read_datanode_file(&path).unwrap_err().contains("index"));
+        assert!(read_datanode_file(&path).unwrap_err().to_string().contains("index"));
         std::fs::write(&path, "\n").unwrap();
-        assert!(read_datanode_file(&path).unwrap_err().contains("no DataNode"));
+        assert!(read_datanode_file(&path).unwrap_err().to_string().contains("no DataNode"));
     }
 }

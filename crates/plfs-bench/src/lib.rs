@@ -9,7 +9,7 @@
 //! to it:
 //!
 //! ```no_run
-//! # fn cli(args: Vec<String>) -> Result<(), String> {
+//! # fn cli(args: Vec<String>) -> Result<(), plfs_bench::BenchError> {
 //! use plfs_bench::{BenchSpec, WorkerCommand, Workload};
 //! if args.get(1).map(String::as_str) == Some("bench-worker") {
 //!     return plfs_bench::worker_main(&args[2..]);
@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+mod error;
 pub mod host;
 pub mod index;
 pub mod jmx;
@@ -27,6 +28,7 @@ pub mod mdtest;
 pub mod metadata_server;
 mod open;
 mod pattern;
+pub mod protocol;
 mod repeat;
 mod report;
 mod runner;
@@ -42,6 +44,8 @@ use serde::{Deserialize, Serialize};
 
 pub use plfs::config::VerifyReads;
 
+pub use error::{BenchError, Result};
+
 pub use open::{OPEN_BENCH_PATH, OpenReport, OpenSpec, StrategyReport, run_open};
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
@@ -53,7 +57,7 @@ pub use store::{
 };
 pub use streaming::{StreamingReport, streaming};
 pub use worker::{
-    MARKER, Op, Prepared, SHARED_NAME, StoreRun, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute,
+    Op, Prepared, SHARED_NAME, StoreRun, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, execute,
     interface_backend_dirs, interface_mount_point, interface_plfsrc, mount, mount_stores, open_store_url,
     plfs_backend_dirs, plfs_logical_path, prepare, worker_main,
 };
@@ -91,14 +95,16 @@ impl fmt::Display for Workload {
 }
 
 impl FromStr for Workload {
-    type Err = String;
+    type Err = BenchError;
 
-    fn from_str(text: &str) -> Result<Workload, String> {
+    fn from_str(text: &str) -> Result<Workload> {
         match text {
             "n1-strided" => Ok(Workload::N1Strided),
             "n1-segmented" => Ok(Workload::N1Segmented),
             "nn" => Ok(Workload::Nn),
-            other => Err(format!("unknown workload {other:?} (expected n1-strided, n1-segmented or nn)")),
+            other => Err(BenchError::invalid(format!(
+                "unknown workload {other:?} (expected n1-strided, n1-segmented or nn)"
+            ))),
         }
     }
 }
@@ -193,15 +199,17 @@ pub struct WorkerCommand {
 
 impl WorkerCommand {
     /// This executable with a hidden subcommand, e.g. `plfs bench-worker`.
-    pub fn current_exe(subcommand: &str) -> Result<WorkerCommand, String> {
-        let program = std::env::current_exe().map_err(|e| format!("finding the current executable: {e}"))?;
+    pub fn current_exe(subcommand: &str) -> Result<WorkerCommand> {
+        let program = std::env::current_exe()
+            .map_err(BenchError::io("finding the current executable", "/proc/self/exe"))?;
         Ok(WorkerCommand { program, args_prefix: vec![subcommand.to_owned()], spec_as_arg: true })
     }
 
     /// This test binary, running only the test `test_name`, which must call
     /// [`worker_main`] with no arguments when [`WORKER_SPEC_ENV`] is set.
-    pub fn test_binary(test_name: &str) -> Result<WorkerCommand, String> {
-        let program = std::env::current_exe().map_err(|e| format!("finding the test executable: {e}"))?;
+    pub fn test_binary(test_name: &str) -> Result<WorkerCommand> {
+        let program = std::env::current_exe()
+            .map_err(BenchError::io("finding the test executable", "/proc/self/exe"))?;
         let args_prefix =
             ["--exact", test_name, "--nocapture", "--test-threads=1"].map(str::to_owned).to_vec();
         Ok(WorkerCommand { program, args_prefix, spec_as_arg: false })

@@ -11,16 +11,16 @@
 //! emulated metadata server of its own ([`MetadataServer`], one lock file
 //! per backend), so K backends are K servers, and `direct` gets one.
 //!
-//! Protocol: the parent starts one worker process per rank (`plfs
-//! bench-worker mdtest <json>`); each mounts, prints `PLFS-MDTEST-READY`,
-//! then for each phase reads `GO <unix-ns> <phase>` on stdin, waits for
-//! that instant, runs the phase and prints `PLFS-MDTEST-RESULT <json>`
-//! (or `PLFS-MDTEST-ERROR <message>`); `EXIT` ends it. Between phases the
-//! parent checks the directory (untimed).
+//! Protocol ([`crate::protocol`]): the parent starts one worker process
+//! per rank (`plfs bench-worker mdtest <json>`); each mounts, prints
+//! `PLFS-MDTEST-READY <rank>`, then for each phase reads `GO <unix-ns>
+//! <phase>` on stdin, waits for that instant, runs the phase and prints
+//! `PLFS-MDTEST-RESULT <json>` (or `PLFS-MDTEST-ERROR <message>`); `EXIT`
+//! ends it. Between phases the parent checks the directory (untimed).
 
 use std::fmt::{self, Write as _};
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::str::FromStr;
@@ -36,7 +36,9 @@ use plfs::store::posix::PosixStore;
 use serde::{Deserialize, Serialize};
 
 use crate::WorkerCommand;
+use crate::error::{BenchError, Result};
 use crate::metadata_server::{MetadataServer, MetadataServerStore};
+use crate::protocol::{self, Channel, Event, Order, Phase, Report};
 use crate::repeat::Spread;
 use crate::runner::WorkDir;
 use crate::worker::{now_ns, wait_until};
@@ -44,7 +46,6 @@ use crate::worker::{now_ns, wait_until};
 /// First argument of `plfs bench-worker` that routes to [`worker_main`].
 pub const MDTEST_WORKER_ARG: &str = "mdtest";
 
-const MARKER: &str = "PLFS-MDTEST-";
 /// The one logical directory every rank works in.
 const DIR_NAME: &str = "mdtest";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -97,11 +98,13 @@ impl fmt::Display for MdTarget {
 }
 
 impl FromStr for MdTarget {
-    type Err = String;
+    type Err = BenchError;
 
-    fn from_str(text: &str) -> Result<MdTarget, String> {
+    fn from_str(text: &str) -> Result<MdTarget> {
         MdTarget::ALL.into_iter().find(|t| t.as_str() == text).ok_or_else(|| {
-            format!("unknown mdtest workload {text:?} (expected direct, n-n, 1-n, shared-file or all)")
+            BenchError::invalid(format!(
+                "unknown mdtest workload {text:?} (expected direct, n-n, 1-n, shared-file or all)"
+            ))
         })
     }
 }
@@ -136,15 +139,15 @@ impl MdtestSpec {
         cases
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<()> {
         if self.procs == 0 || self.files == 0 {
-            return Err("mdtest: --procs and --files must be positive".to_owned());
+            return Err(BenchError::invalid("mdtest: --procs and --files must be positive"));
         }
         if self.targets.is_empty() {
-            return Err("mdtest: no workload to run".to_owned());
+            return Err(BenchError::invalid("mdtest: no workload to run"));
         }
         if self.backends.is_empty() || self.backends.contains(&0) {
-            return Err("mdtest: --backends must list positive counts".to_owned());
+            return Err(BenchError::invalid("mdtest: --backends must list positive counts"));
         }
         Ok(())
     }
@@ -167,6 +170,16 @@ impl MdPhase {
             MdPhase::Stat => "stat",
             MdPhase::Remove => "remove",
         }
+    }
+}
+
+impl Phase for MdPhase {
+    fn as_str(self) -> &'static str {
+        MdPhase::as_str(self)
+    }
+
+    fn parse(word: &str) -> Option<MdPhase> {
+        MdPhase::ALL.into_iter().find(|phase| phase.as_str() == word)
     }
 }
 
@@ -227,24 +240,19 @@ enum Namespace {
 
 impl Namespace {
     /// `servers`: each backend behind its own emulated metadata server.
-    fn open(
-        target: MdTarget,
-        case_dir: &Path,
-        backends: usize,
-        service: Duration,
-    ) -> Result<Namespace, String> {
+    fn open(target: MdTarget, case_dir: &Path, backends: usize, service: Duration) -> Result<Namespace> {
         let dirs = backend_dirs(case_dir, backends);
-        let server = |dir: &Path| -> Result<Option<Arc<MetadataServer>>, String> {
+        let server = |dir: &Path| -> Result<Option<Arc<MetadataServer>>> {
             if service.is_zero() {
                 return Ok(None);
             }
             MetadataServer::new(&lock_path(dir), service)
                 .map(Some)
-                .map_err(|e| format!("metadata server of {}: {e}", dir.display()))
+                .map_err(BenchError::plfs("starting the metadata server of", dir.display().to_string()))
         };
         let workload = match target {
             MdTarget::Direct => {
-                let dir = dirs.first().ok_or("direct needs a directory")?;
+                let dir = dirs.first().ok_or_else(|| BenchError::invalid("direct needs a directory"))?;
                 return Ok(Namespace::Direct { dir: dir.join(DIR_NAME), server: server(dir)? });
             }
             MdTarget::FilePerProc => MountWorkload::FilePerProc,
@@ -256,7 +264,8 @@ impl Namespace {
         for dir in &dirs {
             let url = format!("posix://{}", dir.display());
             let mut store: SharedStore = Arc::new(
-                PosixStore::new(dir.clone(), url).map_err(|e| format!("backend {}: {e}", dir.display()))?,
+                PosixStore::new(dir.clone(), url)
+                    .map_err(BenchError::plfs("backend", dir.display().to_string()))?,
             );
             if let Some(server) = server(dir)? {
                 servers.push(server.clone());
@@ -266,7 +275,7 @@ impl Namespace {
         }
         Plfs::with_workload(stores, Options::from_environment(Tuning::default()), workload)
             .map(|plfs| Namespace::Plfs { plfs, servers })
-            .map_err(|e| format!("mounting {target} over {backends} backends: {e}"))
+            .map_err(BenchError::plfs("mounting", format!("{target} over {backends} backends")))
     }
 
     /// Requests this process's emulated servers have served so far.
@@ -283,14 +292,13 @@ impl Namespace {
         }
     }
 
-    fn create(&self, name: &str, bytes: &[u8], writer: u64) -> Result<(), String> {
+    fn create(&self, name: &str, bytes: &[u8], writer: u64) -> Result<()> {
         match self {
             Namespace::Direct { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
-                let mut file =
-                    fs::File::create_new(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
-                file.write_all(bytes).map_err(|e| format!("write {}: {e}", path.display()))
+                let mut file = fs::File::create_new(&path).map_err(BenchError::io("create", &path))?;
+                file.write_all(bytes).map_err(BenchError::io("write", &path))
             }
             Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
@@ -298,73 +306,74 @@ impl Namespace {
                     // O_TRUNC: on small_file mounts a create record with no
                     // lookup (as cp does); the same as O_CREAT for new names.
                     .open(&path, OpenFlags::WRONLY.create().truncate(), 0o644, writer)
-                    .map_err(|e| format!("plfs create {path}: {e}"))?;
-                let count = handle.write(bytes, 0).map_err(|e| format!("plfs write {path}: {e}"))?;
-                handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
+                    .map_err(BenchError::plfs("plfs create", path.as_str()))?;
+                let count = handle.write(bytes, 0).map_err(BenchError::plfs("plfs write", path.as_str()))?;
+                handle.close().map_err(BenchError::plfs("plfs close", path.as_str()))?;
                 if count != bytes.len() {
-                    return Err(format!("plfs write {path}: {count} of {} bytes", bytes.len()));
+                    let expected = bytes.len();
+                    return Err(BenchError::Short { doing: "plfs write", target: path, count, expected });
                 }
                 Ok(())
             }
         }
     }
 
-    fn size(&self, name: &str) -> Result<u64, String> {
+    fn size(&self, name: &str) -> Result<u64> {
         match self {
             Namespace::Direct { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
-                fs::metadata(&path).map(|m| m.len()).map_err(|e| format!("stat {}: {e}", path.display()))
+                fs::metadata(&path).map(|m| m.len()).map_err(BenchError::io("stat", &path))
             }
             Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
-                plfs.stat(&path).map(|attr| attr.size).map_err(|e| format!("plfs stat {path}: {e}"))
+                plfs.stat(&path).map(|attr| attr.size).map_err(BenchError::plfs("plfs stat", path))
             }
         }
     }
 
-    fn remove(&self, name: &str) -> Result<(), String> {
+    fn remove(&self, name: &str) -> Result<()> {
         match self {
             Namespace::Direct { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
-                fs::remove_file(&path).map_err(|e| format!("unlink {}: {e}", path.display()))
+                fs::remove_file(&path).map_err(BenchError::io("unlink", &path))
             }
             Namespace::Plfs { plfs, .. } => {
                 let path = format!("/{DIR_NAME}/{name}");
-                plfs.unlink(&path).map_err(|e| format!("plfs unlink {path}: {e}"))
+                plfs.unlink(&path).map_err(BenchError::plfs("plfs unlink", path))
             }
         }
     }
 
     /// The directory's names (untimed checks; not behind the servers when
     /// opened with no service time).
-    fn list(&self) -> Result<Vec<String>, String> {
+    fn list(&self) -> Result<Vec<String>> {
         match self {
             Namespace::Direct { dir, .. } => fs::read_dir(dir)
                 .and_then(|entries| {
                     entries.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
                 })
-                .map_err(|e| format!("listing {}: {e}", dir.display())),
+                .map_err(BenchError::io("listing", dir)),
             Namespace::Plfs { plfs, .. } => {
                 let dir = format!("/{DIR_NAME}");
                 // Small-file mounts show other processes' changes after an
                 // invalidate (a no-op on other workloads).
-                plfs.invalidate_read_cache(&dir).map_err(|e| format!("plfs invalidate {dir}: {e}"))?;
+                plfs.invalidate_read_cache(&dir)
+                    .map_err(BenchError::plfs("plfs invalidate", dir.as_str()))?;
                 plfs.readdir(&dir)
                     .map(|entries| entries.into_iter().map(|e| e.name).collect())
-                    .map_err(|e| format!("plfs readdir {dir}: {e}"))
+                    .map_err(BenchError::plfs("plfs readdir", dir))
             }
         }
     }
 
-    fn make_dir(&self) -> Result<(), String> {
+    fn make_dir(&self) -> Result<()> {
         match self {
-            Namespace::Direct { dir, .. } => {
-                fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))
-            }
+            Namespace::Direct { dir, .. } => fs::create_dir_all(dir).map_err(BenchError::io("creating", dir)),
             Namespace::Plfs { plfs, .. } => {
-                plfs.mkdir(&format!("/{DIR_NAME}"), 0o755).map_err(|e| format!("plfs mkdir /{DIR_NAME}: {e}"))
+                let dir = format!("/{DIR_NAME}");
+                plfs.mkdir(&dir, 0o755).map_err(BenchError::plfs("plfs mkdir", dir))
             }
         }
     }
@@ -376,7 +385,7 @@ fn run_worker_phase(
     namespace: &Namespace,
     phase: MdPhase,
     start_ns: u64,
-) -> Result<MdWorkerResult, String> {
+) -> Result<MdWorkerResult> {
     wait_until(start_ns);
     let served_before = namespace.served();
     let began_ns = now_ns();
@@ -396,7 +405,7 @@ fn run_worker_phase(
                     Ok(size) => {
                         Some(format!("{}: size {size}, expected {expected}", file_name(stat_rank, i)))
                     }
-                    Err(error) => Some(error),
+                    Err(error) => Some(error.to_string()),
                 };
                 if let Some(problem) = problem {
                     bad += 1;
@@ -420,55 +429,45 @@ fn run_worker_phase(
 
 /// Entry point of `plfs bench-worker mdtest <json>` (the arguments after
 /// [`MDTEST_WORKER_ARG`]).
-pub fn worker_main(args: &[String]) -> Result<(), String> {
+pub fn worker_main(args: &[String]) -> Result<()> {
     let result = worker_protocol(args);
     if let Err(error) = &result {
-        let _ = emit(&format!("{MARKER}ERROR {}", error.replace('\n', " | ")));
+        let _ = protocol::send_report::<MdWorkerResult>(Channel::Mdtest, &Report::Error(error.to_string()));
     }
     result
 }
 
-fn worker_protocol(args: &[String]) -> Result<(), String> {
+fn worker_protocol(args: &[String]) -> Result<()> {
     let [json] = args else {
-        return Err(format!("mdtest worker: expected one JSON spec argument, got {}", args.len()));
+        return Err(BenchError::invalid(format!(
+            "mdtest worker: expected one JSON spec argument, got {}",
+            args.len()
+        )));
     };
-    let spec: MdWorkerSpec =
-        serde_json::from_str(json).map_err(|e| format!("mdtest worker spec {json:?}: {e}"))?;
+    let spec: MdWorkerSpec = serde_json::from_str(json)
+        .map_err(|source| BenchError::Json { what: format!("mdtest worker spec {json:?}"), source })?;
     if spec.rank >= spec.procs {
-        return Err(format!("mdtest worker rank {} of {}", spec.rank, spec.procs));
+        return Err(BenchError::invalid(format!("mdtest worker rank {} of {}", spec.rank, spec.procs)));
     }
     let service = Duration::from_micros(spec.mds_service_us);
     let namespace = Namespace::open(spec.target, &spec.case_dir, spec.backends, service)?;
-    emit(&format!("{MARKER}READY {}", spec.rank))?;
-    let stdin = std::io::stdin();
-    let mut line = String::new();
+    protocol::send_report::<MdWorkerResult>(Channel::Mdtest, &Report::Ready { rank: spec.rank })?;
+    let mut stdin = std::io::stdin().lock();
     loop {
-        line.clear();
-        if stdin.lock().read_line(&mut line).map_err(|e| format!("mdtest worker: reading stdin: {e}"))? == 0 {
-            return Ok(());
-        }
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let (start_ns, phase) = match words.as_slice() {
-            ["EXIT"] => return Ok(()),
-            ["GO", ns, phase] => (
-                ns.parse::<u64>().map_err(|e| format!("mdtest worker: GO {ns}: {e}"))?,
-                MdPhase::ALL
-                    .into_iter()
-                    .find(|p| p.as_str() == *phase)
-                    .ok_or_else(|| format!("mdtest worker: unknown phase {phase:?}"))?,
-            ),
-            _ => return Err(format!("mdtest worker: expected \"GO <ns> <phase>\", got {line:?}")),
+        let order =
+            protocol::receive_order::<MdPhase>(&mut stdin, true, &format!("mdtest worker {}", spec.rank))?;
+        let (start_ns, phase) = match order {
+            None | Some(Order::Exit) => return Ok(()),
+            Some(Order::Go { start_ns, phase: Some(phase) }) => (start_ns, phase),
+            // Order::parse gives every phased GO its phase; kept an error, not a panic.
+            Some(Order::Go { phase: None, .. }) => {
+                let problem = "GO without a phase".to_owned();
+                return Err(BenchError::Protocol { phase: format!("mdtest worker {}", spec.rank), problem });
+            }
         };
         let result = run_worker_phase(&spec, &namespace, phase, start_ns)?;
-        let json =
-            serde_json::to_string(&result).map_err(|e| format!("mdtest worker: encoding result: {e}"))?;
-        emit(&format!("{MARKER}RESULT {json}"))?;
+        protocol::send_report(Channel::Mdtest, &Report::Result(result))?;
     }
-}
-
-fn emit(line: &str) -> Result<(), String> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| format!("mdtest worker stdout: {e}"))
 }
 
 /// One phase's figures: total operations over the time from the common
@@ -637,13 +636,13 @@ impl MdtestSummary {
 }
 
 /// Runs every case of `spec` once.
-pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestReport, String> {
+pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestReport> {
     spec.validate()?;
     if spec.cases().is_empty() {
-        return Err("mdtest: no workload that can run".to_owned());
+        return Err(BenchError::invalid("mdtest: no workload that can run"));
     }
-    fs::create_dir_all(&spec.dir).map_err(|e| format!("creating {}: {e}", spec.dir.display()))?;
-    let parent = fs::canonicalize(&spec.dir).map_err(|e| format!("resolving {}: {e}", spec.dir.display()))?;
+    fs::create_dir_all(&spec.dir).map_err(BenchError::io("creating", &spec.dir))?;
+    let parent = fs::canonicalize(&spec.dir).map_err(BenchError::io("resolving", &spec.dir))?;
     let work = WorkDir::create(&parent, spec.keep)?;
     let mut cases = Vec::new();
     for (target, backends) in spec.cases() {
@@ -678,21 +677,18 @@ impl Drop for Ranks {
     }
 }
 
-enum Event {
-    Ready,
-    Result(MdWorkerResult),
-    Error(String),
-    Eof,
-}
-
 fn next_event(
-    events: &Receiver<(usize, Event)>,
+    events: &Receiver<(usize, Event<MdWorkerResult>)>,
     deadline: Instant,
     what: &str,
-) -> Result<(usize, Event), String> {
+) -> Result<(usize, Event<MdWorkerResult>)> {
     events.recv_timeout(deadline.saturating_duration_since(Instant::now())).map_err(|error| match error {
-        RecvTimeoutError::Timeout => format!("{what}: ranks still busy at the deadline"),
-        RecvTimeoutError::Disconnected => format!("{what}: every rank's output closed"),
+        RecvTimeoutError::Timeout => {
+            BenchError::Timeout { phase: what.to_owned(), who: "ranks", doing: "busy" }
+        }
+        RecvTimeoutError::Disconnected => {
+            BenchError::Protocol { phase: what.to_owned(), problem: "every rank's output closed".to_owned() }
+        }
     })
 }
 
@@ -702,15 +698,16 @@ fn run_case(
     target: MdTarget,
     backends: usize,
     case_dir: &Path,
-) -> Result<MdCaseReport, String> {
+) -> Result<MdCaseReport> {
     let name = format!("mdtest {target} K={backends}");
     for dir in backend_dirs(case_dir, backends) {
-        fs::create_dir_all(&dir).map_err(|e| format!("{name}: creating {}: {e}", dir.display()))?;
+        fs::create_dir_all(&dir).map_err(|e| BenchError::io("creating", &dir)(e).context(name.as_str()))?;
     }
     // The parent's own view: no servers, so its checks cost no queueing.
     let checker =
-        Namespace::open(target, case_dir, backends, Duration::ZERO).map_err(|e| format!("{name}: {e}"))?;
-    checker.make_dir().map_err(|e| format!("{name}: {e}"))?;
+        Namespace::open(target, case_dir, backends, Duration::ZERO).map_err(|e| e.context(name.as_str()))?;
+    checker.make_dir().map_err(|e| e.context(name.as_str()))?;
+    let protocol_error = |problem: String| BenchError::Protocol { phase: name.clone(), problem };
 
     let (sender, events) = mpsc::channel();
     let mut ranks = Ranks { children: Vec::new(), stdins: Vec::new() };
@@ -724,7 +721,8 @@ fn run_case(
             backends,
             mds_service_us: spec.mds_service.as_micros() as u64,
         };
-        let json = serde_json::to_string(&worker).map_err(|e| format!("{name}: encoding spec: {e}"))?;
+        let json = serde_json::to_string(&worker)
+            .map_err(|source| BenchError::Json { what: format!("{name}: encoding spec"), source })?;
         let mut child = Command::new(&command.program)
             .args(&command.args_prefix)
             .arg(MDTEST_WORKER_ARG)
@@ -733,33 +731,21 @@ fn run_case(
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("{name}: starting rank {rank} ({}): {e}", command.program.display()))?;
-        let stdout = child.stdout.take().ok_or_else(|| format!("{name}: rank {rank} has no stdout"))?;
-        ranks.stdins.push(child.stdin.take().ok_or_else(|| format!("{name}: rank {rank} has no stdin"))?);
+            .map_err(|source| BenchError::Spawn {
+                phase: name.clone(),
+                rank,
+                program: command.program.clone(),
+                source,
+            })?;
+        let stdout =
+            child.stdout.take().ok_or_else(|| protocol_error(format!("rank {rank} has no stdout")))?;
+        ranks
+            .stdins
+            .push(child.stdin.take().ok_or_else(|| protocol_error(format!("rank {rank} has no stdin")))?);
         ranks.children.push(child);
         let sender = sender.clone();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Some(at) = line.find(MARKER) else { continue };
-                let rest = &line[at + MARKER.len()..];
-                let event = if rest.starts_with("READY") {
-                    Event::Ready
-                } else if let Some(json) = rest.strip_prefix("RESULT ") {
-                    match serde_json::from_str(json) {
-                        Ok(result) => Event::Result(result),
-                        Err(error) => Event::Error(format!("unreadable result {json:?}: {error}")),
-                    }
-                } else if let Some(message) = rest.strip_prefix("ERROR ") {
-                    Event::Error(message.to_owned())
-                } else {
-                    continue;
-                };
-                if sender.send((rank, event)).is_err() {
-                    return;
-                }
-            }
-            let _ = sender.send((rank, Event::Eof));
+            protocol::forward::<MdWorkerResult>(Channel::Mdtest, rank, stdout, sender)
         });
     }
     drop(sender);
@@ -768,9 +754,17 @@ fn run_case(
     let mut ready = vec![false; spec.procs];
     while ready.iter().any(|r| !r) {
         match next_event(&events, deadline, &name)? {
-            (rank, Event::Ready) => ready[rank] = true,
-            (rank, Event::Error(message)) => return Err(format!("{name}: rank {rank}: {message}")),
-            (rank, _) => return Err(format!("{name}: rank {rank} stopped before it was ready")),
+            (rank, Event::Report(Report::Ready { rank: said })) if said == rank => ready[rank] = true,
+            (rank, Event::Report(Report::Ready { rank: said })) => {
+                return Err(protocol_error(format!("rank {rank} said it was rank {said}")));
+            }
+            (rank, Event::Report(Report::Error(message))) => {
+                return Err(BenchError::Worker { phase: name.clone(), rank, message });
+            }
+            (rank, Event::Malformed(source)) => {
+                return Err(BenchError::Malformed { phase: format!("{name}: rank {rank}"), source });
+            }
+            (rank, _) => return Err(protocol_error(format!("rank {rank} stopped before it was ready"))),
         }
     }
 
@@ -780,20 +774,33 @@ fn run_case(
         // SAFETY: sync(2) takes no arguments and cannot fail.
         unsafe { libc::sync() };
         let start_ns = now_ns() + GO_DELAY.as_nanos() as u64;
+        let go = Order::Go { start_ns, phase: Some(phase) };
         for (rank, stdin) in ranks.stdins.iter_mut().enumerate() {
-            writeln!(stdin, "GO {start_ns} {}", phase.as_str())
-                .and_then(|()| stdin.flush())
-                .map_err(|e| format!("{name}: starting rank {rank}'s {}: {e}", phase.as_str()))?;
+            go.send(stdin).map_err(|source| BenchError::Pipe {
+                phase: name.clone(),
+                doing: format!("starting rank {rank}'s {}", phase.as_str()),
+                source,
+            })?;
         }
         let deadline = Instant::now() + PHASE_TIMEOUT;
         let mut results: Vec<Option<MdWorkerResult>> = vec![None; spec.procs];
         while results.iter().any(Option::is_none) {
             match next_event(&events, deadline, &name)? {
-                (rank, Event::Result(result)) if result.phase == phase => results[rank] = Some(result),
-                (rank, Event::Error(message)) => {
-                    return Err(format!("{name}: {}: rank {rank}: {message}", phase.as_str()));
+                (rank, Event::Report(Report::Result(result))) if result.phase == phase => {
+                    results[rank] = Some(result)
                 }
-                (rank, _) => return Err(format!("{name}: {}: rank {rank} stopped", phase.as_str())),
+                (rank, Event::Report(Report::Error(message))) => {
+                    return Err(BenchError::Worker {
+                        phase: format!("{name}: {}", phase.as_str()),
+                        rank,
+                        message,
+                    });
+                }
+                (rank, Event::Malformed(source)) => {
+                    let phase = format!("{name}: {}: rank {rank}", phase.as_str());
+                    return Err(BenchError::Malformed { phase, source });
+                }
+                (rank, _) => return Err(protocol_error(format!("{}: rank {rank} stopped", phase.as_str()))),
             }
         }
         let results: Vec<MdWorkerResult> = results.into_iter().flatten().collect();
@@ -818,7 +825,7 @@ fn run_case(
             ));
         }
         // Untimed: after create every name is there, after remove none.
-        let mut listed = checker.list().map_err(|e| format!("{name}: {e}"))?;
+        let mut listed = checker.list().map_err(|e| e.context(name.as_str()))?;
         listed.sort();
         match phase {
             MdPhase::Create | MdPhase::Stat => {
@@ -867,13 +874,17 @@ fn run_case(
         }
     }
     for stdin in &mut ranks.stdins {
-        let _ = writeln!(stdin, "EXIT");
+        let _ = Order::<MdPhase>::Exit.send(stdin);
     }
     ranks.stdins.clear();
     for (rank, child) in ranks.children.iter_mut().enumerate() {
-        let status = child.wait().map_err(|e| format!("{name}: waiting for rank {rank}: {e}"))?;
+        let status = child.wait().map_err(|source| BenchError::Pipe {
+            phase: name.clone(),
+            doing: format!("waiting for rank {rank}"),
+            source,
+        })?;
         if !status.success() {
-            return Err(format!("{name}: rank {rank} exited with {status}"));
+            return Err(protocol_error(format!("rank {rank} exited with {status}")));
         }
     }
     let rate = |phase: MdPhase| phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.ops_per_sec);

@@ -20,6 +20,7 @@ use plfs::store::counting::{CountingStore, OpCounts};
 use plfs::store::posix::PosixStore;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{BenchError, Result};
 use crate::metadata_server::{MetadataServer, MetadataServerStore};
 use crate::{fill_record, plfs_backend_dirs, verify_record};
 
@@ -175,13 +176,13 @@ impl OpenReport {
 }
 
 /// Runs the benchmark on every rank of `world`; rank 0 returns the report.
-pub fn run_open(world: &dyn Comm, spec: &OpenSpec) -> Result<Option<OpenReport>, String> {
+pub fn run_open(world: &dyn Comm, spec: &OpenSpec) -> Result<Option<OpenReport>> {
     let readers = if spec.readers == 0 { world.size() } else { spec.readers };
     if readers > world.size() || spec.writers == 0 || spec.record_bytes == 0 || spec.repeat == 0 {
-        return Err(format!(
+        return Err(BenchError::invalid(format!(
             "{readers} readers need as many ranks (have {}); writers, record size and repeats must be positive",
             world.size()
-        ));
+        )));
     }
     let work = shared_work_dir(world, spec)?;
     let result = run_in(world, spec, &work, readers);
@@ -193,15 +194,11 @@ pub fn run_open(world: &dyn Comm, spec: &OpenSpec) -> Result<Option<OpenReport>,
     result
 }
 
-fn run_in(
-    world: &dyn Comm,
-    spec: &OpenSpec,
-    work: &Path,
-    readers: usize,
-) -> Result<Option<OpenReport>, String> {
+fn run_in(world: &dyn Comm, spec: &OpenSpec, work: &Path, readers: usize) -> Result<Option<OpenReport>> {
     agree(world, write_phase(world, spec, work), "writing")?;
-    let reader_comm =
-        world.split(u32::from(world.rank() >= readers), world.rank()).map_err(|e| e.to_string())?;
+    let reader_comm = world
+        .split(u32::from(world.rank() >= readers), world.rank())
+        .map_err(|source| BenchError::Collective { doing: "splitting off the readers", source })?;
     let is_reader = world.rank() < readers;
     let mut strategies = spec.strategies.clone();
     // Stable: flatten moves last, the others keep their order.
@@ -220,19 +217,32 @@ fn run_in(
         }
         let mut samples = Vec::new();
         for _ in 0..spec.repeat {
-            world.barrier().map_err(|e| e.to_string())?;
+            world.barrier().map_err(|source| BenchError::Collective { doing: "barrier", source })?;
             if world.rank() == 0 && spec.drop_caches {
                 caches_dropped = drop_page_cache();
             }
-            world.barrier().map_err(|e| e.to_string())?;
+            world.barrier().map_err(|source| BenchError::Collective { doing: "barrier", source })?;
             if is_reader {
                 let sample = measure_open(&*reader_comm, spec, work, strategy);
-                let bytes = serde_json::to_vec(&sample).map_err(|e| e.to_string())?;
-                if let Some(all) = reader_comm.gather(0, &bytes).map_err(|e| e.to_string())? {
+                let bytes = serde_json::to_vec(&sample).map_err(|source| BenchError::Json {
+                    what: "encoding a reader's sample".to_owned(),
+                    source,
+                })?;
+                let gathered = reader_comm.gather(0, &bytes).map_err(|source| BenchError::Collective {
+                    doing: "gathering the readers' samples",
+                    source,
+                })?;
+                if let Some(all) = gathered {
                     let run: Vec<RankSample> = all
                         .iter()
-                        .map(|bytes| serde_json::from_slice(bytes).map_err(|e| e.to_string()))
-                        .collect::<Result<_, _>>()?;
+                        .enumerate()
+                        .map(|(rank, bytes)| {
+                            serde_json::from_slice(bytes).map_err(|source| BenchError::Json {
+                                what: format!("reader {rank}'s sample"),
+                                source,
+                            })
+                        })
+                        .collect::<Result<_>>()?;
                     samples.push(run);
                 }
             }
@@ -267,54 +277,55 @@ fn run_in(
 
 /// Rank 0 makes a fresh directory and tells everyone its name (an empty
 /// name: it failed, and every rank stops).
-fn shared_work_dir(world: &dyn Comm, spec: &OpenSpec) -> Result<PathBuf, String> {
+fn shared_work_dir(world: &dyn Comm, spec: &OpenSpec) -> Result<PathBuf> {
     let mut name = Vec::new();
-    let mut failure = String::new();
+    let mut failure = None;
     if world.rank() == 0 {
         let made = tempfile_dir(&spec.dir).and_then(|dir| {
             for backend in plfs_backend_dirs(&dir, spec.backends) {
-                std::fs::create_dir_all(&backend).map_err(|e| format!("{}: {e}", backend.display()))?;
+                std::fs::create_dir_all(&backend).map_err(BenchError::io("creating", &backend))?;
             }
             Ok(dir)
         });
         match made {
             Ok(dir) => name = dir.to_string_lossy().into_owned().into_bytes(),
-            Err(error) => failure = error,
+            Err(error) => failure = Some(error),
         }
     }
-    world.broadcast(0, &mut name).map_err(|e| e.to_string())?;
+    world
+        .broadcast(0, &mut name)
+        .map_err(|source| BenchError::Collective { doing: "sharing the work directory", source })?;
     if name.is_empty() {
-        return Err(if failure.is_empty() {
-            "rank 0 could not make the work directory".to_owned()
-        } else {
-            failure
-        });
+        return Err(failure
+            .unwrap_or_else(|| BenchError::Rank("rank 0 could not make the work directory".to_owned())));
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&name).into_owned()))
 }
 
-fn tempfile_dir(parent: &Path) -> Result<PathBuf, String> {
+fn tempfile_dir(parent: &Path) -> Result<PathBuf> {
     for attempt in 0..100u32 {
         let dir = parent.join(format!("plfs-bench-open.{}.{attempt}", std::process::id()));
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(format!("{}: {error}", dir.display())),
+            Err(error) => return Err(BenchError::io("creating", &dir)(error)),
         }
     }
-    Err(format!("{}: no free work directory name", parent.display()))
+    Err(BenchError::invalid(format!("{}: no free work directory name", parent.display())))
 }
 
 /// Every rank learns whether every rank succeeded (the first error wins),
 /// so no rank goes on into a collective the others have abandoned.
-fn agree(world: &dyn Comm, result: Result<(), String>, what: &str) -> Result<(), String> {
+fn agree(world: &dyn Comm, result: Result<()>, what: &str) -> Result<()> {
     let mine = match &result {
         Ok(()) => Vec::new(),
         Err(error) => format!("rank {}: {what}: {error}", world.rank()).into_bytes(),
     };
-    let all = world.allgather(&mine).map_err(|e| e.to_string())?;
+    let all = world
+        .allgather(&mine)
+        .map_err(|source| BenchError::Collective { doing: "agreeing on success", source })?;
     match all.into_iter().find(|message| !message.is_empty()) {
-        Some(message) => Err(String::from_utf8_lossy(&message).into_owned()),
+        Some(message) => Err(BenchError::Rank(String::from_utf8_lossy(&message).into_owned())),
         None => Ok(()),
     }
 }
@@ -326,13 +337,14 @@ fn mount(
     backends: usize,
     server: Option<&Arc<MetadataServer>>,
     counting: Option<&mut Vec<Arc<CountingStore>>>,
-) -> Result<Plfs, String> {
+) -> Result<Plfs> {
     let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
     let mut counters = Vec::new();
     for dir in plfs_backend_dirs(work, backends) {
         let url = format!("posix://{}", dir.display());
         let mut store: SharedStore = Arc::new(
-            PosixStore::new(dir.clone(), url).map_err(|e| format!("backend {}: {e}", dir.display()))?,
+            PosixStore::new(dir.clone(), url)
+                .map_err(BenchError::plfs("backend", dir.display().to_string()))?,
         );
         if let Some(server) = server {
             store = Arc::new(MetadataServerStore::new(store, server.clone()));
@@ -344,20 +356,21 @@ fn mount(
     if let Some(counting) = counting {
         *counting = counters;
     }
-    Plfs::new(stores, Options::from_environment(Tuning::default())).map_err(|e| format!("mounting plfs: {e}"))
+    Plfs::new(stores, Options::from_environment(Tuning::default()))
+        .map_err(BenchError::plfs("mounting plfs over", work.join("plfs").display().to_string()))
 }
 
-fn flatten(plfs: &Plfs) -> Result<(), String> {
-    plfs.flatten(OPEN_BENCH_PATH).map(drop).map_err(|e| e.to_string())
+fn flatten(plfs: &Plfs) -> Result<()> {
+    plfs.flatten(OPEN_BENCH_PATH).map(drop).map_err(BenchError::plfs("flattening", OPEN_BENCH_PATH))
 }
 
 /// Writer w goes to rank w mod ranks; rank 0 creates the file first.
-fn write_phase(world: &dyn Comm, spec: &OpenSpec, work: &Path) -> Result<(), String> {
+fn write_phase(world: &dyn Comm, spec: &OpenSpec, work: &Path) -> Result<()> {
     let plfs = mount(work, spec.backends, None, None)?;
     let created = if world.rank() == 0 {
         plfs.open(OPEN_BENCH_PATH, OpenFlags::WRONLY.create(), 0o644, 0)
             .and_then(|file| file.close())
-            .map_err(|e| format!("creating {OPEN_BENCH_PATH}: {e}"))
+            .map_err(BenchError::plfs("creating", OPEN_BENCH_PATH))
     } else {
         Ok(())
     };
@@ -367,17 +380,21 @@ fn write_phase(world: &dyn Comm, spec: &OpenSpec, work: &Path) -> Result<(), Str
     if mine.is_empty() {
         return Ok(());
     }
-    let file = plfs.open(OPEN_BENCH_PATH, OpenFlags::WRONLY, 0, mine[0]).map_err(|e| e.to_string())?;
+    let file = plfs
+        .open(OPEN_BENCH_PATH, OpenFlags::WRONLY, 0, mine[0])
+        .map_err(BenchError::plfs("opening for writing", OPEN_BENCH_PATH))?;
     let mut buf = vec![0u8; spec.record_bytes];
     let writers = spec.writers as u64;
     for k in 0..spec.records {
         for &writer in &mine {
             let record = k * writers + writer;
             fill_record(record, &mut buf);
-            file.write_as(&buf, record * spec.record_bytes as u64, writer).map_err(|e| e.to_string())?;
+            let offset = record * spec.record_bytes as u64;
+            file.write_as(&buf, offset, writer)
+                .map_err(BenchError::plfs("writing", format!("{OPEN_BENCH_PATH} at {offset}")))?;
         }
     }
-    file.close().map_err(|e| e.to_string())
+    file.close().map_err(BenchError::plfs("closing", OPEN_BENCH_PATH))
 }
 
 /// One reader's open, timed between two barriers of the readers.
@@ -398,7 +415,7 @@ fn measure_open(readers: &dyn Comm, spec: &OpenSpec, work: &Path, strategy: Stra
     let plfs = match mount(work, spec.backends, server.as_ref(), Some(&mut counting)) {
         Ok(plfs) => Some(plfs),
         Err(error) => {
-            sample.error = Some(error);
+            sample.error = Some(error.to_string());
             None
         }
     };
@@ -429,7 +446,7 @@ fn measure_open(readers: &dyn Comm, spec: &OpenSpec, work: &Path, strategy: Stra
             if spec.verify {
                 match verify(&handle, spec) {
                     Ok(bytes) => sample.verified_bytes = bytes,
-                    Err(error) => sample.error = Some(error),
+                    Err(error) => sample.error = Some(error.to_string()),
                 }
             }
             if let Err(error) = handle.close() {
@@ -463,17 +480,19 @@ fn add_counts(total: OpCounts, counts: OpCounts) -> OpCounts {
 }
 
 /// Reads every record and checks every byte; the bytes checked.
-fn verify(handle: &plfs::fs::FileHandle, spec: &OpenSpec) -> Result<u64, String> {
+fn verify(handle: &plfs::fs::FileHandle, spec: &OpenSpec) -> Result<u64> {
     let mut buf = vec![0u8; spec.record_bytes];
     let total = spec.writers as u64 * spec.records;
     for record in 0..total {
         let offset = record * spec.record_bytes as u64;
-        let count = handle.read(&mut buf, offset).map_err(|e| e.to_string())?;
+        let count = handle
+            .read(&mut buf, offset)
+            .map_err(BenchError::plfs("reading", format!("{OPEN_BENCH_PATH} at {offset}")))?;
+        let data = |problem: String| BenchError::Data { what: format!("record {record}"), problem };
         if count != buf.len() {
-            return Err(format!("record {record}: read {count} of {} bytes", buf.len()));
+            return Err(data(format!("read {count} of {} bytes", buf.len())));
         }
-        verify_record(record, &buf)
-            .map_err(|position| format!("record {record}: wrong byte at {position}"))?;
+        verify_record(record, &buf).map_err(|position| data(format!("wrong byte at {position}")))?;
     }
     Ok(total * spec.record_bytes as u64)
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::error::{BenchError, Result};
 use crate::worker::{Op, Target, WorkerResult};
 use crate::{BenchSpec, Workload};
 
@@ -43,14 +44,16 @@ impl PhaseReport {
         expected_bytes: u64,
         start_ns: u64,
         results: &[WorkerResult],
-    ) -> Result<PhaseReport, String> {
+    ) -> Result<PhaseReport> {
         let end_ns = results.iter().map(|r| r.end_ns).max().unwrap_or(start_ns);
         if end_ns <= start_ns {
-            return Err(format!("{name}: no time passed between start and end ({start_ns}..{end_ns} ns)"));
+            let problem = format!("no time passed between start and end ({start_ns}..{end_ns} ns)");
+            return Err(BenchError::Data { what: name.to_owned(), problem });
         }
         let bytes: u64 = results.iter().map(|r| r.bytes).sum();
         if op == Op::Write && bytes != expected_bytes {
-            return Err(format!("{name}: wrote {bytes} bytes, expected {expected_bytes}"));
+            let problem = format!("wrote {bytes} bytes, expected {expected_bytes}");
+            return Err(BenchError::Data { what: name.to_owned(), problem });
         }
         let seconds = (end_ns - start_ns) as f64 / 1e9;
         let lag = results.iter().map(|r| r.began_ns.saturating_sub(start_ns)).max().unwrap_or(0);

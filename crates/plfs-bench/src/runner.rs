@@ -4,20 +4,21 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use plfs::config::plfsrc;
 use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
 
+use crate::error::{BenchError, Result};
+use crate::protocol::{self, Channel, Event, NoPhase, Order, Report};
 use crate::report::{BenchReport, PhaseReport};
 use crate::worker::{
-    MARKER, Op, SHARED_NAME, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, direct_path,
-    interface_backend_dirs, interface_mount_point, interface_plfsrc, now_ns, plfs_backend_dirs,
+    Op, SHARED_NAME, Target, WORKER_SPEC_ENV, WorkerResult, WorkerSpec, direct_path, interface_backend_dirs,
+    interface_mount_point, interface_plfsrc, now_ns, plfs_backend_dirs,
 };
 use crate::{BenchSpec, MpiioSetup, WorkerCommand, Workload};
 
@@ -58,21 +59,21 @@ fn phase_plan(spec: &BenchSpec) -> Vec<(Target, Op)> {
 }
 
 /// Runs every phase of `spec`, starting workers with `workers`.
-pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, String> {
+pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport> {
     validate(spec)?;
-    fs::create_dir_all(&spec.dir).map_err(|e| format!("creating {}: {e}", spec.dir.display()))?;
+    fs::create_dir_all(&spec.dir).map_err(BenchError::io("creating", &spec.dir))?;
     // Absolute, because the plfsrc of the preload and mpiio mounts must
     // name absolute paths (and mpirun's ranks need not share our cwd).
-    let parent = fs::canonicalize(&spec.dir).map_err(|e| format!("resolving {}: {e}", spec.dir.display()))?;
+    let parent = fs::canonicalize(&spec.dir).map_err(BenchError::io("resolving", &spec.dir))?;
     let work = WorkDir::create(&parent, spec.keep)?;
     for dir in plfs_backend_dirs(work.path(), spec.backends)
         .into_iter()
         .chain([work.path().join("direct"), work.path().join("nn")])
     {
-        fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        fs::create_dir_all(&dir).map_err(BenchError::io("creating", &dir))?;
     }
     let shared = direct_path(work.path());
-    fs::File::create(&shared).map_err(|e| format!("creating {}: {e}", shared.display()))?;
+    fs::File::create(&shared).map_err(BenchError::io("creating", &shared))?;
     // The interposer and the MPI-IO wrapper each get a plfs mount of their
     // own; their shared file exists before the clock starts, as the
     // direct N-1 one does.
@@ -81,8 +82,9 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, Str
     }
     if spec.mpiio.is_some() {
         interface_mount(spec, work.path(), Target::Mpiio)?;
-        fs::create_dir(interface_mount_point(work.path(), Target::Mpiio))
-            .map_err(|e| format!("creating the mpiio mount point: {e}"))?;
+        let mount_point = interface_mount_point(work.path(), Target::Mpiio);
+        fs::create_dir(&mount_point)
+            .map_err(BenchError::io("creating the mpiio mount point", &mount_point))?;
     }
     // The FUSE phases get a work directory of their own inside the mount.
     let fuse_work = match &spec.fuse_dir {
@@ -90,7 +92,7 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, Str
             let fuse_work = WorkDir::create(dir, spec.keep)?;
             if spec.workload != Workload::Nn {
                 let shared = fuse_work.path().join(SHARED_NAME);
-                fs::File::create(&shared).map_err(|e| format!("creating {}: {e}", shared.display()))?;
+                fs::File::create(&shared).map_err(BenchError::io("creating", &shared))?;
             }
             Some(fuse_work)
         }
@@ -108,57 +110,63 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport, Str
     Ok(BenchReport::from_phases(spec, work.path(), spec.keep, phases))
 }
 
-fn validate(spec: &BenchSpec) -> Result<(), String> {
+fn validate(spec: &BenchSpec) -> Result<()> {
     if spec.writers == 0 {
-        return Err("bench: at least one writer is needed".to_owned());
+        return Err(BenchError::invalid("bench: at least one writer is needed"));
     }
     if spec.records == 0 || spec.record_bytes == 0 {
-        return Err("bench: records and record size must be positive".to_owned());
+        return Err(BenchError::invalid("bench: records and record size must be positive"));
     }
     if spec.backends == 0 {
-        return Err("bench: plfs needs at least one backend dir".to_owned());
+        return Err(BenchError::invalid("bench: plfs needs at least one backend dir"));
     }
     if spec.mpiio.is_some() && spec.workload != Workload::N1Strided {
-        return Err(format!("bench: the mpiio interface runs n1-strided only, not {}", spec.workload));
+        return Err(BenchError::invalid(format!(
+            "bench: the mpiio interface runs n1-strided only, not {}",
+            spec.workload
+        )));
     }
     if spec.mpiio.is_some() && i32::try_from(spec.record_bytes).is_err() {
-        return Err("bench: mpiio records must fit an MPI int count".to_owned());
+        return Err(BenchError::invalid("bench: mpiio records must fit an MPI int count"));
     }
     spec.records
         .checked_mul(spec.writers as u64)
         .and_then(|n| n.checked_mul(spec.record_bytes as u64))
         .filter(|total| *total < 1 << 60)
-        .ok_or_else(|| "bench: total size overflows".to_owned())?;
+        .ok_or_else(|| BenchError::invalid("bench: total size overflows"))?;
     Ok(())
 }
 
 /// Backend dirs and a plfsrc for `target`'s own mount, and (for the N-1
 /// workloads) the shared file, created through the library from that same
 /// plfsrc so it is the container the interposer will open.
-fn interface_mount(spec: &BenchSpec, work: &Path, target: Target) -> Result<(), String> {
+fn interface_mount(spec: &BenchSpec, work: &Path, target: Target) -> Result<()> {
     let mount_point = interface_mount_point(work, target);
     let mut text =
         format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount_point.display());
     for dir in interface_backend_dirs(work, target, spec.backends) {
-        fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        fs::create_dir_all(&dir).map_err(BenchError::io("creating", &dir))?;
         text.push_str(&format!("    - location: posix://{}\n", dir.display()));
     }
     let path = interface_plfsrc(work, target);
-    fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    fs::write(&path, text).map_err(BenchError::io("writing", &path))?;
     if spec.workload == Workload::Nn {
         return Ok(());
     }
-    let config = plfsrc::parse_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mount = config.mounts.first().ok_or_else(|| format!("{}: no mount", path.display()))?;
+    let name = path.display().to_string();
+    let config = plfsrc::parse_file(&path).map_err(BenchError::plfs("reading", name.as_str()))?;
+    let mount =
+        config.mounts.first().ok_or_else(|| BenchError::invalid(format!("{}: no mount", path.display())))?;
     let plfs = Plfs::from_config(mount, Options::from_environment(config.tuning.clone()))
-        .map_err(|e| format!("mounting {}: {e}", path.display()))?;
+        .map_err(BenchError::plfs("mounting", name))?;
     // Writer id: this process, which never writes; the ranks are 0..N
     // (mpiio) or their pids (preload).
     let logical = format!("/{SHARED_NAME}");
+    let on_mount = format!("{logical} on the {} mount", target.as_str());
     let handle = plfs
         .open(&logical, OpenFlags::WRONLY.create(), 0o644, u64::from(std::process::id()))
-        .map_err(|e| format!("creating {logical} on the {} mount: {e}", target.as_str()))?;
-    handle.close().map_err(|e| format!("closing {logical} on the {} mount: {e}", target.as_str()))
+        .map_err(BenchError::plfs("creating", on_mount.as_str()))?;
+    handle.close().map_err(BenchError::plfs("closing", on_mount))
 }
 
 /// The run's own directory, removed on drop (success or failure) unless
@@ -171,9 +179,9 @@ pub(crate) struct WorkDir {
 }
 
 impl WorkDir {
-    pub(crate) fn create(parent: &Path, keep: bool) -> Result<WorkDir, String> {
+    pub(crate) fn create(parent: &Path, keep: bool) -> Result<WorkDir> {
         let path = parent.join(format!("plfs-bench.{}.{}", std::process::id(), now_ns()));
-        fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        fs::create_dir(&path).map_err(BenchError::io("creating", &path))?;
         Ok(WorkDir { path, keep })
     }
 
@@ -192,14 +200,6 @@ impl Drop for WorkDir {
     }
 }
 
-/// What a worker's stdout said.
-enum Event {
-    Ready,
-    Result(WorkerResult),
-    Error(String),
-    Eof,
-}
-
 /// Children still running when a phase fails are killed and reaped.
 struct Workers {
     children: Vec<Child>,
@@ -216,33 +216,6 @@ impl Drop for Workers {
     }
 }
 
-fn forward(rank: usize, stdout: ChildStdout, events: Sender<(usize, Event)>) {
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
-        // A test harness may print on the same line before the marker.
-        let Some(at) = line.find(MARKER) else { continue };
-        let rest = &line[at + MARKER.len()..];
-        let event = if rest.starts_with("READY") {
-            Event::Ready
-        } else if let Some(json) = rest.strip_prefix("RESULT ") {
-            // Parse one value and ignore anything a harness appends after it.
-            match serde_json::Deserializer::from_str(json).into_iter::<WorkerResult>().next() {
-                Some(Ok(result)) => Event::Result(result),
-                Some(Err(error)) => Event::Error(format!("unreadable result {json:?}: {error}")),
-                None => Event::Error("empty result line".to_owned()),
-            }
-        } else if let Some(message) = rest.strip_prefix("ERROR ") {
-            Event::Error(message.to_owned())
-        } else {
-            continue;
-        };
-        if events.send((rank, event)).is_err() {
-            return;
-        }
-    }
-    let _ = events.send((rank, Event::Eof));
-}
-
 fn exit_note(child: &mut Child) -> String {
     match child.wait() {
         Ok(status) => format!(" ({status})"),
@@ -257,7 +230,7 @@ fn run_phase(
     fuse_dir: Option<&Path>,
     target: Target,
     op: Op,
-) -> Result<PhaseReport, String> {
+) -> Result<PhaseReport> {
     let name = format!("{} {}", op.as_str(), target.as_str());
     if let (Target::Mpiio, Some(setup)) = (target, &spec.mpiio) {
         return run_mpi_phase(spec, setup, work, op, &name);
@@ -296,12 +269,14 @@ pub(crate) fn run_workers(
     command: &WorkerCommand,
     specs: &[WorkerSpec],
     environment: &[(&str, OsString)],
-) -> Result<(u64, Vec<WorkerResult>), String> {
+) -> Result<(u64, Vec<WorkerResult>)> {
     let writers = specs.len();
     let (sender, events) = mpsc::channel();
     let mut workers = Workers { children: Vec::with_capacity(writers) };
+    let protocol_error = |problem: String| BenchError::Protocol { phase: name.to_owned(), problem };
     for (rank, worker_spec) in specs.iter().enumerate() {
-        let json = serde_json::to_string(worker_spec).map_err(|e| format!("{name}: encoding spec: {e}"))?;
+        let json = serde_json::to_string(worker_spec)
+            .map_err(|source| BenchError::Json { what: format!("{name}: encoding spec"), source })?;
         let mut process = Command::new(&command.program);
         process.args(&command.args_prefix);
         if command.spec_as_arg {
@@ -314,10 +289,16 @@ pub(crate) fn run_workers(
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("{name}: starting worker {rank} ({}): {e}", command.program.display()))?;
-        let stdout = child.stdout.take().ok_or_else(|| format!("{name}: worker {rank} has no stdout"))?;
+            .map_err(|source| BenchError::Spawn {
+                phase: name.to_owned(),
+                rank,
+                program: command.program.clone(),
+                source,
+            })?;
+        let stdout =
+            child.stdout.take().ok_or_else(|| protocol_error(format!("worker {rank} has no stdout")))?;
         let sender = sender.clone();
-        std::thread::spawn(move || forward(rank, stdout, sender));
+        std::thread::spawn(move || protocol::forward::<WorkerResult>(Channel::Bench, rank, stdout, sender));
         workers.children.push(child);
     }
     drop(sender);
@@ -326,54 +307,83 @@ pub(crate) fn run_workers(
     let deadline = Instant::now() + READY_TIMEOUT;
     while ready.iter().any(|r| !r) {
         match next_event(&events, deadline, name, "getting ready")? {
-            (rank, Event::Ready) => ready[rank] = true,
-            (rank, Event::Error(message)) => return Err(format!("{name}: worker {rank}: {message}")),
+            (rank, Event::Report(Report::Ready { rank: said })) if said == rank => ready[rank] = true,
+            (rank, Event::Report(Report::Ready { rank: said })) => {
+                return Err(protocol_error(format!("worker {rank} said it was rank {said}")));
+            }
+            (rank, Event::Report(Report::Error(message))) => {
+                return Err(BenchError::Worker { phase: name.to_owned(), rank, message });
+            }
+            (rank, Event::Malformed(source)) => {
+                return Err(BenchError::Malformed { phase: format!("{name}: worker {rank}"), source });
+            }
             (rank, Event::Eof) => {
                 let note = exit_note(&mut workers.children[rank]);
-                return Err(format!("{name}: worker {rank} exited before it was ready{note}"));
+                return Err(protocol_error(format!("worker {rank} exited before it was ready{note}")));
             }
-            (rank, Event::Result(_)) => return Err(format!("{name}: worker {rank} reported before GO")),
+            (rank, Event::Report(Report::Result(_))) => {
+                return Err(protocol_error(format!("worker {rank} reported before GO")));
+            }
         }
     }
 
     let start_ns = now_ns() + GO_DELAY.as_nanos() as u64;
+    let go: Order<NoPhase> = Order::Go { start_ns, phase: None };
     for (rank, child) in workers.children.iter_mut().enumerate() {
-        let mut stdin = child.stdin.take().ok_or_else(|| format!("{name}: worker {rank} has no stdin"))?;
-        writeln!(stdin, "GO {start_ns}").map_err(|e| format!("{name}: starting worker {rank}: {e}"))?;
+        // Taken, so stdin closes once GO is written: a worker reads no more.
+        let mut stdin =
+            child.stdin.take().ok_or_else(|| protocol_error(format!("worker {rank} has no stdin")))?;
+        go.send(&mut stdin).map_err(|source| BenchError::Pipe {
+            phase: name.to_owned(),
+            doing: format!("starting worker {rank}"),
+            source,
+        })?;
     }
 
     let mut results: Vec<Option<WorkerResult>> = vec![None; writers];
     let deadline = Instant::now() + PHASE_TIMEOUT;
     while results.iter().any(Option::is_none) {
         match next_event(&events, deadline, name, "running")? {
-            (rank, Event::Result(result)) => results[rank] = Some(result),
-            (rank, Event::Error(message)) => return Err(format!("{name}: worker {rank}: {message}")),
+            (rank, Event::Report(Report::Result(result))) => results[rank] = Some(result),
+            (rank, Event::Report(Report::Error(message))) => {
+                return Err(BenchError::Worker { phase: name.to_owned(), rank, message });
+            }
+            (rank, Event::Malformed(source)) => {
+                return Err(BenchError::Malformed { phase: format!("{name}: worker {rank}"), source });
+            }
             (rank, Event::Eof) if results[rank].is_none() => {
                 let note = exit_note(&mut workers.children[rank]);
-                return Err(format!("{name}: worker {rank} exited without a result{note}"));
+                return Err(protocol_error(format!("worker {rank} exited without a result{note}")));
             }
-            (_, Event::Eof | Event::Ready) => {}
+            (_, Event::Eof | Event::Report(Report::Ready { .. })) => {}
         }
     }
     for (rank, child) in workers.children.iter_mut().enumerate() {
-        let status = child.wait().map_err(|e| format!("{name}: waiting for worker {rank}: {e}"))?;
+        let status = child.wait().map_err(|source| BenchError::Pipe {
+            phase: name.to_owned(),
+            doing: format!("waiting for worker {rank}"),
+            source,
+        })?;
         if !status.success() {
-            return Err(format!("{name}: worker {rank} reported a result but exited with {status}"));
+            return Err(protocol_error(format!("worker {rank} reported a result but exited with {status}")));
         }
     }
     Ok((start_ns, results.into_iter().flatten().collect()))
 }
 
 fn next_event(
-    events: &Receiver<(usize, Event)>,
+    events: &Receiver<(usize, Event<WorkerResult>)>,
     deadline: Instant,
     phase: &str,
-    doing: &str,
-) -> Result<(usize, Event), String> {
+    doing: &'static str,
+) -> Result<(usize, Event<WorkerResult>)> {
     let left = deadline.saturating_duration_since(Instant::now());
     events.recv_timeout(left).map_err(|error| match error {
-        RecvTimeoutError::Timeout => format!("{phase}: workers still {doing} at the deadline"),
-        RecvTimeoutError::Disconnected => format!("{phase}: every worker's output closed"),
+        RecvTimeoutError::Timeout => BenchError::Timeout { phase: phase.to_owned(), who: "workers", doing },
+        RecvTimeoutError::Disconnected => BenchError::Protocol {
+            phase: phase.to_owned(),
+            problem: "every worker's output closed".to_owned(),
+        },
     })
 }
 
@@ -387,7 +397,7 @@ fn run_mpi_phase(
     work: &Path,
     op: Op,
     name: &str,
-) -> Result<PhaseReport, String> {
+) -> Result<PhaseReport> {
     let plfsrc = interface_plfsrc(work, Target::Mpiio);
     let file = interface_mount_point(work, Target::Mpiio).join(SHARED_NAME);
     let preload = format!("{} {}", setup.wrapper.display(), setup.preload.display());
@@ -415,29 +425,33 @@ fn run_mpi_phase(
         .arg(spec.record_bytes.to_string())
         .env_remove("LD_PRELOAD")
         .stdin(Stdio::null());
-    let output = command.output().map_err(|e| format!("{name}: starting {}: {e}", setup.mpirun.display()))?;
+    let output = command.output().map_err(|e| BenchError::io("starting", &setup.mpirun)(e).context(name))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
+    let protocol_error = |problem: String| BenchError::Protocol { phase: name.to_owned(), problem };
     if !output.status.success() {
-        return Err(format!(
-            "{name}: {} exited with {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        return Err(protocol_error(format!(
+            "{} exited with {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
             setup.mpirun.display(),
             output.status
-        ));
+        )));
     }
     let mut results: Vec<Option<WorkerResult>> = vec![None; spec.writers];
     for line in stdout.lines() {
-        let Some(at) = line.find(MARKER) else { continue };
-        let rest = &line[at + MARKER.len()..];
-        if let Some(message) = rest.strip_prefix("ERROR ") {
-            return Err(format!("{name}: {message}"));
-        }
-        let Some(json) = rest.strip_prefix("RESULT ") else { continue };
-        let result: WorkerResult = serde_json::from_str(json.trim())
-            .map_err(|e| format!("{name}: unreadable result {json:?}: {e}"))?;
+        let result = match Report::<WorkerResult>::parse(Channel::Bench, line) {
+            None => continue,
+            Some(Ok(Report::Result(result))) => result,
+            Some(Ok(Report::Error(message))) => return Err(protocol_error(message)),
+            // mpiio_bench has no READY: its ranks start after a barrier.
+            Some(Ok(Report::Ready { rank })) => {
+                return Err(protocol_error(format!("rank {rank} said READY, which mpiio_bench never does")));
+            }
+            Some(Err(source)) => return Err(BenchError::Malformed { phase: name.to_owned(), source }),
+        };
+        let rank = result.rank;
         let slot = results
-            .get_mut(result.rank)
-            .ok_or_else(|| format!("{name}: result from rank {} of {}", result.rank, spec.writers))?;
+            .get_mut(rank)
+            .ok_or_else(|| protocol_error(format!("result from rank {rank} of {}", spec.writers)))?;
         *slot = Some(result);
     }
     let results: Vec<WorkerResult> = results
@@ -445,10 +459,10 @@ fn run_mpi_phase(
         .enumerate()
         .map(|(rank, result)| {
             result.ok_or_else(|| {
-                format!("{name}: no result from rank {rank}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+                protocol_error(format!("no result from rank {rank}\nstdout:\n{stdout}\nstderr:\n{stderr}"))
             })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_>>()?;
     // The ranks' clocks start right after a barrier: the earliest of them
     // is the common start, and how late the others left it is the lag.
     let start_ns = results.iter().map(|r| r.began_ns).min().unwrap_or(0);

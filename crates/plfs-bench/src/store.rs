@@ -25,6 +25,7 @@ use plfs::store::SharedStore;
 use plfs::{Error, ErrorKind};
 use serde::Serialize;
 
+use crate::error::{BenchError, Result};
 use crate::jmx::{self, DataNodeBytes, Snapshot};
 use crate::repeat::Spread;
 use crate::report::PhaseReport;
@@ -193,7 +194,7 @@ pub struct StoreReport {
 }
 
 /// Runs every size of `spec`, starting workers with `command`.
-pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<StoreReport, String> {
+pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<StoreReport> {
     validate(spec)?;
     // Every store is opened (and its root listed) here, before any worker
     // starts, so a bad URL or a dead server fails at once, named.
@@ -202,14 +203,14 @@ pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<Store
         let store = open_store_url(url)?;
         store
             .list(&plfs::store::StorePath::root())
-            .map_err(|e| format!("backend {url}: listing its root: {e}"))?;
+            .map_err(BenchError::plfs("listing the root of backend", url.as_str()))?;
         stores.push(store);
     }
     let plfs = Plfs::new(
         stores.iter().map(|store| (store.clone(), BackendRole::Any)).collect(),
         Options::from_environment(Tuning::default()),
     )
-    .map_err(|e| format!("mounting plfs over {}: {e}", spec.backends.join(",")))?;
+    .map_err(BenchError::plfs("mounting plfs over", spec.backends.join(",")))?;
     if !spec.datanodes.is_empty() {
         // Also fail before any I/O when a DataNode does not answer.
         jmx::snapshot(&spec.datanodes)?;
@@ -236,15 +237,15 @@ pub fn run_store(spec: &StoreBenchSpec, command: &WorkerCommand) -> Result<Store
     })
 }
 
-fn validate(spec: &StoreBenchSpec) -> Result<(), String> {
+fn validate(spec: &StoreBenchSpec) -> Result<()> {
     if spec.backends.is_empty() {
-        return Err("bench: the store benchmark needs at least one --backend URL".to_owned());
+        return Err(BenchError::invalid("bench: the store benchmark needs at least one --backend URL"));
     }
     if spec.writers == 0 || spec.records == 0 || spec.bytes_per_writer == Some(0) {
-        return Err("bench: at least one writer and one record are needed".to_owned());
+        return Err(BenchError::invalid("bench: at least one writer and one record are needed"));
     }
     if spec.sizes.is_empty() || spec.sizes.contains(&0) {
-        return Err("bench: record sizes must be positive".to_owned());
+        return Err(BenchError::invalid("bench: record sizes must be positive"));
     }
     for &size in &spec.sizes {
         spec.records_at(size)
@@ -252,11 +253,11 @@ fn validate(spec: &StoreBenchSpec) -> Result<(), String> {
             .and_then(|n| n.checked_mul(size as u64))
             .filter(|total| *total < 1 << 60)
             .ok_or_else(|| {
-                format!(
+                BenchError::invalid(format!(
                     "bench: {} writers x {} records x {size} B overflows",
                     spec.writers,
                     spec.records_at(size)
-                )
+                ))
             })?;
     }
     Ok(())
@@ -269,7 +270,7 @@ fn run_size(
     plfs: &Plfs,
     record_bytes: usize,
     plfs_first: bool,
-) -> Result<StoreSizeReport, String> {
+) -> Result<StoreSizeReport> {
     let run = StoreRun {
         urls: spec.backends.clone(),
         run: format!("plfs-bench.{}.{}", std::process::id(), now_ns()),
@@ -293,7 +294,7 @@ fn run_size(
         ]);
     }
     let jmx = !spec.datanodes.is_empty();
-    let settled_snapshot = || -> Result<Snapshot, String> {
+    let settled_snapshot = || -> Result<Snapshot> {
         std::thread::sleep(spec.jmx_settle);
         jmx::snapshot(&spec.datanodes)
     };
@@ -384,18 +385,20 @@ impl<'a> RunDirs<'a> {
         run: &'a StoreRun,
         writers: usize,
         keep: bool,
-    ) -> Result<RunDirs<'a>, String> {
+    ) -> Result<RunDirs<'a>> {
         let dirs = RunDirs { stores, plfs, run, writers, keep };
         let raw = run.raw_dir()?;
         for store in stores {
-            store.create_dir_all(&raw).map_err(|e| format!("{}: creating {raw}: {e}", store.url()))?;
+            store
+                .create_dir_all(&raw)
+                .map_err(BenchError::plfs("creating", format!("{}: {raw}", store.url())))?;
         }
-        plfs.mkdir(&format!("/{}", run.run), 0o755)
-            .map_err(|e| format!("creating /{} through plfs: {e}", run.run))?;
+        let dir = format!("/{}", run.run);
+        plfs.mkdir(&dir, 0o755).map_err(BenchError::plfs("creating through plfs", dir))?;
         Ok(dirs)
     }
 
-    fn remove(&self) -> Result<(), String> {
+    fn remove(&self) -> Result<()> {
         let gone = |result: Result<(), Error>| match result {
             Err(error) if error.kind() != ErrorKind::NotFound => Err(error),
             _ => Ok(()),
@@ -403,19 +406,22 @@ impl<'a> RunDirs<'a> {
         for writer in 0..self.writers {
             let (index, path) = self.run.raw_object(writer)?;
             let store = &self.stores[index];
-            gone(store.remove_file(&path)).map_err(|e| format!("{}: removing {path}: {e}", store.url()))?;
+            gone(store.remove_file(&path))
+                .map_err(BenchError::plfs("removing", format!("{}: {path}", store.url())))?;
         }
         let raw = self.run.raw_dir()?;
         for store in self.stores {
-            gone(store.remove_dir(&raw)).map_err(|e| format!("{}: removing {raw}: {e}", store.url()))?;
+            gone(store.remove_dir(&raw))
+                .map_err(BenchError::plfs("removing", format!("{}: {raw}", store.url())))?;
         }
         let dir = format!("/{}", self.run.run);
-        let entries = self.plfs.readdir(&dir).map_err(|e| format!("listing {dir} through plfs: {e}"))?;
+        let entries =
+            self.plfs.readdir(&dir).map_err(BenchError::plfs("listing through plfs", dir.as_str()))?;
         for entry in entries {
             let path = format!("{dir}/{}", entry.name);
-            self.plfs.unlink(&path).map_err(|e| format!("removing {path} through plfs: {e}"))?;
+            self.plfs.unlink(&path).map_err(BenchError::plfs("removing through plfs", path))?;
         }
-        self.plfs.rmdir(&dir).map_err(|e| format!("removing {dir} through plfs: {e}"))
+        self.plfs.rmdir(&dir).map_err(BenchError::plfs("removing through plfs", dir))
     }
 }
 
@@ -891,15 +897,15 @@ mod tests {
     #[test]
     fn bad_specs_are_refused_before_any_store_is_touched() {
         let mut spec = StoreBenchSpec::new(Vec::new());
-        assert!(validate(&spec).unwrap_err().contains("--backend"));
+        assert!(validate(&spec).unwrap_err().to_string().contains("--backend"));
         spec.bytes_per_writer = Some(1 << 20);
         assert_eq!([spec.records_at(47001), spec.records_at(1 << 20), spec.records_at(3 << 20)], [22, 1, 1]);
         spec.bytes_per_writer = None;
         assert_eq!(spec.records_at(47001), 2000);
         spec.backends = vec!["posix:///tmp".to_owned()];
         spec.sizes = vec![4096, 0];
-        assert!(validate(&spec).unwrap_err().contains("positive"));
+        assert!(validate(&spec).unwrap_err().to_string().contains("positive"));
         spec.sizes = vec![usize::MAX];
-        assert!(validate(&spec).unwrap_err().contains("overflows"));
+        assert!(validate(&spec).unwrap_err().to_string().contains("overflows"));
     }
 }

@@ -12,6 +12,7 @@ use plfs::file::OpenFlags;
 use plfs::fs::Plfs;
 use serde::Serialize;
 
+use crate::error::{BenchError, Result};
 use crate::pattern::{fill_record, verify_record};
 use crate::worker::read_full;
 
@@ -80,9 +81,9 @@ pub fn streaming(
     bytes: u64,
     block_bytes: usize,
     fuse_first: bool,
-) -> Result<StreamingReport, String> {
+) -> Result<StreamingReport> {
     if block_bytes == 0 || bytes == 0 {
-        return Err("streaming: size and block must be positive".to_owned());
+        return Err(BenchError::invalid("streaming: size and block must be positive"));
     }
     let blocks = bytes.div_ceil(block_bytes as u64);
     let total = blocks * block_bytes as u64;
@@ -91,43 +92,45 @@ pub fn streaming(
     let mount_path = mount_root.join(&fuse_name);
     let mut buf = vec![0u8; block_bytes];
 
-    let write_library = |buf: &mut [u8]| -> Result<f64, String> {
+    let write_library = |buf: &mut [u8]| -> Result<f64> {
         let started = Instant::now();
         let handle = plfs
             .open(&library_path, OpenFlags::WRONLY.create().truncate(), 0o644, u64::from(std::process::id()))
-            .map_err(|e| format!("library open {library_path}: {e}"))?;
+            .map_err(BenchError::plfs("library open", library_path.as_str()))?;
         for block in 0..blocks {
             fill_record(block, buf);
-            handle.write(buf, block * block_bytes as u64).map_err(|e| format!("library write: {e}"))?;
+            handle
+                .write(buf, block * block_bytes as u64)
+                .map_err(BenchError::plfs("library write", library_path.as_str()))?;
         }
-        handle.sync().map_err(|e| format!("library sync: {e}"))?;
-        handle.close().map_err(|e| format!("library close: {e}"))?;
+        handle.sync().map_err(BenchError::plfs("library sync", library_path.as_str()))?;
+        handle.close().map_err(BenchError::plfs("library close", library_path.as_str()))?;
         Ok(started.elapsed().as_secs_f64())
     };
-    let write_fuse = |buf: &mut [u8]| -> Result<f64, String> {
+    let write_fuse = |buf: &mut [u8]| -> Result<f64> {
         let started = Instant::now();
-        let mut file =
-            File::create(&mount_path).map_err(|e| format!("create {}: {e}", mount_path.display()))?;
+        let mut file = File::create(&mount_path).map_err(BenchError::io("create", &mount_path))?;
         for block in 0..blocks {
             fill_record(block, buf);
-            file.write_all(buf).map_err(|e| format!("write {}: {e}", mount_path.display()))?;
+            file.write_all(buf).map_err(BenchError::io("write", &mount_path))?;
         }
-        file.sync_all().map_err(|e| format!("fsync {}: {e}", mount_path.display()))?;
+        file.sync_all().map_err(BenchError::io("fsync", &mount_path))?;
         Ok(started.elapsed().as_secs_f64())
     };
     // Each path reads the file the other one wrote.
-    let read_library = |buf: &mut [u8]| -> Result<(f64, bool), String> {
+    let read_library = |buf: &mut [u8]| -> Result<(f64, bool)> {
         let started = Instant::now();
         let mut verified = true;
+        let fuse_logical = format!("/{fuse_name}");
         let handle = plfs
-            .open(&format!("/{fuse_name}"), OpenFlags::RDONLY, 0, 0)
-            .map_err(|e| format!("library open /{fuse_name}: {e}"))?;
+            .open(&fuse_logical, OpenFlags::RDONLY, 0, 0)
+            .map_err(BenchError::plfs("library open", fuse_logical.as_str()))?;
         for block in 0..blocks {
             let mut filled = 0;
             while filled < block_bytes {
                 let count = handle
                     .read(&mut buf[filled..], block * block_bytes as u64 + filled as u64)
-                    .map_err(|e| format!("library read: {e}"))?;
+                    .map_err(BenchError::plfs("library read", fuse_logical.as_str()))?;
                 if count == 0 {
                     break;
                 }
@@ -135,18 +138,17 @@ pub fn streaming(
             }
             verified &= filled == block_bytes && verify_record(block, buf).is_ok();
         }
-        handle.close().map_err(|e| format!("library close: {e}"))?;
+        handle.close().map_err(BenchError::plfs("library close", fuse_logical))?;
         Ok((started.elapsed().as_secs_f64(), verified))
     };
     let library_through_mount = mount_root.join(library_path.trim_start_matches('/'));
-    let read_fuse = |buf: &mut [u8]| -> Result<(f64, bool), String> {
+    let read_fuse = |buf: &mut [u8]| -> Result<(f64, bool)> {
         let started = Instant::now();
         let mut verified = true;
-        let mut file = File::open(&library_through_mount)
-            .map_err(|e| format!("open {}: {e}", library_through_mount.display()))?;
+        let mut file =
+            File::open(&library_through_mount).map_err(BenchError::io("open", &library_through_mount))?;
         for block in 0..blocks {
-            let filled = read_full(&mut file, buf)
-                .map_err(|e| format!("read {}: {e}", library_through_mount.display()))?;
+            let filled = read_full(&mut file, buf).map_err(BenchError::io("read", &library_through_mount))?;
             verified &= filled == block_bytes && verify_record(block, buf).is_ok();
         }
         Ok((started.elapsed().as_secs_f64(), verified))
@@ -171,8 +173,11 @@ pub fn streaming(
     };
     let verified = library_ok && fuse_ok;
 
-    for cleanup in [plfs.unlink(&library_path), plfs.unlink(&format!("/{fuse_name}"))] {
-        cleanup.map_err(|e| format!("removing the streaming files: {e}"))?;
+    let fuse_logical = format!("/{fuse_name}");
+    for (cleanup, path) in
+        [(plfs.unlink(&library_path), &library_path), (plfs.unlink(&fuse_logical), &fuse_logical)]
+    {
+        cleanup.map_err(BenchError::plfs("removing the streaming file", path.as_str()))?;
     }
     let mibs = |seconds: f64| total as f64 / MIB / seconds.max(1e-9);
     Ok(StreamingReport {

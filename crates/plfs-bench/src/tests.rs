@@ -62,7 +62,7 @@ fn a_corrupted_byte_in_plfs_data_fails_verification() {
 
     // plfs itself refuses the damaged record (verify_reads: whole)...
     let mut prepared = prepare(read.clone()).unwrap();
-    let refused = execute(&mut prepared, 0).unwrap_err();
+    let refused = execute(&mut prepared, 0).unwrap_err().to_string();
     assert!(refused.contains("fail their checksum"), "{refused}");
     // ...and with plfs's check off, the bench's own data check finds it.
     let unchecked = WorkerSpec { verify_reads: plfs::config::VerifyReads::Off, ..read };
@@ -129,7 +129,7 @@ fn workloads_parse_and_serialize_by_their_cli_names() {
 
 #[test]
 fn worker_main_rejects_a_bad_spec() {
-    let error = worker_main(&["{not json".to_owned()]).unwrap_err();
+    let error = worker_main(&["{not json".to_owned()]).unwrap_err().to_string();
     assert!(error.contains("spec"), "{error}");
 }
 

@@ -1,7 +1,6 @@
 //! One benchmark process: writes or reads one rank's records of one phase.
 //!
-//! Protocol (all lines on the worker's stdout carry the [`MARKER`] prefix,
-//! so a CLI or test harness may print anything else around them):
+//! Protocol (its lines are encoded and parsed by [`crate::protocol`]):
 //!
 //! 1. The parent starts the worker with a [`WorkerSpec`] as JSON, either as
 //!    the single argument after the subcommand or in [`WORKER_SPEC_ENV`].
@@ -14,7 +13,7 @@
 //!    [`WorkerResult`]), or `PLFS-BENCH-ERROR <message>` on failure.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,13 +27,12 @@ use plfs::store::{SharedStore, StorePath};
 use serde::{Deserialize, Serialize};
 
 use crate::Workload;
+use crate::error::{BenchError, Result};
 use crate::pattern::{fill_record, pattern_byte, verify_record};
+use crate::protocol::{self, Channel, NoPhase, Order, Report};
 
 /// Environment variable that carries the worker's JSON spec.
 pub const WORKER_SPEC_ENV: &str = "PLFS_BENCH_WORKER_SPEC";
-
-/// Prefix of every protocol line a worker prints.
-pub const MARKER: &str = "PLFS-BENCH-";
 
 /// What a phase writes to or reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,39 +135,36 @@ impl StoreRun {
     }
 
     /// The raw directory, at the root of every store.
-    pub fn raw_dir(&self) -> Result<StorePath, String> {
-        StorePath::root().join(&format!("{}-raw", self.run)).map_err(|e| format!("raw directory: {e}"))
+    pub fn raw_dir(&self) -> Result<StorePath> {
+        let name = format!("{}-raw", self.run);
+        StorePath::root().join(&name).map_err(BenchError::plfs("naming the raw directory", name))
     }
 
     /// The object `writer` streams its records into, and which of
     /// [`StoreRun::urls`] holds it: writers take the stores in turn, as
     /// plfs spreads its logs over them.
-    pub fn raw_object(&self, writer: usize) -> Result<(usize, StorePath), String> {
-        let path =
-            self.raw_dir()?.join(&format!("object.{writer}")).map_err(|e| format!("raw object: {e}"))?;
+    pub fn raw_object(&self, writer: usize) -> Result<(usize, StorePath)> {
+        let name = format!("object.{writer}");
+        let path = self.raw_dir()?.join(&name).map_err(BenchError::plfs("naming the raw object", name))?;
         Ok((writer % self.urls.len().max(1), path))
     }
 }
 
 /// Opens a store by URL, every error naming the URL.
-pub fn open_store_url(url: &str) -> Result<SharedStore, String> {
-    // The parser's and the stores' own messages usually name it already.
-    let named = |error: plfs::Error| {
-        let message = error.to_string();
-        if message.contains(url) { message } else { format!("backend {url}: {message}") }
-    };
+pub fn open_store_url(url: &str) -> Result<SharedStore> {
+    let named = |source| BenchError::Store { url: url.to_owned(), source };
     let location = BackendLocation::parse(url).map_err(named)?;
     plfs::fs::open_store(&location).map_err(named)
 }
 
 /// A plfs mount over store URLs, as each worker process makes its own.
-pub fn mount_stores(urls: &[String]) -> Result<Plfs, String> {
+pub fn mount_stores(urls: &[String]) -> Result<Plfs> {
     let stores = urls
         .iter()
         .map(|url| open_store_url(url).map(|store| (store, BackendRole::Any)))
         .collect::<Result<Vec<_>, _>>()?;
     Plfs::new(stores, Options::from_environment(Tuning::default()))
-        .map_err(|e| format!("mounting plfs over {}: {e}", urls.join(",")))
+        .map_err(BenchError::plfs("mounting plfs over", urls.join(",")))
 }
 
 /// What a worker reports back.
@@ -267,12 +262,15 @@ pub fn plain_nn_path(work: &Path, writer: usize) -> PathBuf {
 /// The plain path a non-library target writes `source`'s records to, and
 /// whether it is one file shared by every rank (written at offsets) or the
 /// rank's own (written sequentially).
-fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool), String> {
+fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool)> {
     match spec.target {
         Target::DirectN1 => Ok((direct_path(&spec.dir), true)),
         Target::PlainNn => Ok((plain_nn_path(&spec.dir, source), false)),
         Target::Fuse => {
-            let dir = spec.fuse_dir.as_deref().ok_or("fuse target without a mount directory")?;
+            let dir = spec
+                .fuse_dir
+                .as_deref()
+                .ok_or_else(|| BenchError::invalid("fuse target without a mount directory"))?;
             Ok(match spec.workload {
                 Workload::Nn => (dir.join(format!("file.{source}")), false),
                 Workload::N1Strided | Workload::N1Segmented => (dir.join(SHARED_NAME), true),
@@ -285,22 +283,25 @@ fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool), Str
                 Workload::N1Strided | Workload::N1Segmented => (dir.join(SHARED_NAME), true),
             })
         }
-        Target::Plfs | Target::RawNn => Err(format!("the {} target has no plain path", spec.target.as_str())),
-        Target::Mpiio => Err("the mpiio target is run by mpirun, not by bench workers".to_owned()),
+        Target::Plfs | Target::RawNn => {
+            Err(BenchError::invalid(format!("the {} target has no plain path", spec.target.as_str())))
+        }
+        Target::Mpiio => Err(BenchError::invalid("the mpiio target is run by mpirun, not by bench workers")),
     }
 }
 
 /// A mount of the run's backend dirs, as each worker process makes its own.
-pub fn mount(work: &Path, backends: usize, verify_reads: VerifyReads) -> Result<Plfs, String> {
+pub fn mount(work: &Path, backends: usize, verify_reads: VerifyReads) -> Result<Plfs> {
     let mut stores: Vec<(SharedStore, BackendRole)> = Vec::with_capacity(backends);
     for dir in plfs_backend_dirs(work, backends) {
         let url = format!("posix://{}", dir.display());
-        let store =
-            PosixStore::new(dir.clone(), url).map_err(|e| format!("plfs backend {}: {e}", dir.display()))?;
+        let store = PosixStore::new(dir.clone(), url)
+            .map_err(BenchError::plfs("plfs backend", dir.display().to_string()))?;
         stores.push((Arc::new(store), BackendRole::Any));
     }
     let tuning = Tuning { verify_reads, ..Tuning::default() };
-    Plfs::new(stores, Options::from_environment(tuning)).map_err(|e| format!("mounting plfs: {e}"))
+    Plfs::new(stores, Options::from_environment(tuning))
+        .map_err(BenchError::plfs("mounting plfs over", work.join("plfs").display().to_string()))
 }
 
 pub fn now_ns() -> u64 {
@@ -345,12 +346,12 @@ pub struct Prepared {
 
 /// Everything before the barrier: validation, the plfs mount (with its
 /// thread pool) and the one record buffer the hot loop reuses.
-pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
+pub fn prepare(spec: WorkerSpec) -> Result<Prepared> {
     if spec.writers == 0 || spec.rank >= spec.writers {
-        return Err(format!("worker rank {} of {} writers", spec.rank, spec.writers));
+        return Err(BenchError::invalid(format!("worker rank {} of {} writers", spec.rank, spec.writers)));
     }
     if spec.record_bytes == 0 {
-        return Err("record size 0".to_owned());
+        return Err(BenchError::invalid("record size 0"));
     }
     let (mut plfs_mount, mut raw_store) = (None, None);
     match (spec.target, &spec.store) {
@@ -358,13 +359,16 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared, String> {
         (Target::Plfs, None) => plfs_mount = Some(mount(&spec.dir, spec.backends, spec.verify_reads)?),
         (Target::RawNn, Some(store)) => {
             let (index, _) = store.raw_object(source_rank(&spec))?;
-            let url = store.urls.get(index).ok_or("raw-nn target without a store URL")?;
+            let url = store
+                .urls
+                .get(index)
+                .ok_or_else(|| BenchError::invalid("raw-nn target without a store URL"))?;
             raw_store = Some(open_store_url(url)?);
         }
-        (Target::RawNn, None) => return Err("the raw-nn target needs store URLs".to_owned()),
+        (Target::RawNn, None) => return Err(BenchError::invalid("the raw-nn target needs store URLs")),
         (Target::DirectN1 | Target::PlainNn | Target::Fuse | Target::Preload, _) => {}
         (Target::Mpiio, _) => {
-            return Err("the mpiio target is run by mpirun, not by bench workers".to_owned());
+            return Err(BenchError::invalid("the mpiio target is run by mpirun, not by bench workers"));
         }
     }
     let buf = vec![0u8; spec.record_bytes];
@@ -406,7 +410,7 @@ impl Checker {
 
 /// Runs the phase from the barrier on; the clock stops when the last
 /// close returns (after fdatasync, for writes).
-pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, String> {
+pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
     wait_until(start_ns);
     let began_ns = now_ns();
     let began_cpu_ns = process_cpu_ns();
@@ -417,46 +421,49 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
     let mut written = 0u64;
     match (spec.op, spec.target) {
         (Op::Write, Target::Plfs) => {
-            let plfs = prepared.mount.as_ref().ok_or("plfs target without a mount")?;
+            let plfs =
+                prepared.mount.as_ref().ok_or_else(|| BenchError::invalid("plfs target without a mount"))?;
             let path = plfs_path(spec, source);
             let handle = plfs
                 .open(&path, OpenFlags::WRONLY.create(), 0o644, spec.rank as u64)
-                .map_err(|e| format!("plfs open {path} for writing: {e}"))?;
+                .map_err(BenchError::plfs("plfs open for writing", path.as_str()))?;
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 fill_record(record, buf);
-                let count =
-                    handle.write(buf, offset).map_err(|e| format!("plfs write {path} at {offset}: {e}"))?;
+                let at = || format!("{path} at {offset}");
+                let count = handle.write(buf, offset).map_err(BenchError::plfs("plfs write", at()))?;
                 if count != buf.len() {
-                    return Err(format!("plfs write {path} at {offset}: {count} of {} bytes", buf.len()));
+                    let expected = buf.len();
+                    return Err(BenchError::Short { doing: "plfs write", target: at(), count, expected });
                 }
                 written += count as u64;
             }
-            handle.sync().map_err(|e| format!("plfs sync {path}: {e}"))?;
-            handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
+            handle.sync().map_err(BenchError::plfs("plfs sync", path.as_str()))?;
+            handle.close().map_err(BenchError::plfs("plfs close", path.as_str()))?;
         }
         (Op::Write, Target::RawNn) => {
             let (store, path) = raw_target(prepared.raw_store.as_ref(), spec, source)?;
             let what = format!("{}: {path}", store.url());
-            let mut log = store.create_append(&path).map_err(|e| format!("create_append {what}: {e}"))?;
+            let mut log =
+                store.create_append(&path).map_err(BenchError::plfs("create_append", what.as_str()))?;
             for k in 0..spec.records {
                 let (record, _) = placement(spec, source, k);
                 fill_record(record, buf);
-                log.append(buf).map_err(|e| format!("append {what}: {e}"))?;
+                log.append(buf).map_err(BenchError::plfs("append", what.as_str()))?;
                 written += buf.len() as u64;
             }
             // As plfs does with its logs: sync, then close.
-            log.sync().map_err(|e| format!("sync {what}: {e}"))?;
-            log.close().map_err(|e| format!("close {what}: {e}"))?;
+            log.sync().map_err(BenchError::plfs("sync", what.as_str()))?;
+            log.close().map_err(BenchError::plfs("close", what.as_str()))?;
         }
         (Op::Read, Target::RawNn) => {
             let (store, path) = raw_target(prepared.raw_store.as_ref(), spec, source)?;
             let what = format!("{}: {path}", store.url());
-            let handle = store.open_read(&path).map_err(|e| format!("open_read {what}: {e}"))?;
+            let handle = store.open_read(&path).map_err(BenchError::plfs("open_read", what.as_str()))?;
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 let filled = read_full_at(|into, at| handle.read_at(into, at), buf, offset)
-                    .map_err(|e| format!("read_at {what} at {offset}: {e}"))?;
+                    .map_err(BenchError::plfs("read_at", format!("{what} at {offset}")))?;
                 checker.check(record, offset, buf, filled, &what);
             }
         }
@@ -470,50 +477,60 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult, S
                     .create(true)
                     .truncate(false)
                     .open(&path)
-                    .map_err(|e| format!("open {}: {e}", path.display()))?;
+                    .map_err(BenchError::io("open", &path))?;
                 for k in 0..spec.records {
                     let (record, offset) = placement(spec, source, k);
                     fill_record(record, buf);
-                    file.write_all_at(buf, offset)
-                        .map_err(|e| format!("pwrite {} at {offset}: {e}", path.display()))?;
+                    file.write_all_at(buf, offset).map_err(|source| BenchError::IoAt {
+                        doing: "pwrite",
+                        path: path.clone(),
+                        offset,
+                        source,
+                    })?;
                     written += buf.len() as u64;
                 }
                 sync_and_close(file, &path)?;
             } else {
-                let mut file = File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+                let mut file = File::create(&path).map_err(BenchError::io("create", &path))?;
                 for k in 0..spec.records {
                     let (record, _) = placement(spec, source, k);
                     fill_record(record, buf);
-                    file.write_all(buf).map_err(|e| format!("write {}: {e}", path.display()))?;
+                    file.write_all(buf).map_err(BenchError::io("write", &path))?;
                     written += buf.len() as u64;
                 }
                 sync_and_close(file, &path)?;
             }
         }
         (Op::Read, Target::Plfs) => {
-            let plfs = prepared.mount.as_ref().ok_or("plfs target without a mount")?;
+            let plfs =
+                prepared.mount.as_ref().ok_or_else(|| BenchError::invalid("plfs target without a mount"))?;
             let path = plfs_path(spec, source);
             let handle = plfs
                 .open(&path, OpenFlags::RDONLY, 0, spec.rank as u64)
-                .map_err(|e| format!("plfs open {path}: {e}"))?;
+                .map_err(BenchError::plfs("plfs open", path.as_str()))?;
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 let filled = read_full_at(|into, at| handle.read(into, at), buf, offset)
-                    .map_err(|e| format!("plfs read {path}: {e}"))?;
+                    .map_err(BenchError::plfs("plfs read", path.as_str()))?;
                 checker.check(record, offset, buf, filled, &path);
             }
-            handle.close().map_err(|e| format!("plfs close {path}: {e}"))?;
+            handle.close().map_err(BenchError::plfs("plfs close", path.as_str()))?;
         }
         (Op::Read, _) => {
             let (path, shared) = plain_target(spec, source)?;
-            let mut file = File::open(&path).map_err(|e| format!("open {}: {e}", path.display()))?;
+            let mut file = File::open(&path).map_err(BenchError::io("open", &path))?;
             let what = path.display().to_string();
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 let filled = if shared {
-                    pread_full(&file, buf, offset).map_err(|e| format!("pread {what} at {offset}: {e}"))?
+                    pread_full(&file, buf, offset).map_err(|source| BenchError::IoAt {
+                        doing: "pread",
+                        path: path.clone(),
+                        offset,
+                        source,
+                    })?
                 } else {
-                    read_full(&mut file, buf).map_err(|e| format!("read {what}: {e}"))?
+                    read_full(&mut file, buf).map_err(BenchError::io("read", &path))?
                 };
                 checker.check(record, offset, buf, filled, &what);
             }
@@ -550,16 +567,16 @@ fn raw_target<'a>(
     store: Option<&'a SharedStore>,
     spec: &WorkerSpec,
     source: usize,
-) -> Result<(&'a SharedStore, StorePath), String> {
-    let run = spec.store.as_ref().ok_or("raw-nn target without store URLs")?;
-    let store = store.ok_or("raw-nn target without an open store")?;
+) -> Result<(&'a SharedStore, StorePath)> {
+    let run = spec.store.as_ref().ok_or_else(|| BenchError::invalid("raw-nn target without store URLs"))?;
+    let store = store.ok_or_else(|| BenchError::invalid("raw-nn target without an open store"))?;
     Ok((store, run.raw_object(source)?.1))
 }
 
 /// fdatasync, the call plfs makes on its data logs, so all three phases
 /// pay for durability the same way.
-fn sync_and_close(file: File, path: &Path) -> Result<(), String> {
-    file.sync_data().map_err(|e| format!("fdatasync {}: {e}", path.display()))?;
+fn sync_and_close(file: File, path: &Path) -> Result<()> {
+    file.sync_data().map_err(BenchError::io("fdatasync", path))?;
     drop(file);
     Ok(())
 }
@@ -613,46 +630,41 @@ pub(crate) fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usiz
 /// Entry point of a worker process (`plfs bench-worker <json>`). With no
 /// arguments the spec is taken from [`WORKER_SPEC_ENV`], which is how a
 /// test binary re-executed as a worker gets it.
-pub fn worker_main(args: &[String]) -> Result<(), String> {
+pub fn worker_main(args: &[String]) -> Result<()> {
     let result = worker_protocol(args);
     if let Err(error) = &result {
-        // The parent reads stdout only; a single line keeps the message whole.
-        let line = error.replace('\n', " | ");
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{MARKER}ERROR {line}");
-        let _ = out.flush();
+        let _ = protocol::send_report::<WorkerResult>(Channel::Bench, &Report::Error(error.to_string()));
     }
     result
 }
 
-fn worker_protocol(args: &[String]) -> Result<(), String> {
+fn worker_protocol(args: &[String]) -> Result<()> {
     let text = match args {
-        [] => std::env::var(WORKER_SPEC_ENV)
-            .map_err(|_| format!("bench worker: no spec argument and {WORKER_SPEC_ENV} is not set"))?,
+        [] => std::env::var(WORKER_SPEC_ENV).map_err(|_| {
+            BenchError::invalid(format!("bench worker: no spec argument and {WORKER_SPEC_ENV} is not set"))
+        })?,
         [one] => one.clone(),
-        more => return Err(format!("bench worker: expected one JSON spec argument, got {}", more.len())),
+        more => {
+            return Err(BenchError::invalid(format!(
+                "bench worker: expected one JSON spec argument, got {}",
+                more.len()
+            )));
+        }
     };
-    let spec: WorkerSpec =
-        serde_json::from_str(&text).map_err(|e| format!("bench worker spec {text:?}: {e}"))?;
+    let spec: WorkerSpec = serde_json::from_str(&text)
+        .map_err(|source| BenchError::Json { what: format!("bench worker spec {text:?}"), source })?;
     let rank = spec.rank;
     let mut prepared = prepare(spec)?;
-    emit(&format!("{MARKER}READY {rank}"))?;
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| format!("bench worker {rank}: reading GO: {e}"))?;
-    let start_ns =
-        line.trim().strip_prefix("GO ").and_then(|n| n.parse::<u64>().ok()).ok_or_else(|| {
-            format!("bench worker {rank}: expected \"GO <unix-ns>\" on stdin, got {line:?}")
-        })?;
+    protocol::send_report::<WorkerResult>(Channel::Bench, &Report::Ready { rank })?;
+    let worker = format!("bench worker {rank}");
+    let start_ns = match protocol::receive_order::<NoPhase>(&mut std::io::stdin().lock(), false, &worker)? {
+        Some(Order::Go { start_ns, .. }) => start_ns,
+        // Order::parse never gives EXIT to the bench's unphased protocol.
+        Some(Order::Exit) | None => {
+            let problem = "stdin closed before GO".to_owned();
+            return Err(BenchError::Protocol { phase: worker, problem });
+        }
+    };
     let result = execute(&mut prepared, start_ns)?;
-    let json =
-        serde_json::to_string(&result).map_err(|e| format!("bench worker {rank}: encoding result: {e}"))?;
-    emit(&format!("{MARKER}RESULT {json}"))
-}
-
-fn emit(line: &str) -> Result<(), String> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| format!("bench worker stdout: {e}"))
+    protocol::send_report(Channel::Bench, &Report::Result(result))
 }

@@ -133,7 +133,8 @@ fn a_worker_that_cannot_start_is_an_error_not_a_hang() {
         spec_as_arg: true,
     };
     let error = plfs_bench::run(&tiny(Workload::Nn, root.path()), &command).unwrap_err();
-    assert!(error.contains("starting worker 0"), "{error}");
+    assert!(matches!(error, plfs_bench::BenchError::Spawn { rank: 0, .. }), "{error:?}");
+    assert!(error.to_string().contains("starting worker 0"), "{error}");
     assert_cleaned(root.path());
 }
 
@@ -216,7 +217,8 @@ fn the_store_bench_stops_naming_a_datanode_that_does_not_answer() {
     let mut spec = store_spec(&[root.path()]);
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     spec.datanodes = vec![format!("http://{dead}")];
-    let error = plfs_bench::run_store(&spec, &WorkerCommand::test_binary("worker").unwrap()).unwrap_err();
+    let error =
+        plfs_bench::run_store(&spec, &WorkerCommand::test_binary("worker").unwrap()).unwrap_err().to_string();
     assert!(error.contains(&format!("http://{dead}")), "{error}");
     assert_cleaned(root.path());
 }

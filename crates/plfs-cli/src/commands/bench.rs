@@ -395,7 +395,7 @@ outcome!(
 fn run_repeated<R: Outcome, S: Outcome>(
     repeat: u32,
     json: bool,
-    mut once: impl FnMut(u32) -> std::result::Result<R, String>,
+    mut once: impl FnMut(u32) -> std::result::Result<R, plfs_bench::BenchError>,
     summarize: impl FnOnce(Vec<R>) -> S,
 ) -> Result<ExitCode> {
     let status = |verified: bool| if verified { ExitCode::SUCCESS } else { ExitCode::FAILURE };
