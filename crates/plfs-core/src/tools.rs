@@ -511,7 +511,8 @@ impl Recovery<'_> {
         let open: BTreeSet<LogId> = meta.open.iter().copied().collect();
         let sized: BTreeMap<LogId, layout::SizeRecord> = meta.sizes.iter().map(|s| (s.log, *s)).collect();
         let present: BTreeSet<LogId> = inventory.logs.iter().map(|log| log.id).collect();
-        let foreign = self.foreign_logs(&meta, &inventory.logs, |id| open.contains(id) || sized.contains_key(id))?;
+        let foreign =
+            self.foreign_logs(&meta, &inventory.logs, |id| open.contains(id) || sized.contains_key(id))?;
         let mut logs = Vec::with_capacity(inventory.logs.len());
         for log in inventory.logs {
             if foreign.contains(&log.id) {
@@ -1332,7 +1333,8 @@ mod tests {
             handle.close().unwrap();
         }
         let plfs = on_host(0);
-        let backends: BTreeSet<usize> = plfs.inventory("/victim").unwrap().logs.iter().map(|l| l.backend.0).collect();
+        let backends: BTreeSet<usize> =
+            plfs.inventory("/victim").unwrap().logs.iter().map(|l| l.backend.0).collect();
         assert_eq!(backends.len(), 2, "the old file has logs on both backends");
 
         // The canonical rename succeeds; removing the shadow fails.
