@@ -435,10 +435,24 @@ impl OpenFile {
                     )
                 });
             }
-            slot.retired.push(logs.indexed);
+            let (id, backend, index_path, indexed) = (logs.id, logs.backend, logs.index_path, logs.indexed);
             drop(logs.data.close());
             drop(logs.index.close());
+            slot.retired.push(self.held_by(id, backend, &index_path).unwrap_or(indexed));
         }
+    }
+
+    /// What a retired pair's index log holds, read back. A failed append
+    /// may have kept its whole frame (a short write as long as the frame,
+    /// a store that failed after writing), and readers go by the log: a
+    /// size record counting less would make stat disagree with reads (a
+    /// truncate record kept though its append failed: plfs-sim seed
+    /// 15949). None if the log cannot be read: then what the writer knows
+    /// it appended.
+    fn held_by(&self, id: LogId, backend: BackendId, index_path: &StorePath) -> Option<SizeRecord> {
+        let bytes = self.mount.store(backend).read_all(index_path).ok()?;
+        let decoded = index_log::decode(&bytes).ok()?;
+        Some(container::summarize(id, &decoded.records))
     }
 
     /// Creates the writer's logs on first use: hostdir, open record, then

@@ -105,8 +105,14 @@ pub enum Problem {
     OrphanDataLog,
     /// An index log with records but no data log.
     MissingDataLog,
-    /// A closed log with neither open nor size record.
+    /// A closed log with neither open nor size record, while a damaged
+    /// size record makes readers take every log: the fix gives it one.
     MissingSizeRecord,
+    /// A log `meta/` does not name: a file removed or replaced at this
+    /// name left it (its clean-up failed, or a crash cut it short), and
+    /// readers skip it. The fix removes it; giving it a size record would
+    /// put that other file's bytes into this one.
+    ForeignLog,
     /// A size record whose log no longer exists.
     DanglingSizeRecord,
     /// A half-built or half-removed container left by a crash.
@@ -505,10 +511,18 @@ impl Recovery<'_> {
         let open: BTreeSet<LogId> = meta.open.iter().copied().collect();
         let sized: BTreeMap<LogId, layout::SizeRecord> = meta.sizes.iter().map(|s| (s.log, *s)).collect();
         let present: BTreeSet<LogId> = inventory.logs.iter().map(|log| log.id).collect();
-        for log in &inventory.logs {
-            self.check_log(log, open.contains(&log.id), sized.get(&log.id))?;
+        let foreign =
+            self.foreign_logs(&meta, &inventory.logs, |id| open.contains(id) || sized.contains_key(id))?;
+        let mut logs = Vec::with_capacity(inventory.logs.len());
+        for log in inventory.logs {
+            if foreign.contains(&log.id) {
+                self.foreign_log(&log)?;
+            } else {
+                self.check_log(&log, open.contains(&log.id), sized.get(&log.id))?;
+                logs.push(log);
+            }
         }
-        self.check_global_index(&inventory.logs)?;
+        self.check_global_index(&logs)?;
         for size in sized.values().filter(|size| !present.contains(&size.log)) {
             let (backend, paths) = container::canonical(self.state, self.path);
             let location = format!("{}/{}", self.state.store(backend).url(), paths.meta(&size.name())?);
@@ -518,6 +532,53 @@ impl Recovery<'_> {
             };
             self.note(Problem::DanglingSizeRecord, location, "its logs are gone".into(), fixed);
         }
+        Ok(())
+    }
+
+    /// The logs in the file's directories that are not the file's (as
+    /// readers decide, `container::file_logs`): neither an open nor a size
+    /// record names them. A writer makes its open record before its logs,
+    /// so one that started after `meta` was read is named by a second
+    /// look. With a damaged size record, which logs are the file's is
+    /// unknown: none is called foreign.
+    fn foreign_logs(
+        &self,
+        meta: &container::MetaRecords,
+        logs: &[LogLocation],
+        named: impl Fn(&LogId) -> bool,
+    ) -> Result<BTreeSet<LogId>> {
+        // (A data log alone is an orphan, whoever left it: check_log.)
+        let unnamed: BTreeSet<LogId> =
+            logs.iter().filter(|log| log.has_index).map(|log| log.id).filter(|id| !named(id)).collect();
+        if meta.damaged || unnamed.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let again = container::read_meta(self.state, self.path)?;
+        if again.damaged {
+            return Ok(BTreeSet::new());
+        }
+        let named_now: BTreeSet<LogId> =
+            again.open.iter().copied().chain(again.sizes.iter().map(|size| size.log)).collect();
+        Ok(unnamed.into_iter().filter(|id| !named_now.contains(id)).collect())
+    }
+
+    fn foreign_log(&mut self, log: &LogLocation) -> Result<()> {
+        let store = self.state.store(log.backend);
+        let index_path = log.path(self.path, LogKind::Index);
+        let fixed = self.fix && {
+            // Index log first: a crash in between leaves an orphan data
+            // log, never an index record pointing at nothing.
+            container::ignore_missing(store.remove_file(&index_path))?;
+            container::ignore_missing(store.remove_file(&log.path(self.path, LogKind::Data)))?;
+            true
+        };
+        self.note(
+            Problem::ForeignLog,
+            format!("{}/{index_path}", store.url()),
+            "no open or size record names it: left by a file removed or replaced at this name; readers skip it"
+                .into(),
+            fixed,
+        );
         Ok(())
     }
 
@@ -1239,6 +1300,71 @@ mod tests {
         assert_eq!(handle.read(&mut buf, 0).unwrap(), 50);
         assert_eq!(buf, [9u8; 50]);
         handle.close().unwrap();
+    }
+
+    /// An unlink whose clean-up fails on one backend leaves the removed
+    /// file's logs in a shadow container there. A new file at that name
+    /// must never take them: readers skip logs `meta/` does not name, and
+    /// `recover --fix` used to give them a size record, so the old file's
+    /// bytes came back inside the new one (plfs-sim seed 300).
+    #[test]
+    fn recover_removes_logs_a_failed_unlink_left_and_never_adds_them_to_a_new_file() {
+        use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
+        let inner = stores(2);
+        let faulty: Vec<Arc<FaultyStore>> =
+            inner.iter().map(|store| Arc::new(FaultyStore::new(store.clone()))).collect();
+        let shared: Vec<SharedStore> = faulty.iter().map(|store| store.clone() as SharedStore).collect();
+        let on_host = |host: usize| {
+            let options = Options {
+                hostname: format!("node{host}"),
+                pid: 1,
+                uid: 0,
+                gid: 0,
+                stamper: Stamper::new(Arc::new(ManualClock::new(1))),
+                tuning: Tuning { threadpool_size: 1, ..Tuning::default() },
+            };
+            Plfs::new(shared.iter().map(|s| (s.clone(), BackendRole::Any)).collect(), options).unwrap()
+        };
+        // Writers on enough hosts that the old file has logs on both backends.
+        for host in 0..16 {
+            let plfs = on_host(host);
+            let handle = plfs.open("/victim", OpenFlags::WRONLY.create(), 0o644, host as u64).unwrap();
+            handle.write(&[0xEE; 100], 0).unwrap();
+            handle.close().unwrap();
+        }
+        let plfs = on_host(0);
+        let backends: BTreeSet<usize> =
+            plfs.inventory("/victim").unwrap().logs.iter().map(|l| l.backend.0).collect();
+        assert_eq!(backends.len(), 2, "the old file has logs on both backends");
+
+        // The canonical rename succeeds; removing the shadow fails.
+        for store in &faulty {
+            store.add_fault(Fault::new(Op::List, FaultAction::Eio).path_contains("victim/hostdir"));
+        }
+        assert!(plfs.unlink("/victim").is_err(), "the injected fault fired");
+        for store in &faulty {
+            store.clear();
+        }
+        assert_eq!(plfs.stat("/victim").unwrap_err().kind(), ErrorKind::NotFound);
+
+        let handle = plfs.open("/victim", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(b"new", 0).unwrap();
+        handle.close().unwrap();
+        let read = |plfs: &Plfs| {
+            let handle = plfs.open("/victim", OpenFlags::RDONLY, 0, 0).unwrap();
+            let mut buf = [0u8; 200];
+            let got = handle.read(&mut buf, 0).unwrap();
+            handle.close().unwrap();
+            (plfs.stat("/victim").unwrap().size, buf[..got].to_vec())
+        };
+        assert_eq!(read(&plfs), (3, b"new".to_vec()), "readers skip the old file's logs");
+
+        let report = plfs.recover("/victim", true).unwrap();
+        assert_eq!(read(&plfs), (3, b"new".to_vec()), "recover --fix kept the old file's bytes out");
+        assert!(report.findings.iter().any(|f| f.problem == Problem::ForeignLog && f.fixed), "{report:?}");
+        assert!(report.findings.iter().all(|f| f.problem == Problem::ForeignLog), "{report:?}");
+        assert_eq!(plfs.recover("/victim", false).unwrap().findings, vec![]);
+        assert_eq!(plfs.inventory("/victim").unwrap().logs.len(), 1, "only the new file's log is left");
     }
 
     fn tuned_mount(stores: &[SharedStore], pid: u32, tuning: Tuning) -> Plfs {

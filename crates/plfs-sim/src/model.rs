@@ -38,6 +38,35 @@ pub struct Event {
     /// Acknowledged, then covered by a completed sync or the last close
     /// of its process's handles: every reader that opens after sees it.
     pub visible: bool,
+    /// The process that issued it.
+    pub process: usize,
+    /// The step whose sync or close first made it visible, if one did.
+    pub published: Option<u64>,
+}
+
+impl Event {
+    /// The byte this write put at `at`, if it covers it.
+    fn byte_at(&self, at: u64) -> Option<u8> {
+        match self.kind {
+            EventKind::Write { offset, length } if at >= offset && at < offset + length => {
+                Some(byte_of(self.seq, at - offset))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this write and `later`, issued after it by another process
+    /// while this one was not yet published, are concurrent: PLFS orders a
+    /// pattern record (a run of strided writes) at its last write's stamp,
+    /// so an earlier write of a run still pending may win over a later
+    /// write from another process (docs/FORMAT.md §5.3). Either value may
+    /// then be read.
+    fn races_with(&self, later: &Event) -> bool {
+        matches!(self.kind, EventKind::Write { .. })
+            && self.process != later.process
+            && self.seq < later.seq
+            && self.published.is_none_or(|published| published > later.seq)
+    }
 }
 
 /// One logical file (it keeps its history across renames).
@@ -92,15 +121,24 @@ impl FileModel {
         }
         let mut allowed: Vec<Allowed> = vec![Allowed { values: Vec::new(), zero: true }; extent as usize];
         let mut must_exist = vec![false; extent as usize];
-        for event in &self.events {
+        for (position, event) in self.events.iter().enumerate() {
             match event.kind {
                 EventKind::Write { offset, length } => {
+                    let racing: Vec<&Event> =
+                        self.events[..position].iter().filter(|earlier| earlier.races_with(event)).collect();
                     for i in 0..length {
                         let at = (offset + i) as usize;
                         let value = byte_of(event.seq, i);
                         if (crashed && event.durable) || (!crashed && event.visible) {
                             allowed[at] = Allowed { values: vec![value], zero: false };
                             must_exist[at] = true;
+                            for earlier in &racing {
+                                if let Some(old) = earlier.byte_at(at as u64)
+                                    && !allowed[at].values.contains(&old)
+                                {
+                                    allowed[at].values.push(old);
+                                }
+                            }
                         } else if !allowed[at].values.contains(&value) {
                             allowed[at].values.push(value);
                         }
@@ -146,7 +184,14 @@ mod tests {
     use super::*;
 
     fn write(seq: u64, offset: u64, length: u64, durable: bool) -> Event {
-        Event { seq, kind: EventKind::Write { offset, length }, durable, visible: durable }
+        Event {
+            seq,
+            kind: EventKind::Write { offset, length },
+            durable,
+            visible: durable,
+            process: 0,
+            published: durable.then_some(seq),
+        }
     }
 
     #[test]
@@ -165,6 +210,27 @@ mod tests {
     }
 
     #[test]
+    fn a_write_still_pending_when_another_process_overwrote_it_may_win() {
+        let mut file = FileModel::default();
+        let mut earlier = write(1, 0, 4, true);
+        earlier.published = Some(5);
+        let mut later = write(2, 0, 4, true);
+        later.process = 1;
+        later.published = Some(3);
+        file.events.extend([earlier, later]);
+        assert!(file.check(&data_of(2, 4), true).is_ok());
+        assert!(file.check(&data_of(1, 4), true).is_ok(), "a pattern may order the earlier write last");
+        file.events[0].published = Some(1);
+        assert!(
+            file.check(&data_of(1, 4), true).unwrap_err().contains("stale bytes"),
+            "published before the later write was issued: ordered"
+        );
+        file.events[0].published = Some(5);
+        file.events[1].process = 0;
+        assert!(file.check(&data_of(1, 4), true).is_err(), "one process's writes are ordered");
+    }
+
+    #[test]
     fn a_truncate_may_or_may_not_survive() {
         let mut file = FileModel::default();
         file.events.push(write(1, 0, 8, true));
@@ -173,6 +239,8 @@ mod tests {
             kind: EventKind::Truncate { size: 2 },
             durable: false,
             visible: false,
+            process: 0,
+            published: None,
         });
         assert!(file.check(&data_of(1, 8), true).is_ok());
         assert!(file.check(&data_of(1, 2), true).is_ok());

@@ -328,6 +328,8 @@ impl<'a> Sim<'a> {
                 kind: EventKind::Truncate { size: 0 },
                 durable: false,
                 visible: false,
+                process,
+                published: None,
             });
         }
         match result {
@@ -393,7 +395,14 @@ impl<'a> Sim<'a> {
         let (file, process) = (handle.file, handle.process);
         self.note(format!("h{index} (p{process} file {file}) write {length} @ {offset}"));
         let result = self.handles[index].handle.write(&data_of(seq, length as usize), offset);
-        let event = Event { seq, kind: EventKind::Write { offset, length }, durable: false, visible: false };
+        let event = Event {
+            seq,
+            kind: EventKind::Write { offset, length },
+            durable: false,
+            visible: false,
+            process,
+            published: None,
+        };
         self.files[file].events.push(event);
         self.stats.bytes_written += length;
         match result {
@@ -463,6 +472,7 @@ impl<'a> Sim<'a> {
         for event in self.pending.remove(&(process, file)).unwrap_or_default() {
             let event = &mut self.files[file].events[event];
             event.visible = true;
+            event.published.get_or_insert(self.step);
             event.durable |= durable;
         }
     }
@@ -522,7 +532,9 @@ impl<'a> Sim<'a> {
             let pending = self.pending.remove(&(process, file)).unwrap_or_default();
             if result.is_ok() {
                 for event in pending {
-                    self.files[file].events[event].visible = true;
+                    let event = &mut self.files[file].events[event];
+                    event.visible = true;
+                    event.published.get_or_insert(self.step);
                 }
             }
         }
@@ -548,11 +560,14 @@ impl<'a> Sim<'a> {
                 return self.truncate_path(process, &name, size);
             }
         };
+        let process = self.touched.map_or(usize::MAX, |(process, _)| process);
         self.files[file].events.push(Event {
             seq,
             kind: EventKind::Truncate { size },
             durable: false,
             visible: false,
+            process,
+            published: None,
         });
         result.map_err(|error| unexpected(format!("truncate {size}: {error}")))
     }
@@ -568,6 +583,8 @@ impl<'a> Sim<'a> {
             kind: EventKind::Truncate { size },
             durable: false,
             visible: false,
+            process,
+            published: None,
         });
         result.map_err(|error| unexpected(format!("truncate {name} {size}: {error}")))
     }

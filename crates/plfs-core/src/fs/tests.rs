@@ -543,6 +543,30 @@ mod faults {
         }
     }
 
+    /// An index append that fails after writing its whole frame (a short
+    /// write as long as the frame, a store that fails after writing) kept
+    /// the record: the retired pair's size record must count it, or stat
+    /// and reads disagree with no crash at all (plfs-sim seed 15949).
+    #[test]
+    fn a_failed_index_append_that_kept_its_frame_leaves_stat_agreeing_with_reads() {
+        let rig = rig();
+        let handle = synced_prefix(&rig);
+        handle.write(&[7; 100], 6).unwrap();
+        handle.sync().unwrap();
+        inject(
+            &rig,
+            Fault::new(Op::Append, FaultAction::ShortWrite(usize::MAX)).path_contains("/index.").nth(1),
+        );
+        assert!(handle.truncate(3).is_err(), "the injected fault fired");
+        // The close may report the failure; the truncate may or may not
+        // have happened, but stat and reads must say the same.
+        drop(handle.close());
+        let data = read_back(&rig, "/f");
+        let plfs = mount_over(&rig.inner, options(13));
+        assert_eq!(plfs.stat("/f").unwrap().size, data.len() as u64, "stat agrees with reads");
+        assert_eq!(data, b"syn", "the truncate record was kept whole");
+    }
+
     /// A read through another handle flushes every writer's buffered
     /// index; when that append fails, the writer's acknowledged write is
     /// lost, and the writer's close must say so (it used to succeed).
