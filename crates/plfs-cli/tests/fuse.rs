@@ -188,7 +188,6 @@ fn harness_rename_publishing_on_plain_dir() {
 /// backends: every read sees one whole version (the name is never missing,
 /// never EIO, never short), and nothing hidden is left on the backends.
 #[test]
-#[ignore = "through FUSE the target is never missing now, but ~65 opens still fail (EIO, EISDIR), ~27 reads get EIO/ESTALE and readers see older versions after newer ones (kernel inode/page caching): open work"]
 fn rename_by_publishing_processes() {
     let _serial = serial();
     let mount = PlfsMount::new(&[]);
