@@ -196,7 +196,8 @@ pub struct PlfsFs {
     /// Makes the hidden names of unlinked open files unique.
     hidden_count: AtomicU64,
     capabilities: AbsentCapabilities,
-    /// Held shared by opens, exclusively by renames and unlinks: the core
+    /// Held shared by opens, creates and releases, exclusively by renames
+    /// and unlinks: the core
     /// moves a replaced or unlinked file's open handles to its hidden name
     /// only after its switch, and this table learns of it later still, so
     /// an open in between would join the old file's handles on the new
@@ -380,9 +381,8 @@ impl PlfsFs {
         let located = lock(&self.inodes).locate(ino);
         let mut attr = match located {
             Some(Located::Replaced { name, hidden }) => {
-                let of_file = |path: &str| {
-                    self.plfs.stat(path).ok().filter(|attr| attr.kind == FileKind::File)
-                };
+                let of_file =
+                    |path: &str| self.plfs.stat(path).ok().filter(|attr| attr.kind == FileKind::File);
                 let attr = hidden.as_deref().and_then(of_file).or_else(|| of_file(&name));
                 // Neither is a file any more: the kernel looks the name up again.
                 fuse_attr(ino, &attr.ok_or(Errno::ESTALE)?)
@@ -603,23 +603,19 @@ impl PlfsFs {
     /// another file (the kernel still routes an open(2) of the name to it
     /// until the rename's reply moves its dentry) opens the file now at
     /// that name: a reader never gets a version older than one it has
-    /// already seen, nor a replaced file being removed. Such an open is
-    /// direct I/O, since the kernel's inode may hold another version's
-    /// size and pages.
+    /// already seen, nor a replaced file being removed. Such an open counts
+    /// on the node now at the name (an unlink of it must find the file
+    /// open), and is direct I/O, since the kernel's inode may hold another
+    /// version's size and pages.
     fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
-        let located = {
-            let mut inodes = lock(&self.inodes);
-            let located = inodes.locate(ino);
-            if located.is_some() {
-                inodes.opened(ino);
+        let opened = lock(&self.inodes).open(ino);
+        let (counted, path, fopen) = match opened {
+            Some((counted, Located::Named(path) | Located::Hidden(path))) => {
+                (counted, path, self.open_flags(flags))
             }
-            located
-        };
-        let (path, fopen) = match located {
-            Some(Located::Named(path) | Located::Hidden(path)) => (path, self.open_flags(flags)),
-            Some(Located::Replaced { name, .. }) => {
-                (name, self.open_flags(flags) | FopenFlags::FOPEN_DIRECT_IO)
+            Some((counted, Located::Replaced { name, .. })) => {
+                (counted, name, self.open_flags(flags) | FopenFlags::FOPEN_DIRECT_IO)
             }
             // Replaced and gone: the kernel looks the name up again.
             None if lock(&self.inodes).kind(ino) == Some(FileKind::File) => return Err(Errno::ESTALE),
@@ -631,11 +627,11 @@ impl PlfsFs {
         let handle = match opened {
             Ok(handle) => handle,
             Err(error) => {
-                self.unopened(ino);
+                self.unopened(counted);
                 return Err(self.fail("open", &path, &error));
             }
         };
-        let fh = self.register(ino, handle, flags, writer)?;
+        let fh = self.register(counted, handle, flags, writer)?;
         Ok((fh, fopen))
     }
 
@@ -684,6 +680,8 @@ impl PlfsFs {
         flags: i32,
     ) -> Result<(FileAttr, FileHandle), Errno> {
         let (name, path) = self.new_child(parent, name)?;
+        // Counted open before an unlink of the new name can look.
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let open_flags = file::OpenFlags::from_posix(flags | libc::O_CREAT)
             .map_err(|error| self.fail("create", &path, &error))?;
         let writer = self.writer(req);
@@ -768,6 +766,9 @@ impl PlfsFs {
     }
 
     fn do_release(&self, fh: FileHandle) -> Result<(), Errno> {
+        // An unlink or rename that finds the file open must find it still
+        // open when it hides it, or nothing would remove the hidden name.
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = lock(&self.files).remove(fh).ok_or(Errno::EBADF)?;
         self.finish(&file)
     }

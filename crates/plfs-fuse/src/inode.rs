@@ -159,6 +159,28 @@ impl InodeTable {
         node.hidden.clone().map(Located::Hidden)
     }
 
+    /// Counts an open of the file `ino` reaches (see [`locate`](Self::locate))
+    /// on the node that names that file: `ino` itself, or for a replaced
+    /// node the one now at its former name (made if the kernel has not
+    /// looked it up), since an unlink or rename of that name must find the
+    /// file open. Returns that node and where the file is.
+    pub fn open(&mut self, ino: INodeNo) -> Option<(INodeNo, Located)> {
+        let located = self.locate(ino)?;
+        let counted = match (&located, self.nodes.get(&ino).and_then(|node| node.replaced_at.clone())) {
+            (Located::Replaced { .. }, Some((parent, name))) => {
+                let holder = self.lookup(parent, &name, FileKind::File)?;
+                // Held by the open, not by a kernel lookup.
+                if let Some(node) = self.nodes.get_mut(&holder) {
+                    node.lookups -= 1;
+                }
+                holder
+            }
+            _ => ino,
+        };
+        self.opened(counted);
+        Some((counted, located))
+    }
+
     /// The node named `name` in `parent`, if the table has one (no count).
     pub fn peek(&self, parent: INodeNo, name: &str) -> Option<INodeNo> {
         self.names.get(&(parent, name.to_owned())).copied()
@@ -452,12 +474,18 @@ mod tests {
         assert_eq!(inodes.locate(new), Some(Located::Named("/d/target".to_owned())));
         assert_eq!(
             inodes.locate(old),
-            Some(Located::Replaced { name: "/d/target".to_owned(), hidden: Some("/d/.plfs-swap.1".to_owned()) })
+            Some(Located::Replaced {
+                name: "/d/target".to_owned(),
+                hidden: Some("/d/.plfs-swap.1".to_owned())
+            })
         );
         // Replaced while nobody had it open: still reaches the name.
         let newer = inodes.lookup(d, "tmp", FileKind::File).unwrap();
         inodes.rename(d, "tmp", d, "target");
-        assert_eq!(inodes.locate(new), Some(Located::Replaced { name: "/d/target".to_owned(), hidden: None }));
+        assert_eq!(
+            inodes.locate(new),
+            Some(Located::Replaced { name: "/d/target".to_owned(), hidden: None })
+        );
         assert_eq!(inodes.locate(newer), Some(Located::Named("/d/target".to_owned())));
         // An unlinked open file is only its hidden path.
         let gone = inodes.lookup(d, "gone", FileKind::File).unwrap();
