@@ -190,7 +190,7 @@ fn harness_rename_publishing_on_plain_dir() {
 #[test]
 fn rename_by_publishing_processes() {
     let _serial = serial();
-    let mount = PlfsMount::new(&[]);
+    let mut mount = PlfsMount::new(&[]);
     let program = rename_support::compile(&mount.scratch);
     fs::create_dir(mount.path("pub")).unwrap();
     let counts = rename_support::publish_while_reading(&program, s(&mount.path("pub")), |program| {
@@ -198,6 +198,9 @@ fn rename_by_publishing_processes() {
     });
     eprintln!("through FUSE: {counts}");
     assert_eq!(counts, rename_support::CLEAN, "daemon log:\n{}", mount.log_tail(30));
+    // The kernel sends a close's release after close(2) returns, and the
+    // last release of a replaced file removes it: unmount waits for them.
+    mount.unmount();
     for backend in &mount.backends {
         let leftovers: Vec<String> = fs::read_dir(backend.join("pub"))
             .unwrap()
@@ -283,13 +286,17 @@ fn harness_churn_on_plain_dir() {
 #[test]
 fn churning_processes_in_one_directory() {
     let _serial = serial();
-    let mount = PlfsMount::new(&[]);
+    let mut mount = PlfsMount::new(&[]);
     let program = compile_churn(&mount.scratch);
     let dir = mount.path("churn");
     fs::create_dir(&dir).unwrap();
     let counts = churn(&program, &dir);
     eprintln!("through FUSE: {counts}");
     assert_eq!(counts, churn_clean(), "daemon log:\n{}", mount.log_tail(30));
+    let published: Vec<PathBuf> = fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+    // Releases come after close(2) returns; unmount waits for them (the
+    // last one of an unlinked or replaced file removes it).
+    mount.unmount();
     for backend in &mount.backends {
         let leftovers: Vec<String> = fs::read_dir(backend.join("churn"))
             .unwrap()
@@ -298,10 +305,10 @@ fn churning_processes_in_one_directory() {
             .collect();
         assert_eq!(leftovers, Vec::<String>::new(), "left in {}", backend.display());
     }
-    // Whatever was published last; recover looks at each file's directory
-    // for debris too.
-    for entry in fs::read_dir(&dir).unwrap() {
-        let recover = mount.plfs(&["recover", s(&entry.unwrap().path())]);
+    // Whatever was published last, through the library; recover looks at
+    // each file's directory for debris too.
+    for file in &published {
+        let recover = mount.plfs(&["recover", s(file)]);
         assert!(recover.status.success(), "plfs recover: {}", describe(&recover));
         let said = String::from_utf8_lossy(&recover.stdout);
         assert!(said.contains("no problems found"), "plfs recover: {}", describe(&recover));

@@ -168,6 +168,11 @@ impl InodeTable {
         let located = self.locate(ino)?;
         let counted = match (&located, self.nodes.get(&ino).and_then(|node| node.replaced_at.clone())) {
             (Located::Replaced { .. }, Some((parent, name))) => {
+                // Something else now has the name (a directory): the
+                // kernel must look it up again rather than open it.
+                if self.peek(parent, &name).is_some_and(|other| self.kind(other) != Some(FileKind::File)) {
+                    return None;
+                }
                 let holder = self.lookup(parent, &name, FileKind::File)?;
                 // Held by the open, not by a kernel lookup.
                 if let Some(node) = self.nodes.get_mut(&holder) {
@@ -487,6 +492,13 @@ mod tests {
             Some(Located::Replaced { name: "/d/target".to_owned(), hidden: None })
         );
         assert_eq!(inodes.locate(newer), Some(Located::Named("/d/target".to_owned())));
+        // Opening the replaced node counts on the node now at the name.
+        assert_eq!(inodes.open(old).map(|(counted, _)| counted), Some(newer));
+        assert_eq!(inodes.opens(newer), 1);
+        // A directory now at the name is not opened in its stead.
+        inodes.detach(d, "target");
+        inodes.lookup(d, "target", FileKind::Directory).unwrap();
+        assert_eq!(inodes.open(old), None);
         // An unlinked open file is only its hidden path.
         let gone = inodes.lookup(d, "gone", FileKind::File).unwrap();
         inodes.opened(gone);
