@@ -216,7 +216,7 @@ fn rename_by_publishing_processes() {
 
 /// Processes of the churn workload (programs/churn.c) and what each does.
 const CHURNERS: usize = 8;
-const CHURN_OPS: &str = "150";
+const CHURN_OPS: &str = "400";
 const CHURN_BYTES: &str = "12288";
 
 /// Runs `programs/churn.c` as CHURNERS processes at once in `dir` and
