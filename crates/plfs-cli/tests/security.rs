@@ -249,13 +249,19 @@ fn library_and_preload_refuse_what_the_mode_forbids() {
 
     // The interposer.
     refused(&strs(&setup.preloaded(&["cat", &secret])), "reading a 0600 file through the interposer");
-    // Python opens and writes the file itself (a shell's `>>` goes through
-    // dup2, which the interposer does not yet follow: EIO for any user).
+    // Python opens and writes the file itself; bash's `>>` opens it with
+    // O_CREAT | O_APPEND and dup2s the descriptor onto stdout (issue 18
+    // item 9: that gave EIO, not EACCES).
     for path in [&public, &secret] {
         let append = format!("import os\nos.write(os.open('{path}', os.O_WRONLY | os.O_APPEND), b'x')\n");
         refused(
             &strs(&setup.preloaded(&["python3", "-c", &append])),
             &format!("appending to {path} through the interposer"),
+        );
+        let shell = format!("echo x >> '{path}'");
+        refused(
+            &strs(&setup.preloaded(&["bash", "-c", &shell])),
+            &format!("appending to {path} with bash's >> through the interposer"),
         );
     }
     refused(&strs(&setup.preloaded(&["ls", &private])), "listing a 0700 directory through the interposer");

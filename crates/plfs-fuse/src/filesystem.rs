@@ -26,6 +26,12 @@
 //!   cached name still reaches whatever file now has that path.
 //! - No auto_inval_data: with a zero attribute TTL it would cost a getattr
 //!   before every read.
+//! - Rename over a file: the kernel moves its dentry only when the reply
+//!   arrives, so an open(2) of the name may still reach the replaced
+//!   node. Such an open gets the file now at the name, direct I/O (that
+//!   inode's size and pages are another version's); opens wait while a
+//!   rename or unlink switches names (`namespace`), so every handle on one
+//!   named node reads one version. See docs/POSIX.md.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -49,7 +55,7 @@ use plfs::xattr::XattrMode;
 
 use crate::capability::{self, AbsentCapabilities};
 use crate::handles::HandleTable;
-use crate::inode::{InodeTable, ROOT};
+use crate::inode::{InodeTable, Located, ROOT};
 use crate::process::{self, Processes};
 use crate::statfs::{SpaceOracle, SpaceSource};
 
@@ -190,6 +196,13 @@ pub struct PlfsFs {
     /// Makes the hidden names of unlinked open files unique.
     hidden_count: AtomicU64,
     capabilities: AbsentCapabilities,
+    /// Held shared by opens, creates and releases, exclusively by renames
+    /// and unlinks: the core
+    /// moves a replaced or unlinked file's open handles to its hidden name
+    /// only after its switch, and this table learns of it later still, so
+    /// an open in between would join the old file's handles on the new
+    /// file's name (one kernel inode, pages of two versions).
+    namespace: RwLock<()>,
 }
 
 impl std::fmt::Debug for PlfsFs {
@@ -218,6 +231,7 @@ impl PlfsFs {
             options,
             hidden_count: AtomicU64::new(0),
             capabilities: AbsentCapabilities::default(),
+            namespace: RwLock::new(()),
         }
     }
 
@@ -358,9 +372,32 @@ impl PlfsFs {
         self.entry("lookup", parent, name, &path)
     }
 
-    fn do_getattr(&self, ino: INodeNo) -> Result<(FileAttr, Duration), Errno> {
-        let path = self.path(ino)?;
-        let attr = self.attr("getattr", ino, &path)?;
+    /// Attributes of a node. A node a rename replaced answers for the file
+    /// it still has open here while it can, else for the file now at its
+    /// former name (what an open of it reaches, see `do_open`). With a
+    /// handle (the kernel asks so when a read reaches its cached size) the
+    /// size is the handle's own file's, whichever version that is.
+    fn do_getattr(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<(FileAttr, Duration), Errno> {
+        let located = lock(&self.inodes).locate(ino);
+        let mut attr = match located {
+            Some(Located::Replaced { name, hidden }) => {
+                let of_file =
+                    |path: &str| self.plfs.stat(path).ok().filter(|attr| attr.kind == FileKind::File);
+                let attr = hidden.as_deref().and_then(of_file).or_else(|| of_file(&name));
+                // Neither is a file any more: the kernel looks the name up again.
+                fuse_attr(ino, &attr.ok_or(Errno::ESTALE)?)
+            }
+            _ => {
+                let path = self.path(ino)?;
+                self.attr("getattr", ino, &path)?
+            }
+        };
+        if let Some(file) = fh.and_then(|fh| lock(&self.files).get(fh))
+            && file.ino == ino
+            && let Ok(Ok(size)) = file.with(|handle| handle.size())
+        {
+            attr.size = size;
+        }
         Ok((attr, attr_ttl(attr.kind)))
     }
 
@@ -499,6 +536,7 @@ impl PlfsFs {
 
     fn do_unlink(&self, parent: INodeNo, name: &OsStr) -> Result<(), Errno> {
         let name = component(name)?;
+        let _namespace = self.namespace.write().unwrap_or_else(PoisonError::into_inner);
         let path = self.child_path(parent, name)?;
         if self.hide_open_file(parent, name, &path)?.is_none() {
             self.core("unlink", &path, self.plfs.unlink(&path))?;
@@ -530,6 +568,7 @@ impl PlfsFs {
             return Err(Errno::EINVAL);
         }
         let name = component(name)?;
+        let _namespace = self.namespace.write().unwrap_or_else(PoisonError::into_inner);
         let from = self.child_path(parent, name)?;
         let (new_name, to) = self.new_child(new_parent, new_name)?;
         if flags.contains(RenameFlags::RENAME_NOREPLACE) {
@@ -538,7 +577,7 @@ impl PlfsFs {
             // One switch in the core; a replaced file open here lives on
             // at the hidden path the core returns until its last close.
             if let Some(hidden) = self.core("rename", &from, self.plfs.rename_keep_replaced(&from, &to))? {
-                lock(&self.inodes).hide(new_parent, &new_name, hidden);
+                lock(&self.inodes).hide_replaced(new_parent, &new_name, hidden);
             }
         } else {
             let hidden_target =
@@ -558,15 +597,56 @@ impl PlfsFs {
         Ok(())
     }
 
-    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<FileHandle, Errno> {
-        let path = self.path(ino)?;
-        let open_flags =
-            file::OpenFlags::from_posix(flags).map_err(|error| self.fail("open", &path, &error))?;
+    /// Opens the file of `ino`. The node counts the open before its path
+    /// is taken, so the last close of an unlinked file cannot remove it
+    /// from under an open reaching it. A node whose name a rename gave to
+    /// another file (the kernel still routes an open(2) of the name to it
+    /// until the rename's reply moves its dentry) opens the file now at
+    /// that name: a reader never gets a version older than one it has
+    /// already seen, nor a replaced file being removed. Such an open counts
+    /// on the node now at the name (an unlink of it must find the file
+    /// open), and is direct I/O, since the kernel's inode may hold another
+    /// version's size and pages.
+    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
+        let opened = lock(&self.inodes).open(ino);
+        let (counted, path, fopen) = match opened {
+            Some((counted, Located::Named(path) | Located::Hidden(path))) => {
+                (counted, path, self.open_flags(flags))
+            }
+            Some((counted, Located::Replaced { name, .. })) => {
+                (counted, name, self.open_flags(flags) | FopenFlags::FOPEN_DIRECT_IO)
+            }
+            // Replaced and gone: the kernel looks the name up again.
+            None if lock(&self.inodes).kind(ino) == Some(FileKind::File) => return Err(Errno::ESTALE),
+            None => return Err(Errno::ENOENT),
+        };
         let writer = self.writer(req);
-        let handle = self.core("open", &path, self.plfs.open_as(&path, open_flags, 0, writer, None))?;
-        self.register(ino, handle, flags, writer)
+        let opened = file::OpenFlags::from_posix(flags)
+            .and_then(|open_flags| self.plfs.open_as(&path, open_flags, 0, writer, None));
+        let handle = match opened {
+            Ok(handle) => handle,
+            Err(error) => {
+                self.unopened(counted);
+                return Err(self.fail("open", &path, &error));
+            }
+        };
+        let fh = self.register(counted, handle, flags, writer)?;
+        Ok((fh, fopen))
     }
 
+    /// Gives back an open counted on `ino` that did not happen, removing an
+    /// unlinked file whose last handle closed meanwhile.
+    fn unopened(&self, ino: INodeNo) {
+        let doomed = lock(&self.inodes).released(ino);
+        if let Some(hidden) = doomed
+            && let Err(error) = self.plfs.unlink(&hidden)
+        {
+            self.fail("release (unlinked file)", &hidden, &error);
+        }
+    }
+
+    /// Registers a handle whose open `ino` has counted already.
     fn register(
         &self,
         ino: INodeNo,
@@ -585,9 +665,9 @@ impl PlfsFs {
         let Some((fh, _)) = lock(&self.files).insert(open) else {
             // The handle closes as the OpenHandle drops.
             tracing::warn!("open: {} handles already open", crate::handles::HANDLES_MAX);
+            self.unopened(ino);
             return Err(Errno::ENFILE);
         };
-        lock(&self.inodes).opened(ino);
         Ok(fh)
     }
 
@@ -600,6 +680,8 @@ impl PlfsFs {
         flags: i32,
     ) -> Result<(FileAttr, FileHandle), Errno> {
         let (name, path) = self.new_child(parent, name)?;
+        // Counted open before an unlink of the new name can look.
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let open_flags = file::OpenFlags::from_posix(flags | libc::O_CREAT)
             .map_err(|error| self.fail("create", &path, &error))?;
         let writer = self.writer(req);
@@ -616,6 +698,7 @@ impl PlfsFs {
                 return Err(errno);
             }
         };
+        lock(&self.inodes).opened(attr.ino);
         let fh = self.register(attr.ino, handle, flags, writer)?;
         Ok((attr, fh))
     }
@@ -683,6 +766,9 @@ impl PlfsFs {
     }
 
     fn do_release(&self, fh: FileHandle) -> Result<(), Errno> {
+        // An unlink or rename that finds the file open must find it still
+        // open when it hides it, or nothing would remove the hidden name.
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = lock(&self.files).remove(fh).ok_or(Errno::EBADF)?;
         self.finish(&file)
     }
@@ -1013,8 +1099,8 @@ impl Filesystem for PlfsFs {
         lock(&self.inodes).forget(ino, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.do_getattr(ino) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.do_getattr(ino, fh) {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(errno) => reply.error(errno),
         }
@@ -1119,7 +1205,7 @@ impl Filesystem for PlfsFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.do_open(req, ino, flags.0) {
-            Ok(fh) => reply.opened(fh, self.open_flags(flags.0)),
+            Ok((fh, fopen)) => reply.opened(fh, fopen),
             Err(errno) => reply.error(errno),
         }
     }

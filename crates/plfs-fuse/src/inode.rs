@@ -39,12 +39,29 @@ struct Node {
     /// Where an unlinked file still open now lives (a hidden name in the
     /// same directory), removed when its last handle closes.
     hidden: Option<String>,
+    /// The name a rename took from this file for another one. The kernel
+    /// moves its own dentry only when the rename's reply arrives, so until
+    /// then an open(2) of that name still reaches this node; it must get
+    /// the file now at the name (the new one), not the replaced one.
+    replaced_at: Option<(INodeNo, String)>,
 }
 
 impl Node {
     fn new(link: Option<(INodeNo, String)>, kind: FileKind) -> Node {
-        Node { link, kind, lookups: 0, children: 0, opens: 0, hidden: None }
+        Node { link, kind, lookups: 0, children: 0, opens: 0, hidden: None, replaced_at: None }
     }
+}
+
+/// Where a node's file is, for an open or a getattr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// The node has its name.
+    Named(String),
+    /// A rename gave the node's name to another file: the path of that
+    /// name now, and where the replaced file lives on while open here.
+    Replaced { name: String, hidden: Option<String> },
+    /// An unlinked file kept alive by open handles, at its hidden path.
+    Hidden(String),
 }
 
 /// Inode number ↔ path, with the kernel's lookup counts.
@@ -124,6 +141,49 @@ impl InodeTable {
             path.push_str(name);
         }
         Some(path)
+    }
+
+    /// Where the file of `ino` is: see [`Located`]. None if the node is
+    /// unknown, or detached with nothing to reach.
+    pub fn locate(&self, ino: INodeNo) -> Option<Located> {
+        let node = self.nodes.get(&ino)?;
+        if node.link.is_some() || ino == ROOT {
+            return self.path(ino).map(Located::Named);
+        }
+        if let Some((parent, name)) = &node.replaced_at
+            && let Some(dir) = self.path(*parent)
+        {
+            let name = if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") };
+            return Some(Located::Replaced { name, hidden: node.hidden.clone() });
+        }
+        node.hidden.clone().map(Located::Hidden)
+    }
+
+    /// Counts an open of the file `ino` reaches (see [`locate`](Self::locate))
+    /// on the node that names that file: `ino` itself, or for a replaced
+    /// node the one now at its former name (made if the kernel has not
+    /// looked it up), since an unlink or rename of that name must find the
+    /// file open. Returns that node and where the file is.
+    pub fn open(&mut self, ino: INodeNo) -> Option<(INodeNo, Located)> {
+        let located = self.locate(ino)?;
+        let counted = match (&located, self.nodes.get(&ino).and_then(|node| node.replaced_at.clone())) {
+            (Located::Replaced { .. }, Some((parent, name))) => {
+                // Something else now has the name (a directory): the
+                // kernel must look it up again rather than open it.
+                if self.peek(parent, &name).is_some_and(|other| self.kind(other) != Some(FileKind::File)) {
+                    return None;
+                }
+                let holder = self.lookup(parent, &name, FileKind::File)?;
+                // Held by the open, not by a kernel lookup.
+                if let Some(node) = self.nodes.get_mut(&holder) {
+                    node.lookups -= 1;
+                }
+                holder
+            }
+            _ => ino,
+        };
+        self.opened(counted);
+        Some((counted, located))
     }
 
     /// The node named `name` in `parent`, if the table has one (no count).
@@ -207,6 +267,21 @@ impl InodeTable {
         Some(ino)
     }
 
+    /// Marks the node that lost `name` in `parent` to a rename (see
+    /// `Node::replaced_at`).
+    fn mark_replaced(&mut self, ino: INodeNo, parent: INodeNo, name: &str) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.replaced_at = Some((parent, name.to_owned()));
+        }
+    }
+
+    /// [`hide`](Self::hide) for a file a rename replaced while it was open.
+    pub fn hide_replaced(&mut self, parent: INodeNo, name: &str, hidden_path: String) -> Option<INodeNo> {
+        let ino = self.hide(parent, name, hidden_path)?;
+        self.mark_replaced(ino, parent, name);
+        Some(ino)
+    }
+
     /// Undoes [`hide`](Self::hide): the file is back under `name`.
     pub fn unhide(&mut self, ino: INodeNo, parent: INodeNo, name: &str) {
         let key = (parent, name.to_owned());
@@ -215,6 +290,7 @@ impl InodeTable {
         }
         let Some(node) = self.nodes.get_mut(&ino) else { return };
         node.hidden = None;
+        node.replaced_at = None;
         node.link = Some(key.clone());
         self.names.insert(key, ino);
         if let Some(parent_node) = self.nodes.get_mut(&parent) {
@@ -243,6 +319,7 @@ impl InodeTable {
         // Collect only now: the target's parent may have been held by
         // nothing but the node the rename replaced.
         if let Some(ino) = replaced {
+            self.mark_replaced(ino, to_parent, to_name);
             self.collect(ino);
         }
         self.collect(to_parent);
@@ -388,6 +465,45 @@ mod tests {
         // Renaming onto itself changes nothing.
         inodes.rename(ROOT, "y", ROOT, "y");
         assert_eq!(inodes.path(x).as_deref(), Some("/y"));
+    }
+
+    #[test]
+    fn a_replaced_node_is_located_at_its_former_name() {
+        let mut inodes = table();
+        let d = inodes.lookup(ROOT, "d", FileKind::Directory).unwrap();
+        let old = inodes.lookup(d, "target", FileKind::File).unwrap();
+        let new = inodes.lookup(d, "tmp", FileKind::File).unwrap();
+        inodes.opened(old);
+        inodes.hide_replaced(d, "target", "/d/.plfs-swap.1".to_owned());
+        inodes.rename(d, "tmp", d, "target");
+        assert_eq!(inodes.locate(new), Some(Located::Named("/d/target".to_owned())));
+        assert_eq!(
+            inodes.locate(old),
+            Some(Located::Replaced {
+                name: "/d/target".to_owned(),
+                hidden: Some("/d/.plfs-swap.1".to_owned())
+            })
+        );
+        // Replaced while nobody had it open: still reaches the name.
+        let newer = inodes.lookup(d, "tmp", FileKind::File).unwrap();
+        inodes.rename(d, "tmp", d, "target");
+        assert_eq!(
+            inodes.locate(new),
+            Some(Located::Replaced { name: "/d/target".to_owned(), hidden: None })
+        );
+        assert_eq!(inodes.locate(newer), Some(Located::Named("/d/target".to_owned())));
+        // Opening the replaced node counts on the node now at the name.
+        assert_eq!(inodes.open(old).map(|(counted, _)| counted), Some(newer));
+        assert_eq!(inodes.opens(newer), 1);
+        // A directory now at the name is not opened in its stead.
+        inodes.detach(d, "target");
+        inodes.lookup(d, "target", FileKind::Directory).unwrap();
+        assert_eq!(inodes.open(old), None);
+        // An unlinked open file is only its hidden path.
+        let gone = inodes.lookup(d, "gone", FileKind::File).unwrap();
+        inodes.opened(gone);
+        inodes.hide(d, "gone", "/d/.plfs-gone.2".to_owned());
+        assert_eq!(inodes.locate(gone), Some(Located::Hidden("/d/.plfs-gone.2".to_owned())));
     }
 
     #[test]
