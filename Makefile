@@ -66,12 +66,15 @@ demo: build
 # real I/O and run several times faster optimised). The FUSE tests find fsx
 # and pjdfstest through PLFS_TEST_TOOLS and fail, naming this target, without it.
 # PLFS_REQUIRE_MPI=1: the MPI tests (both Open MPI and MPICH) fail instead
-# of skipping when an MPI is missing, and the MPI shims must build. The build
+# of skipping when an MPI is missing, and the MPI shims must build.
+# PLFS_REQUIRE_FUSE=1: the FUSE smoke tests fail instead of skipping when
+# they cannot mount (no root or no /dev/fuse). The build
 # comes first: `cargo test` does not put libplfs.so (a cdylib) where the C
 # tests link it.
 test: export PLFS_TEST_TOOLS := $(CURDIR)/target/tools/bin
 test: export PLFS_REQUIRE_MPI := 1
 test: export PLFS_REQUIRE_SERVERS := 1
+test: export PLFS_REQUIRE_FUSE := 1
 test: deps test-tools test-servers
 	$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast

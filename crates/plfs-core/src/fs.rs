@@ -41,6 +41,7 @@ impl Options {
             pid: std::process::id(),
             // SAFETY: geteuid and getegid cannot fail and touch no memory.
             uid: unsafe { libc::geteuid() },
+            // SAFETY: as geteuid.
             gid: unsafe { libc::getegid() },
             stamper: Stamper::process_wide(),
             tuning,

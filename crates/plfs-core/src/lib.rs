@@ -58,6 +58,8 @@ pub mod file;
 pub mod flat;
 pub mod format;
 pub mod fs;
+/// Test support (the `testing` feature): not in the production library.
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzz;
 pub mod index;
 pub mod layout;

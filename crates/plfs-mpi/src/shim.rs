@@ -243,10 +243,8 @@ impl Comm for ShimComm {
         let root_rank = root as c_int;
         let mut length = (bytes.len() as u64).to_le_bytes();
         // SAFETY: 8 bytes each way, from our buffer.
-        check(
-            unsafe { (self.functions.bcast)(self.context, length.as_mut_ptr().cast(), 8, root_rank) },
-            "MPI_Bcast",
-        )?;
+        let code = unsafe { (self.functions.bcast)(self.context, length.as_mut_ptr().cast(), 8, root_rank) };
+        check(code, "MPI_Bcast")?;
         let length = usize::try_from(u64::from_le_bytes(length))
             .map_err(|_| Error::new(ErrorKind::Unsupported, "broadcast larger than memory"))?;
         if self.rank != root {

@@ -1244,6 +1244,7 @@ mod flat {
     fn backends_without_random_writes_are_refused_by_name() {
         #[derive(Debug)]
         struct AppendOnly(MemoryStore);
+        #[deny(clippy::missing_trait_methods)]
         impl Store for AppendOnly {
             fn url(&self) -> &str {
                 self.0.url()
@@ -1280,6 +1281,44 @@ mod flat {
             }
             fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.replace(p, c)
+            }
+            fn create_new_deferred(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+                self.0.create_new_deferred(p, c)
+            }
+            fn settle(&self) -> Result<()> {
+                self.0.settle()
+            }
+            fn protect(&self, p: &StorePath, r: &crate::store::Protection) -> Result<()> {
+                self.0.protect(p, r)
+            }
+            fn create_dir_protected(&self, p: &StorePath, r: &crate::store::Protection) -> Result<()> {
+                self.0.create_dir_protected(p, r)
+            }
+            fn create_append_protected(
+                &self,
+                p: &StorePath,
+                r: &crate::store::Protection,
+            ) -> Result<Box<dyn crate::store::AppendWriter>> {
+                self.0.create_append_protected(p, r)
+            }
+            fn create_new_protected(
+                &self,
+                p: &StorePath,
+                c: &[u8],
+                r: &crate::store::Protection,
+            ) -> Result<()> {
+                self.0.create_new_protected(p, c, r)
+            }
+            fn create_new_deferred_protected(
+                &self,
+                p: &StorePath,
+                c: &[u8],
+                r: &crate::store::Protection,
+            ) -> Result<()> {
+                self.0.create_new_deferred_protected(p, c, r)
+            }
+            fn replace_protected(&self, p: &StorePath, c: &[u8], r: &crate::store::Protection) -> Result<()> {
+                self.0.replace_protected(p, c, r)
             }
             fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
                 self.0.create_append(p)

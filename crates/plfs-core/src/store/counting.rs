@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use super::{
     AppendWriter, Capabilities, DirEntry, Metadata, Protection, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen,
+    StorePath, WriteOpen, by_parts,
 };
 use crate::error::Result;
 use crate::layout::{self, ContainerEntry, LogKind};
@@ -113,6 +113,7 @@ impl CountingStore {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl Store for CountingStore {
     fn url(&self) -> &str {
         self.inner.url()
@@ -185,6 +186,11 @@ impl Store for CountingStore {
         self.count(|c| &c.creates);
         let inner = self.inner.create_append(path)?;
         Ok(Box::new(CountingWriter { inner, counters: Arc::clone(&self.counters) }))
+    }
+
+    // Protecting an existing piece counts its chown and chmod calls.
+    fn protect(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        by_parts::protect(self, path, protection)
     }
 
     // The protected creates are one create each, as the inner store makes

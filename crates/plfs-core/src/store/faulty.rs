@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use super::{
-    AppendWriter, Capabilities, DirEntry, Metadata, RandomWriter, ReadHandle, SpaceInfo, Store, StorePath,
-    WriteOpen,
+    AppendWriter, Capabilities, DirEntry, Metadata, Protection, RandomWriter, ReadHandle, SpaceInfo, Store,
+    StorePath, WriteOpen, by_parts,
 };
 use crate::error::{Error, Result};
 
@@ -233,6 +233,7 @@ impl Faults {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl Store for FaultyStore {
     fn url(&self) -> &str {
         self.inner.url()
@@ -306,6 +307,41 @@ impl Store for FaultyStore {
         let inner = self.inner.create_append(path)?;
         let faults = Arc::clone(&self.faults);
         Ok(Box::new(FaultyWriter { inner, path: path.clone(), faults }))
+    }
+
+    // The protected calls go piece by piece through this wrapper, so a fault
+    // set on the create, on set_owner or on set_mode meets each piece.
+    fn protect(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        by_parts::protect(self, path, protection)
+    }
+
+    fn create_dir_protected(&self, path: &StorePath, protection: &Protection) -> Result<()> {
+        by_parts::create_dir_protected(self, path, protection)
+    }
+
+    fn create_append_protected(
+        &self,
+        path: &StorePath,
+        protection: &Protection,
+    ) -> Result<Box<dyn AppendWriter>> {
+        by_parts::create_append_protected(self, path, protection)
+    }
+
+    fn create_new_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        by_parts::create_new_protected(self, path, contents, protection)
+    }
+
+    fn create_new_deferred_protected(
+        &self,
+        path: &StorePath,
+        contents: &[u8],
+        protection: &Protection,
+    ) -> Result<()> {
+        by_parts::create_new_deferred_protected(self, path, contents, protection)
+    }
+
+    fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
+        by_parts::replace_protected(self, path, contents, protection)
     }
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
