@@ -11,8 +11,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use plfs::config::plfsrc;
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 
 use crate::report::{BenchReport, PhaseReport};
 use crate::worker::{

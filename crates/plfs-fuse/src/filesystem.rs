@@ -41,9 +41,10 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use plfs::ErrorKind;
+use plfs::attr::{Credentials, DirEntryInfo, FileKind, Owner};
 use plfs::config::BackendLocation;
-use plfs::file::{self, WriterId};
-use plfs::fs::{Credentials, DirEntryInfo, FileKind, Owner, Plfs};
+use plfs::fs::Plfs;
+use plfs::open::{self, WriterId};
 use plfs::store::SharedStore;
 use plfs::xattr::XattrMode;
 
@@ -314,14 +315,14 @@ impl PlfsFs {
     /// attributes, so it stays listed and can be unlinked (the kernel looks
     /// a name up first); a file's attributes are never cached, so its stat
     /// and open still fail with EIO, logged naming it.
-    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<plfs::fs::FileAttr> {
+    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<plfs::attr::FileAttr> {
         match self.plfs.stat(path) {
             Err(error)
                 if error.kind() == ErrorKind::Corrupt && self.plfs.is_damaged_file(path).unwrap_or(false) =>
             {
                 tracing::warn!("{op} {path}: {error} (listed, and removable, as a file whose stat fails)");
                 let epoch = UNIX_EPOCH;
-                Ok(plfs::fs::FileAttr {
+                Ok(plfs::attr::FileAttr {
                     kind: FileKind::File,
                     size: 0,
                     blocks: 0,
@@ -433,7 +434,7 @@ impl PlfsFs {
             return Err(Errno::EPERM);
         }
         let (name, path) = self.new_child(parent, name)?;
-        let flags = file::OpenFlags::WRONLY.create().exclusive();
+        let flags = open::OpenFlags::WRONLY.create().exclusive();
         let (owner, _) = self.creator(req, parent)?;
         let handle = self.core(
             "mknod",
@@ -561,7 +562,7 @@ impl PlfsFs {
     fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<FileHandle, Errno> {
         let path = self.path(ino)?;
         let open_flags =
-            file::OpenFlags::from_posix(flags).map_err(|error| self.fail("open", &path, &error))?;
+            open::OpenFlags::from_posix(flags).map_err(|error| self.fail("open", &path, &error))?;
         let writer = self.writer(req);
         let handle = self.core("open", &path, self.plfs.open_as(&path, open_flags, 0, writer, None))?;
         self.register(ino, handle, flags, writer)
@@ -600,7 +601,7 @@ impl PlfsFs {
         flags: i32,
     ) -> Result<(FileAttr, FileHandle), Errno> {
         let (name, path) = self.new_child(parent, name)?;
-        let open_flags = file::OpenFlags::from_posix(flags | libc::O_CREAT)
+        let open_flags = open::OpenFlags::from_posix(flags | libc::O_CREAT)
             .map_err(|error| self.fail("create", &path, &error))?;
         let writer = self.writer(req);
         let (owner, _) = self.creator(req, parent)?;
@@ -915,7 +916,7 @@ fn attr_ttl(kind: FileType) -> Duration {
 }
 
 /// The core's attributes as FUSE sends them.
-fn fuse_attr(ino: INodeNo, attr: &plfs::fs::FileAttr) -> FileAttr {
+fn fuse_attr(ino: INodeNo, attr: &plfs::attr::FileAttr) -> FileAttr {
     FileAttr {
         ino,
         size: attr.size,
