@@ -56,6 +56,8 @@ pub mod config;
 pub mod container;
 pub mod error;
 pub mod file;
+#[cfg(test)]
+mod fixtures;
 pub mod flat;
 pub mod format;
 pub mod fs;
