@@ -166,7 +166,7 @@ fn last_component(name: &str) -> &str {
 
 /// Sets the version field (bytes 8..10) of a record sealed by a CRC32C of
 /// everything before its last 4 bytes: access, version, global index.
-fn reseal(bytes: &mut Vec<u8>, version: u16) {
+fn reseal(bytes: &mut [u8], version: u16) {
     bytes[8..10].copy_from_slice(&version.to_le_bytes());
     let body = bytes.len() - 4;
     let crc = crc32c::crc32c(&bytes[..body]);
