@@ -29,8 +29,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use plfs::config::{BackendRole, Tuning, Workload as MountWorkload};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
 use serde::{Deserialize, Serialize};

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use plfs::collective::{CollectiveOptions, Comm, Strategy, open_collective_with};
 use plfs::config::{BackendRole, Tuning};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use plfs::store::SharedStore;
 use plfs::store::counting::{CountingStore, OpCounts};
 use plfs::store::posix::PosixStore;

@@ -10,8 +10,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use plfs::config::plfsrc;
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 
 use crate::error::{BenchError, Result};
 use crate::protocol::{self, Channel, Event, NoPhase, Order, Report};

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use plfs::file::OpenFlags;
 use plfs::fs::Plfs;
+use plfs::open::OpenFlags;
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use plfs::config::{BackendLocation, BackendRole, Tuning, VerifyReads};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use plfs::store::posix::PosixStore;
 use plfs::store::{SharedStore, StorePath};
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::errors::{PLFS_EINVAL, PlfsError, guard, report};
 use crate::files::PlfsFd;
 use crate::mounts::{Place, not_found, place_argument, resolve_argument};
-use crate::plfs::fs::{Credentials, FileAttr, FileKind, Plfs};
+use crate::plfs::attr::{Credentials, FileAttr, FileKind};
+use crate::plfs::fs::Plfs;
 
 /// Attributes of fd's file (synced first, as 2.5 did, so the size counts
 /// every write made through it) or, with a NULL fd, of `path` (which may

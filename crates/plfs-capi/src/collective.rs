@@ -8,7 +8,7 @@ use crate::errors::{PLFS_EINVAL, PlfsError, guard, report};
 use crate::files::{PlfsFd, add_reference, open_one, writer_of};
 use crate::mounts::{path_argument, resolve};
 use crate::plfs::collective::{Comm, Strategy, open_collective};
-use crate::plfs::file::OpenFlags;
+use crate::plfs::open::OpenFlags;
 
 /// Opens on every rank of `comm`. Arguments are checked before any
 /// communication, so ranks must pass equally valid ones (as every rank

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::errors::{PLFS_EBADF, PLFS_EINVAL, PLFS_ENOTSUP, PlfsError, guard};
 use crate::mounts::{check_parent, not_found, resolve_argument};
-use crate::plfs::fs::DirEntryInfo;
+use crate::plfs::attr::DirEntryInfo;
 
 /// `Plfs_dirp`: a directory's names, read whole at open (the core merges
 /// every backend's copy of the directory in one call), and a cursor.

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::errors::{PLFS_EBADF, PLFS_EINVAL, PLFS_ENOTSUP, PlfsError, guard, report};
 use crate::mounts::{check_parent, not_found, path_argument, resolve};
-use crate::plfs::file::{OpenFlags, WriterId};
 use crate::plfs::fs::{FileHandle, Plfs};
+use crate::plfs::open::{OpenFlags, WriterId};
 
 /// `Plfs_fd`: an open file and the references plfs_open handed out. Every
 /// call but the last plfs_close only borrows it, so threads may share one
@@ -119,7 +119,7 @@ pub fn open_one(path: &str, flags: c_int, pid: libc::pid_t, mode: libc::mode_t) 
     let handle = plfs.open(&inner, flags, mode, writer).map_err(|error| match plfs.stat(&inner) {
         // The core follows no symbolic links, so opening one is refused as
         // open(2) with O_NOFOLLOW refuses it (PLFS 2.5 followed it).
-        Ok(attr) if attr.kind == crate::plfs::fs::FileKind::Symlink => libc::ELOOP,
+        Ok(attr) if attr.kind == crate::plfs::attr::FileKind::Symlink => libc::ELOOP,
         _ => not_found(&plfs, &inner, error),
     })?;
     Ok(PlfsFd::new(plfs, inner, handle, flags))

@@ -129,7 +129,7 @@ pub unsafe extern "C" fn plfs_gethostname(hname: *mut *mut c_char) -> PlfsError 
             return Err(PLFS_EINVAL);
         }
         let name = HOSTNAME.get_or_init(|| {
-            CString::new(crate::plfs::fs::hostname()).unwrap_or_else(|_| c"localhost".to_owned())
+            CString::new(crate::plfs::host::hostname()).unwrap_or_else(|_| c"localhost".to_owned())
         });
         // SAFETY: checked non-NULL. C callers must not write through it
         // (2.5's was a static buffer too); the cast only matches `char **`.

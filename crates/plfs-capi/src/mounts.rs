@@ -6,8 +6,9 @@ use std::ffi::{CStr, c_char};
 use std::path::Path;
 
 use crate::errors::{PLFS_EINVAL, PlfsError, code_of, report};
+use crate::plfs::attr::FileKind;
 use crate::plfs::config::MountConfig;
-use crate::plfs::fs::{FileKind, Plfs};
+use crate::plfs::fs::Plfs;
 use crate::plfs::mounts::MountTable;
 use crate::plfs::{Error, ErrorKind};
 

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use indicatif::ProgressBar;
-use plfs::file::{OpenFlags, WriterId};
 use plfs::fs::FileHandle;
+use plfs::open::{OpenFlags, WriterId};
 
 use crate::paths::PlfsPath;
 
@@ -123,7 +123,7 @@ pub struct PlfsSource {
 impl PlfsSource {
     pub fn open(source: &PlfsPath) -> Result<PlfsSource> {
         let attr = source.plfs.stat(&source.path).map_err(|e| source.error(e))?;
-        if attr.kind != plfs::fs::FileKind::File {
+        if attr.kind != plfs::attr::FileKind::File {
             bail!("{}: is not a regular file (cp copies files)", source.shown().display());
         }
         let handle = source.plfs.open(&source.path, OpenFlags::RDONLY, 0, 0).map_err(|e| source.error(e))?;

@@ -7,9 +7,10 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use plfs::ErrorKind;
+use plfs::attr::FileKind;
 use plfs::config::MountConfig;
 use plfs::config::plfsrc::{self, PlfsConfig};
-use plfs::fs::{FileKind, Options, Plfs};
+use plfs::fs::{Options, Plfs};
 
 /// The config (read on first use) and one open `Plfs` per mount.
 pub struct Context {

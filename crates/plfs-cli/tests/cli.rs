@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use plfs::config::plfsrc;
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use serde_json::Value;
 use tempfile::TempDir;
 

@@ -16,71 +16,16 @@ use crate::container::{self, SizeSummary};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
 use crate::format::index_log::{self, FrameBuilder, Record, TruncateRecord, WRITE_RECORD_BYTES, WriteRecord};
-use crate::fs::MountState;
 use crate::index::pattern::{PatternBuilder, RunTracker};
 use crate::index::{FILE_SIZE_MAX, LogRef, MergedIndex, Piece, Source};
 use crate::layout::{self, ContainerPaths, LogId, LogKind, SizeRecord};
 use crate::load::{self, LoadedIndex};
+use crate::mount_state::MountState;
+use crate::open::WriterId;
 use crate::placement::{BackendId, HostdirId};
 use crate::protection::{self, Pieces};
 use crate::reader::CachedLog;
 use crate::store::{AppendWriter, Store, StoreExt, StorePath};
-
-/// Identifies a writer (a process, an MPI rank, a FUSE client): each gets
-/// its own data and index log.
-pub type WriterId = u64;
-
-/// How a file is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OpenFlags {
-    pub read: bool,
-    pub write: bool,
-    pub create: bool,
-    pub exclusive: bool,
-    pub truncate: bool,
-}
-
-impl OpenFlags {
-    pub const RDONLY: OpenFlags =
-        OpenFlags { read: true, write: false, create: false, exclusive: false, truncate: false };
-    pub const WRONLY: OpenFlags =
-        OpenFlags { read: false, write: true, create: false, exclusive: false, truncate: false };
-    pub const RDWR: OpenFlags =
-        OpenFlags { read: true, write: true, create: false, exclusive: false, truncate: false };
-
-    pub fn create(mut self) -> OpenFlags {
-        self.create = true;
-        self
-    }
-
-    pub fn exclusive(mut self) -> OpenFlags {
-        self.exclusive = true;
-        self
-    }
-
-    pub fn truncate(mut self) -> OpenFlags {
-        self.truncate = true;
-        self
-    }
-
-    /// From POSIX `open(2)` flags; flags plfs has no use for are ignored,
-    /// an access mode that is not one of the three is refused.
-    pub fn from_posix(flags: i32) -> Result<OpenFlags> {
-        let mut result = match flags & libc::O_ACCMODE {
-            libc::O_RDONLY => OpenFlags::RDONLY,
-            libc::O_WRONLY => OpenFlags::WRONLY,
-            libc::O_RDWR => OpenFlags::RDWR,
-            other => return Err(Error::invalid(format!("open access mode {other:#o} is not valid"))),
-        };
-        result.create = flags & libc::O_CREAT != 0;
-        result.exclusive = flags & libc::O_EXCL != 0;
-        result.truncate = flags & libc::O_TRUNC != 0;
-        if result.exclusive && !result.create {
-            result.exclusive = false;
-        }
-        Ok(result)
-    }
-}
 
 /// One writer's open log pair.
 #[derive(Debug)]

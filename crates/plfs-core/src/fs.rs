@@ -2,23 +2,26 @@
 //! the preload call. Paths are relative to the mount point ("/dir/file").
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
+use crate::attr::{Credentials, DirEntryInfo, FileAttr, FileKind, Owner, R_OK, W_OK, X_OK};
 use crate::clock::{Stamper, ns_to_system_time, system_time_to_ns};
 use crate::config::{BackendLocation, BackendRole, MountConfig, Tuning, Workload};
 use crate::container::{self, Lookup};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::file::{OpenFile, OpenFlags, WriterId};
+use crate::file::OpenFile;
 use crate::flat::{self, FlatFile};
 use crate::format::access::AccessRecord;
 use crate::layout::{self, ContainerPaths};
 use crate::load::LoadedIndex;
+use crate::mount_state::MountState;
+use crate::open::{OpenFlags, WriterId};
 use crate::placement::{BackendId, Placement};
 use crate::protection::{self, Pieces};
 use crate::reader::{LogCache, ReadPool};
-use crate::smallfile::mount::{self as small, SmallFile, SmallMount};
-use crate::smallfile::{SmallFileOptions, SmallFileStore};
+use crate::smallfile::mount::{self as small, SmallFile};
+use crate::smallfile::{SmallFileOptions, SmallFileStore, SmallMount};
 use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StorePath, posix::PosixStore};
 
 /// Who this process is, as recorded in logs and access files.
@@ -37,7 +40,7 @@ impl Options {
     /// The real host, process and clock.
     pub fn from_environment(tuning: Tuning) -> Options {
         Options {
-            hostname: hostname(),
+            hostname: crate::host::hostname(),
             pid: std::process::id(),
             // SAFETY: geteuid and getegid cannot fail and touch no memory.
             uid: unsafe { libc::geteuid() },
@@ -49,39 +52,6 @@ impl Options {
     }
 }
 
-/// This host's name, or "localhost" if the system will not say.
-pub fn hostname() -> String {
-    let mut buffer = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
-    // or truncates within it.
-    let result = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
-    if result != 0 {
-        return "localhost".to_owned();
-    }
-    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
-    String::from_utf8_lossy(&buffer[..end]).into_owned()
-}
-
-/// State shared by every open file of a mount.
-#[derive(Debug)]
-pub(crate) struct MountState {
-    stores: Vec<SharedStore>,
-    /// Containers (n-1) or one plain file per logical file (n-n).
-    workload: Workload,
-    pub(crate) placement: Placement,
-    pub(crate) tuning: Tuning,
-    pub(crate) hostname: String,
-    pub(crate) pid: u32,
-    pub(crate) uid: u32,
-    pub(crate) gid: u32,
-    pub(crate) stamper: Stamper,
-    pub(crate) log_cache: LogCache,
-    pub(crate) read_pool: ReadPool,
-    open_files: Mutex<HashMap<StorePath, OpenEntry>>,
-    /// The 1-N engine of a small_file mount.
-    small: Option<SmallMount>,
-}
-
 #[derive(Debug)]
 struct OpenEntry {
     file: Arc<OpenFile>,
@@ -91,92 +61,29 @@ struct OpenEntry {
     doomed: bool,
 }
 
-impl MountState {
-    pub(crate) fn store(&self, backend: BackendId) -> &dyn Store {
-        self.stores[backend.0].as_ref()
-    }
+/// One mount as the façade holds it: the state its workloads share, and
+/// beside it the façade's registry of open files, which no workload sees.
+/// It derefs to the shared state, so façade code reads either part the
+/// same way (`self.state.placement`, `self.state.registry()`).
+#[derive(Debug)]
+struct Mount {
+    shared: Arc<MountState>,
+    open_files: Mutex<HashMap<StorePath, OpenEntry>>,
+}
 
-    /// Settles every backend (see `Store::settle`); the first failure.
-    pub(crate) fn settle(&self) -> Result<()> {
-        let mut first_error = None;
-        for store in &self.stores {
-            if let Err(error) = store.settle() {
-                first_error.get_or_insert(error);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Whether files are plain backend files (n-n) rather than containers.
-    pub(crate) fn is_flat(&self) -> bool {
-        self.workload == Workload::FilePerProc
-    }
-
-    /// The 1-N engine, on a small_file mount.
-    pub(crate) fn small(&self) -> Option<&SmallMount> {
-        self.small.as_ref()
-    }
-
-    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
+impl Mount {
+    fn registry(&self) -> MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
         self.open_files.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    File,
-    Directory,
-    Symlink,
-}
+impl std::ops::Deref for Mount {
+    type Target = MountState;
 
-/// What `stat` reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileAttr {
-    pub kind: FileKind,
-    pub size: u64,
-    /// 512-byte blocks of data stored.
-    pub blocks: u64,
-    /// Permission bits only.
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub nlink: u32,
-    pub atime: SystemTime,
-    pub mtime: SystemTime,
-    pub ctime: SystemTime,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntryInfo {
-    pub name: String,
-    pub kind: FileKind,
-}
-
-/// The caller whose permissions `access` checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
-    pub uid: u32,
-    pub gid: u32,
-    pub groups: Vec<u32>,
-}
-
-impl Credentials {
-    /// This process, as open(2) checks it: the effective ids and the
-    /// supplementary groups.
-    pub fn of_this_process() -> Credentials {
-        // SAFETY: geteuid and getegid cannot fail and touch no memory.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let mut groups = vec![0 as libc::gid_t; GROUPS_MAX];
-        // SAFETY: the buffer holds groups.len() ids; getgroups writes at most that.
-        let count = unsafe { libc::getgroups(GROUPS_MAX as libc::c_int, groups.as_mut_ptr()) };
-        groups.truncate(usize::try_from(count).unwrap_or(0));
-        Credentials { uid, gid, groups }
+    fn deref(&self) -> &MountState {
+        &self.shared
     }
 }
-
-/// Supplementary groups read for a permission check (Linux's NGROUPS_MAX
-/// is 65536, but more than a few hundred is unheard of).
-const GROUPS_MAX: usize = 1024;
 
 /// What [`Plfs::entry`] reports.
 #[derive(Debug, Clone, Copy)]
@@ -187,22 +94,10 @@ struct Entry {
     gid: u32,
 }
 
-/// Who a new file, directory or symlink belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-/// Access-check bits, as in access(2).
-pub const R_OK: u32 = 4;
-pub const W_OK: u32 = 2;
-pub const X_OK: u32 = 1;
-
 /// One mounted plfs namespace over its backends.
 #[derive(Debug, Clone)]
 pub struct Plfs {
-    state: Arc<MountState>,
+    state: Arc<Mount>,
 }
 
 impl Plfs {
@@ -265,10 +160,11 @@ impl Plfs {
             uid: options.uid,
             gid: options.gid,
             stamper: options.stamper,
-            open_files: Mutex::new(HashMap::new()),
             small,
         };
-        Ok(Plfs { state: Arc::new(state) })
+        Ok(Plfs {
+            state: Arc::new(Mount { shared: Arc::new(state), open_files: Mutex::new(HashMap::new()) }),
+        })
     }
 
     /// A mount from its configuration; opens each backend's store.
@@ -382,7 +278,7 @@ impl Plfs {
     fn register_open(&self, logical: &StorePath, index: Option<LoadedIndex>) -> Arc<OpenFile> {
         let mut registry = self.state.registry();
         let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
-            file: Arc::new(OpenFile::new(self.state.clone(), logical.clone())),
+            file: Arc::new(OpenFile::new(self.state.shared.clone(), logical.clone())),
             opens: 0,
             doomed: false,
         });
@@ -1107,14 +1003,14 @@ enum OpenKind {
 #[derive(Debug)]
 pub struct FileHandle {
     open: OpenKind,
-    state: Arc<MountState>,
+    state: Arc<Mount>,
     flags: OpenFlags,
     writer: WriterId,
     closed: bool,
 }
 
 impl FileHandle {
-    fn new(open: OpenKind, state: Arc<MountState>, flags: OpenFlags, writer: WriterId) -> FileHandle {
+    fn new(open: OpenKind, state: Arc<Mount>, flags: OpenFlags, writer: WriterId) -> FileHandle {
         FileHandle { open, state, flags, writer, closed: false }
     }
 

@@ -22,7 +22,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use plfs::config::{BackendRole, Tuning};
-//! use plfs::file::OpenFlags;
+//! use plfs::open::OpenFlags;
 //! use plfs::fs::{Options, Plfs};
 //! use plfs::store::{SharedStore, memory::MemoryStore};
 //!
@@ -48,6 +48,7 @@
 //! # Ok::<(), plfs::Error>(())
 //! ```
 
+pub mod attr;
 pub mod checksums;
 pub mod clock;
 pub mod collective;
@@ -55,16 +56,21 @@ pub mod config;
 pub mod container;
 pub mod error;
 pub mod file;
+#[cfg(test)]
+mod fixtures;
 pub mod flat;
 pub mod format;
 pub mod fs;
 /// Test support (the `testing` feature): not in the production library.
 #[cfg(any(test, feature = "testing"))]
 pub mod fuzz;
+pub mod host;
 pub mod index;
 pub mod layout;
 pub mod load;
+pub(crate) mod mount_state;
 pub mod mounts;
+pub mod open;
 pub mod placement;
 pub(crate) mod protection;
 pub mod reader;

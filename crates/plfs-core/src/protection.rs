@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use crate::error::{ErrorKind, Result};
 use crate::format::access::AccessRecord;
-use crate::fs::MountState;
 use crate::layout::{self, ContainerEntry, ContainerPaths};
+use crate::mount_state::MountState;
 use crate::store::{EntryKind, Protection, Store, StoreExt, StorePath};
 
 /// Stat information (`access`, `version`): whoever may look up the name may

@@ -33,8 +33,8 @@ use std::collections::BTreeSet;
 use crate::container::{self, ignore_missing, remove_tree};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::rename::RenameIntent;
-use crate::fs::MountState;
 use crate::layout::{self, ContainerEntry, ContainerPaths, LogId, MetaEntry};
+use crate::mount_state::MountState;
 use crate::placement::{BackendId, name_hash};
 use crate::store::{EntryKind, Store, StoreExt, StorePath};
 
@@ -546,8 +546,8 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, Stamper};
     use crate::config::{BackendRole, Tuning};
-    use crate::file::OpenFlags;
     use crate::fs::{Options, Plfs};
+    use crate::open::OpenFlags;
     use crate::placement::HostdirId;
     use crate::store::SharedStore;
     use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};

@@ -13,9 +13,10 @@ use crate::format::access::AccessRecord;
 use crate::format::data_log::{self, DATA_MAGIC, LogHeader};
 use crate::format::index_log;
 use crate::format::version::VersionRecord;
-use crate::fs::{MountState, Plfs};
+use crate::fs::Plfs;
 use crate::layout::{self, ContainerEntry, LogId, LogKind, MetaEntry};
 use crate::load::{self, Prefer};
+use crate::mount_state::MountState;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 
 /// One extent of the merged index.
@@ -1019,8 +1020,8 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, Stamper};
     use crate::config::{BackendRole, Tuning, VerifyReads};
-    use crate::file::OpenFlags;
     use crate::fs::Options;
+    use crate::open::OpenFlags;
     use crate::store::SharedStore;
     use crate::store::memory::MemoryStore;
     use std::sync::Arc;

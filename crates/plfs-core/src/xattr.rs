@@ -150,8 +150,8 @@ fn no_flat_xattrs(path: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::OpenFlags;
     use crate::fs::tests::memory_mount;
+    use crate::open::OpenFlags;
 
     #[test]
     fn files_and_directories_keep_attributes() {

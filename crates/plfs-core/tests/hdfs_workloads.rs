@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use plfs::config::{BackendLocation, BackendRole, Tuning};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs, open_store};
 use plfs::layout::LogKind;
+use plfs::open::OpenFlags;
 use plfs::placement::BackendId;
 use plfs::store::posix::PosixStore;
 use plfs::store::test_server::TestServer;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use plfs::config::{BackendRole, Tuning, Workload};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
 use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};

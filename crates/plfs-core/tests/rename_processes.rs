@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use plfs::ErrorKind;
 use plfs::config::{BackendRole, Tuning};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
 

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use plfs::config::{BackendLocation, BackendRole, Tuning};
 use plfs::error::ErrorKind;
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs, open_store};
+use plfs::open::OpenFlags;
 use plfs::store::s3::{S3Store, SEGMENT_BYTES_MAX};
 use plfs::store::test_server::TestServer;
 use plfs::store::{AppendWriter, SharedStore, Store, StoreExt, StorePath, conformance};

@@ -47,9 +47,10 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use plfs::ErrorKind;
+use plfs::attr::{Credentials, DirEntryInfo, FileKind, Owner};
 use plfs::config::BackendLocation;
-use plfs::file::{self, WriterId};
-use plfs::fs::{Credentials, DirEntryInfo, FileKind, Owner, Plfs};
+use plfs::fs::Plfs;
+use plfs::open::{self, WriterId};
 use plfs::store::SharedStore;
 use plfs::xattr::XattrMode;
 
@@ -328,14 +329,14 @@ impl PlfsFs {
     /// attributes, so it stays listed and can be unlinked (the kernel looks
     /// a name up first); a file's attributes are never cached, so its stat
     /// and open still fail with EIO, logged naming it.
-    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<plfs::fs::FileAttr> {
+    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<plfs::attr::FileAttr> {
         match self.plfs.stat(path) {
             Err(error)
                 if error.kind() == ErrorKind::Corrupt && self.plfs.is_damaged_file(path).unwrap_or(false) =>
             {
                 tracing::warn!("{op} {path}: {error} (listed, and removable, as a file whose stat fails)");
                 let epoch = UNIX_EPOCH;
-                Ok(plfs::fs::FileAttr {
+                Ok(plfs::attr::FileAttr {
                     kind: FileKind::File,
                     size: 0,
                     blocks: 0,
@@ -470,7 +471,7 @@ impl PlfsFs {
             return Err(Errno::EPERM);
         }
         let (name, path) = self.new_child(parent, name)?;
-        let flags = file::OpenFlags::WRONLY.create().exclusive();
+        let flags = open::OpenFlags::WRONLY.create().exclusive();
         let (owner, _) = self.creator(req, parent)?;
         let handle = self.core(
             "mknod",
@@ -622,7 +623,7 @@ impl PlfsFs {
             None => return Err(Errno::ENOENT),
         };
         let writer = self.writer(req);
-        let opened = file::OpenFlags::from_posix(flags)
+        let opened = open::OpenFlags::from_posix(flags)
             .and_then(|open_flags| self.plfs.open_as(&path, open_flags, 0, writer, None));
         let handle = match opened {
             Ok(handle) => handle,
@@ -682,7 +683,7 @@ impl PlfsFs {
         let (name, path) = self.new_child(parent, name)?;
         // Counted open before an unlink of the new name can look.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
-        let open_flags = file::OpenFlags::from_posix(flags | libc::O_CREAT)
+        let open_flags = open::OpenFlags::from_posix(flags | libc::O_CREAT)
             .map_err(|error| self.fail("create", &path, &error))?;
         let writer = self.writer(req);
         let (owner, _) = self.creator(req, parent)?;
@@ -1001,7 +1002,7 @@ fn attr_ttl(kind: FileType) -> Duration {
 }
 
 /// The core's attributes as FUSE sends them.
-fn fuse_attr(ino: INodeNo, attr: &plfs::fs::FileAttr) -> FileAttr {
+fn fuse_attr(ino: INodeNo, attr: &plfs::attr::FileAttr) -> FileAttr {
     FileAttr {
         ino,
         size: attr.size,

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use fuser::{Generation, INodeNo};
-use plfs::fs::FileKind;
+use plfs::attr::FileKind;
 
 /// The mount root: always present, never forgotten.
 pub const ROOT: INodeNo = INodeNo::ROOT;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use plfs::file::WriterId;
+use plfs::open::WriterId;
 
 /// Thread → process entries remembered; the map is cleared when full, so a
 /// daemon serving many short-lived processes stays bounded.

@@ -16,8 +16,8 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use plfs::config::{BackendConfig, BackendLocation, BackendRole, MountConfig, Tuning, Workload};
-use plfs::file::OpenFlags;
 use plfs::fs::{Options, Plfs};
+use plfs::open::OpenFlags;
 use plfs_fuse::{Mount, MountSettings};
 use tempfile::TempDir;
 

@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 use plfs::ErrorKind;
+use plfs::attr::FileKind;
 use plfs::config::Tuning;
-use plfs::file::OpenFlags;
+use plfs::fs::FileHandle;
 use plfs::fs::Plfs;
-use plfs::fs::{FileHandle, FileKind};
+use plfs::open::OpenFlags;
 use plfs::store::faulty::{FaultAction, Op};
 
 use crate::model::{Event, EventKind, FileModel, data_of};

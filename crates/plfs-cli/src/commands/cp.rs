@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use plfs::ErrorKind;
-use plfs::fs::FileKind;
+use plfs::attr::FileKind;
 
 use crate::copy::{self, LocalSink, LocalSource, PlfsSink, PlfsSource, Sink, Source};
 use crate::output::human_bytes;

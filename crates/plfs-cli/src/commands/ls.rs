@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use plfs::fs::{FileAttr, FileKind};
+use plfs::attr::{FileAttr, FileKind};
 use serde::Serialize;
 
 use crate::output::{format_time, mode_string, print_json, time_ns};

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use plfs::fs::FileKind;
+use plfs::attr::FileKind;
 
 use crate::paths::{self, Context};
 

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use plfs::ErrorKind;
-use plfs::fs::FileKind;
+use plfs::attr::FileKind;
 
 use crate::output::error_text;
 use crate::paths::{Context, PlfsPath};

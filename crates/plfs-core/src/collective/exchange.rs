@@ -5,13 +5,13 @@
 
 use crate::container::{self, LogLocation};
 use crate::error::{Error, Result, ResultExt};
-use crate::file::{OpenFlags, WriterId};
 use crate::format::codec::{Reader, put_u32, put_u64};
 use crate::format::global_index::GlobalIndex;
 use crate::format::index_log::{self, Record};
 use crate::fs::{FileHandle, Plfs, parse_file_path};
 use crate::layout::LogId;
 use crate::load::{self, GlobalIndexStatus, LoadedIndex};
+use crate::open::{OpenFlags, WriterId};
 use crate::placement::{BackendId, HostdirId};
 
 const LOCATION_BYTES: usize = 8 + 8 + 4 + 4 + 4 + 4 + 4;

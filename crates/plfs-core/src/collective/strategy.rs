@@ -34,8 +34,8 @@ use super::Comm;
 use super::exchange::{GlobalIndexState, IndexLogList, IndexPart, SharedIndex};
 use crate::config::Workload;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::file::{OpenFlags, WriterId};
 use crate::fs::{FileHandle, Plfs};
+use crate::open::{OpenFlags, WriterId};
 use crate::store::StorePath;
 
 /// Chooses the strategy when the caller does not (`naive`, `broadcast`,

@@ -17,11 +17,12 @@ pub(crate) use file::FlatFile;
 
 use std::time::SystemTime;
 
+use crate::attr::{FileAttr, FileKind, Owner};
 use crate::container::{Lookup, placement_name};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::file::OpenFlags;
-use crate::fs::{FileAttr, FileKind, MountState, Owner};
 use crate::layout;
+use crate::mount_state::MountState;
+use crate::open::OpenFlags;
 use crate::placement::BackendId;
 use crate::store::{EntryKind, Metadata, Store, StorePath, WriteOpen, unsupported_random_writes};
 

@@ -95,7 +95,7 @@ impl SmallFileOptions {
 
     /// Defaults for this process: the process-wide stamper, pid and hostname.
     pub fn for_process() -> SmallFileOptions {
-        SmallFileOptions::new(Stamper::process_wide(), std::process::id(), crate::fs::hostname())
+        SmallFileOptions::new(Stamper::process_wide(), std::process::id(), crate::host::hostname())
     }
 }
 
@@ -107,6 +107,21 @@ pub struct SmallFileStore {
     options: SmallFileOptions,
     /// One lock for everything; reads clone the view and leave it.
     containers: Mutex<LruCache<StorePath, DirContainer>>,
+}
+
+/// The engine of one small-file mount. Dropping it publishes what is
+/// still pending (the engine loses unflushed records at drop otherwise).
+#[derive(Debug)]
+pub(crate) struct SmallMount {
+    pub(crate) engine: SmallFileStore,
+}
+
+impl Drop for SmallMount {
+    fn drop(&mut self) {
+        if let Err(error) = self.engine.close() {
+            tracing::warn!("closing the small-file store of a mount failed: {error}");
+        }
+    }
 }
 
 impl SmallFileStore {

@@ -38,12 +38,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use crate::attr::{FileAttr, FileKind};
 use crate::clock::{ns_to_system_time, system_time_to_ns};
 use crate::container::{self, Lookup};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::file::{OpenFlags, WriterId};
-use crate::fs::{FileAttr, FileKind, MountState};
 use crate::layout;
+use crate::mount_state::MountState;
+use crate::open::{OpenFlags, WriterId};
 use crate::store::{EntryKind, StorePath};
 
 use super::{FileStat, SmallFileStore};
@@ -53,21 +54,6 @@ pub(crate) const SMALL_FILE_MODE: u32 = 0o644;
 
 /// Bytes copied per step when a rename moves a file between directories.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
-
-/// The engine of one small-file mount. Dropping it publishes what is
-/// still pending (the engine loses unflushed records at drop otherwise).
-#[derive(Debug)]
-pub(crate) struct SmallMount {
-    pub(crate) engine: SmallFileStore,
-}
-
-impl Drop for SmallMount {
-    fn drop(&mut self) {
-        if let Err(error) = self.engine.close() {
-            tracing::warn!("closing the small-file store of a mount failed: {error}");
-        }
-    }
-}
 
 fn engine(mount: &MountState) -> &SmallFileStore {
     &mount.small().expect("called for small-file mounts only").engine

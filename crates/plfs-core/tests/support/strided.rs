@@ -9,8 +9,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plfs::file::OpenFlags;
 use plfs::fs::Plfs;
+use plfs::open::OpenFlags;
 
 /// The unaligned record size of the PLFS papers' checkpoint benchmark.
 pub const RECORD_BYTES: usize = 47001;
