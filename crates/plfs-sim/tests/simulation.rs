@@ -32,30 +32,9 @@ const KNOWN_BUGS: &[(&str, &str)] = &[
         "after renames, a read returns bytes no write put at that offset (seed 300; not yet reduced)",
     ),
     (
-        "already exists (File exists",
-        "a rename onto a name that a failed rename left behind fails with EEXIST from the store \
-         (seeds 847, 1610; rename atomicity)",
-    ),
-    (
         "stale bytes",
         "a synced write at 2048 reads as an older value after a quiesce, with no fault reported on \
          its path (seed 159; not yet reduced: the lost-index-records case of seed 267 is fixed)",
-    ),
-    (
-        "is a directory",
-        "a rename over an existing file that fails midway leaves the target name a bare directory \
-         (seed 222; rename atomicity)",
-    ),
-    (
-        "is a Directory, not a file",
-        "a rename over an existing file that fails midway leaves the target name a bare directory \
-         (seed 222; rename atomicity)",
-    ),
-    (
-        ": not found (No such file or directory",
-        "a rename that failed midway (a fault on one backend) leaves the file gone from its old name \
-         on one backend and a bare directory at the new one: later calls on the old name fail with \
-         ENOENT from the store (seeds 368, 419; rename atomicity)",
     ),
     ("closed byte at offset", "a closed byte gone after a crash (seed 132; not yet reduced)"),
     ("synced byte at offset", "a synced byte gone after a crash (seed 1858; not yet reduced)"),
