@@ -17,6 +17,7 @@ use crate::fs::Plfs;
 use crate::layout::{self, ContainerEntry, LogId, LogKind, MetaEntry};
 use crate::load::{self, Prefer};
 use crate::mount_state::MountState;
+use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 
 /// One extent of the merged index.
@@ -795,14 +796,26 @@ impl Recovery<'_> {
         let (backend, paths) = container::canonical(self.state, self.path);
         let store = self.state.store(backend);
         if let Some(intent) = crate::rename::target_intent(store, self.path)? {
-            if self.fix {
-                crate::rename::finish_target(self.state, self.path, &intent)?;
-            }
             let location = format!("{}/{}", store.url(), paths.rename_intent());
-            let detail = format!(
-                "rename /{} -> /{} cut short after the switch: clean-up finished",
-                intent.source, intent.target
-            );
+            let detail = match crate::rename::classify_intent(self.state, self.path, &intent) {
+                HeldIntent::Starting => return Ok(false),
+                HeldIntent::Switched => {
+                    if self.fix {
+                        crate::rename::finish_target(self.state, self.path, &intent)?;
+                    }
+                    format!(
+                        "rename /{} -> /{} cut short after the switch: clean-up finished",
+                        intent.source, intent.target
+                    )
+                }
+                HeldIntent::Stale => {
+                    if self.fix {
+                        container::ignore_missing(store.remove_file(&paths.rename_intent()))
+                            .with_context(|| store.url().to_owned())?;
+                    }
+                    format!("the intent of rename /{} -> /{}, undone: removed", intent.source, intent.target)
+                }
+            };
             self.note(Problem::InterruptedRename, location, detail, self.fix);
         }
         Ok(false)

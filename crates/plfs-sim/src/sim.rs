@@ -131,6 +131,8 @@ pub(crate) struct Sim<'a> {
     /// there may surface later through any of that process's handles on
     /// the file (they share its writers' buffers, see `taint`).
     touched: Option<(usize, FileId)>,
+    /// A promise the step broke that no injected fault excuses.
+    pub(crate) broken: Option<String>,
 }
 
 /// Runs one seed; the same seed and config always take the same steps.
@@ -175,6 +177,7 @@ impl<'a> Sim<'a> {
             next_writer: 1,
             pending: BTreeMap::new(),
             touched: None,
+            broken: None,
         };
         sim.start();
         sim
@@ -238,6 +241,9 @@ impl<'a> Sim<'a> {
             let outcome = self.one_step();
             let fired = self.world.injected() > before;
             self.world.disarm();
+            if let Some(message) = self.broken.take() {
+                return Err(message);
+            }
             match outcome {
                 Ok(()) => {}
                 Err(Unexpected(message)) if !fired => return Err(message),
@@ -621,23 +627,27 @@ impl<'a> Sim<'a> {
                 Ok(())
             }
             Err(error) => {
-                // The file is at one name or the other, never neither.
+                // rename(2) that fails changes nothing: the file stays at
+                // its old name and the target as it was. (One that went
+                // through despite reporting an error, as over NFS, has the
+                // file at the new name only.) Anything else is a broken
+                // promise even though a fault explains the error.
                 let at_from = self.exists(&from)?;
                 let at_to = self.exists(&to)?;
                 match (at_from, at_to) {
-                    (true, _) => {
-                        if !at_to {
-                            self.names.remove(&to);
-                        }
-                    }
+                    (true, at_to) if at_to == replaced.is_some() => {}
                     (false, true) => {
                         self.names.remove(&from);
                         self.names.insert(to.clone(), file);
                     }
+                    (true, at_to) => {
+                        let what = if at_to { "made a file appear at" } else { "removed the file at" };
+                        self.broken = Some(format!("rename {from} -> {to} failed ({error}) but {what} {to}"));
+                    }
                     (false, false) => {
-                        return Err(Unexpected(format!(
+                        self.broken = Some(format!(
                             "rename {from} -> {to} failed ({error}) and left the file at neither name"
-                        )));
+                        ));
                     }
                 }
                 Err(unexpected(format!("rename {from} -> {to}: {error}")))

@@ -115,7 +115,11 @@ fn script(sim: &mut Sim<'_>) -> Result<(), String> {
         sim.step += 1;
         sim.world.tick();
         // A step whose subject is gone (an earlier step failed) does nothing.
-        match step(sim) {
+        let outcome = step(sim);
+        if let Some(message) = sim.broken.take() {
+            return Err(message);
+        }
+        match outcome {
             Ok(()) => {}
             Err(Unexpected(message)) if sim.world.injected() == 0 => return Err(message),
             Err(Unexpected(message)) => sim.note(format!("  (after the injected fault) {message}")),

@@ -15,43 +15,9 @@ const SEEDS: u64 = 2000;
 
 /// (text of the failure, what is wrong).
 const KNOWN_BUGS: &[(&str, &str)] = &[
-    (
-        "a value never written there",
-        "after a rename that failed midway, a read returns bytes no write put at that offset (seeds \
-         477, 521, 840, 891, 1947; rename atomicity. Seed 300, a failed unlink's leftover logs taken \
-         into a new file by recover --fix, is fixed)",
-    ),
-    (
-        "already exists (File exists",
-        "a rename onto a name that a failed rename left behind fails with EEXIST from the store \
-         (seeds 847, 1610; rename atomicity)",
-    ),
-    (
-        "is a directory",
-        "a rename over an existing file that fails midway leaves the target name a bare directory \
-         (seed 222; rename atomicity)",
-    ),
-    (
-        "is a Directory, not a file",
-        "a rename over an existing file that fails midway leaves the target name a bare directory \
-         (seed 222; rename atomicity)",
-    ),
-    (
-        ": not found (No such file or directory",
-        "a rename that failed midway (a fault on one backend) leaves the file gone from its old name \
-         on one backend and a bare directory at the new one: later calls on the old name fail with \
-         ENOENT from the store (seeds 368, 419; rename atomicity)",
-    ),
-    (
-        "closed byte at offset",
-        "a closed byte gone after a rename that failed midway (seeds 132, 998, 1033; rename atomicity: \
-         132 leaves the file at neither name)",
-    ),
-    (
-        "synced byte at offset",
-        "a synced byte gone after a rename that failed midway (seeds 105, 253, 1538, 1910; rename \
-         atomicity)",
-    ),
+    // None open: every seed of the CI run keeps every promise. A bug found
+    // but not yet fixed goes here with its seeds, so CI stays green while
+    // the failure is still counted.
 ];
 
 fn known(failure: &Failure) -> Option<usize> {

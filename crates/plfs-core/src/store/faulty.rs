@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
@@ -169,9 +169,17 @@ impl FaultyStore {
         lock(&self.faults.rules).push(Rule { fault, seen: 0 });
     }
 
-    /// Removes every rule.
+    /// Removes every rule (and the halt of [`halt_after_fault`](Self::halt_after_fault)).
     pub fn clear(&self) {
         lock(&self.faults.rules).clear();
+        lock(&self.faults.halted).take();
+    }
+
+    /// From the first fault that fires here on, every call of every store
+    /// sharing `halted` fails with EIO: the process died at that call, and
+    /// what it would have done next (undo, retry) never happens.
+    pub fn halt_after_fault(&self, halted: Arc<AtomicBool>) {
+        *lock(&self.faults.halted) = Some(halted);
     }
 
     /// How many faults have fired so far.
@@ -190,6 +198,8 @@ struct Faults {
     url: String,
     rules: Mutex<Vec<Rule>>,
     injected: AtomicU64,
+    /// Set by [`FaultyStore::halt_after_fault`].
+    halted: Mutex<Option<Arc<AtomicBool>>>,
 }
 
 #[derive(Debug)]
@@ -204,6 +214,10 @@ impl Faults {
     /// rule counts the call, fired or not, so `nth` stays independent of
     /// other rules.
     fn check(&self, op: Op, paths: &[&StorePath]) -> Option<FaultAction> {
+        let halted = lock(&self.halted).clone();
+        if halted.as_ref().is_some_and(|halted| halted.load(Ordering::SeqCst)) {
+            return Some(FaultAction::Eio);
+        }
         let mut fired = None;
         for rule in lock(&self.rules).iter_mut().filter(|rule| rule.fault.matches(op, paths)) {
             rule.seen += 1;
@@ -213,6 +227,9 @@ impl Faults {
         }
         if fired.is_some() {
             self.injected.fetch_add(1, Ordering::Relaxed);
+            if let Some(halted) = halted {
+                halted.store(true, Ordering::SeqCst);
+            }
         }
         fired
     }

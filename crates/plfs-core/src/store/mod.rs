@@ -285,8 +285,8 @@ pub trait Store: Send + Sync + fmt::Debug {
 /// so none inherits a default silently); one that wants each piece to go
 /// through its own hooks (fault injection, counting) calls these.
 pub mod by_parts {
-    use crate::store::{AppendWriter, Protection, Store, StorePath};
     use crate::error::Result;
+    use crate::store::{AppendWriter, Protection, Store, StorePath};
 
     /// Owner first (a chown may clear set-id bits), then mode; what the
     /// store cannot keep (`capabilities()`) is skipped.
