@@ -262,6 +262,8 @@ mod tests {
             records: 1,
             bad_records: 0,
             first_bad: Some("x".to_owned()),
+            // What the MPI-IO program sends: it cannot tell its CPU time.
+            cpu_ns: 0,
         }
     }
 
