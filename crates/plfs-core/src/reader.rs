@@ -39,6 +39,28 @@ struct Window {
     bytes: Vec<u8>,
 }
 
+impl Window {
+    /// Reads up to `readahead_bytes` of the log from `physical` into the
+    /// window (fewer only at the log's end). On an error the window holds
+    /// bytes that were never read, and the caller must empty it.
+    fn fill(&mut self, handle: &dyn ReadHandle, physical: u64, readahead_bytes: usize) -> Result<()> {
+        self.bytes.resize(readahead_bytes, 0);
+        let mut filled = 0;
+        while filled < readahead_bytes {
+            let wanted = readahead_bytes - filled;
+            let count = handle.read_at(&mut self.bytes[filled..], physical + filled as u64)?;
+            filled += count;
+            // Reads are short only at the end of the object.
+            if count < wanted {
+                break;
+            }
+        }
+        self.bytes.truncate(filled);
+        self.start = physical;
+        Ok(())
+    }
+}
+
 impl CachedLog {
     /// Names the log in errors: backend and path.
     pub fn label(&self) -> &str {
@@ -56,22 +78,13 @@ impl CachedLog {
         let end = physical + buf.len() as u64;
         let window_end = window.start + window.bytes.len() as u64;
         if physical < window.start || end > window_end {
-            window.bytes.resize(readahead_bytes, 0);
-            let mut filled = 0;
-            while filled < readahead_bytes {
-                let wanted = readahead_bytes - filled;
-                let count = self
-                    .handle
-                    .read_at(&mut window.bytes[filled..], physical + filled as u64)
-                    .with_context(|| format!("{} at offset {}", self.label, physical + filled as u64))?;
-                filled += count;
-                // Reads are short only at the end of the object.
-                if count < wanted {
-                    break;
-                }
+            if let Err(error) = window.fill(self.handle.as_ref(), physical, readahead_bytes) {
+                // Part of the window was never read: serving it later
+                // would return zeros or another offset's bytes.
+                *window = Window::default();
+                return Err(error.context(format!("{} at offset {physical}", self.label)));
             }
-            window.bytes.truncate(filled);
-            window.start = physical;
+            let filled = window.bytes.len();
             if filled < buf.len() {
                 return Err(Error::corrupt(format!(
                     "{}: index points at bytes {physical}..{end} but the log ends at {}",
