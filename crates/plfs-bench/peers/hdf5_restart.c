@@ -16,15 +16,17 @@
 
 #define PEER "hdf5"
 
-/* Exits the whole job naming the call that failed: a peer that cannot
- * write or read its file has no figure to give. */
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        if ((call) < 0) {                                                                    \
-            fprintf(stderr, PEER ": %s failed (%s:%d) on %s\n", #call, __FILE__, __LINE__, path); \
-            MPI_Abort(MPI_COMM_WORLD, 3);                                                    \
-        }                                                                                    \
+/* Exits the whole job naming the call that failed (HDF5 has printed its
+ * own error stack): a peer that cannot write or read its file has no
+ * figure to give. CHECK_ID names the call that made a handle. */
+#define CHECK_ID(id, call)                                                                 \
+    do {                                                                                   \
+        if ((id) < 0) {                                                                    \
+            fprintf(stderr, PEER ": %s failed (%s:%d) on %s\n", call, __FILE__, __LINE__, path); \
+            MPI_Abort(MPI_COMM_WORLD, 3);                                                  \
+        }                                                                                  \
     } while (0)
+#define CHECK(call) CHECK_ID(call, #call)
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -66,20 +68,20 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     double began = MPI_Wtime();
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    CHECK(fapl);
+    CHECK_ID(fapl, "H5Pcreate(H5P_FILE_ACCESS)");
     CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
     hid_t file = o.phase == PHASE_WRITE ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                                         : H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    CHECK(file);
+    CHECK_ID(file, o.phase == PHASE_WRITE ? "H5Fcreate" : "H5Fopen");
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
-    CHECK(xfer);
+    CHECK_ID(xfer, "H5Pcreate(H5P_DATASET_XFER)");
     CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
     hid_t memspace = H5Screate_simple(3, count, NULL);
-    CHECK(memspace);
+    CHECK_ID(memspace, "H5Screate_simple");
     /* Contiguous (no chunking), and no fill pass before the writers' own
      * data: the layout is the plain global array and nothing more. */
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    CHECK(dcpl);
+    CHECK_ID(dcpl, "H5Pcreate(H5P_DATASET_CREATE)");
     CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
     CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
     for (int v = 0; v < NVARS; v++) {
@@ -88,16 +90,16 @@ int main(int argc, char **argv) {
         hid_t set;
         if (o.phase == PHASE_WRITE) {
             hid_t space = H5Screate_simple(3, global, NULL);
-            CHECK(space);
+            CHECK_ID(space, "H5Screate_simple");
             set = H5Dcreate2(file, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-            CHECK(set);
+            CHECK_ID(set, "H5Dcreate2");
             CHECK(H5Sclose(space));
         } else {
             set = H5Dopen2(file, name, H5P_DEFAULT);
-            CHECK(set);
+            CHECK_ID(set, "H5Dopen2");
         }
         hid_t filespace = H5Dget_space(set);
-        CHECK(filespace);
+        CHECK_ID(filespace, "H5Dget_space");
         CHECK(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, start, NULL, count, NULL));
         if (o.phase == PHASE_WRITE) CHECK(H5Dwrite(set, H5T_NATIVE_DOUBLE, memspace, filespace, xfer, bufs[v]));
         else CHECK(H5Dread(set, H5T_NATIVE_DOUBLE, memspace, filespace, xfer, bufs[v]));
