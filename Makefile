@@ -2,7 +2,7 @@
 CARGO ?= cargo
 PLFS := target/release/plfs
 
-.PHONY: all deps test-tools test-servers build lib install install-lib demo test clippy fmt clean
+.PHONY: all deps test-tools test-servers peers build lib install install-lib demo test clippy fmt clean
 
 all: build
 
@@ -18,6 +18,26 @@ test-tools: deps
 test-servers: deps
 	scripts/servers hdfs prepare
 	scripts/servers s3 prepare
+
+# The restart peers `plfs bench restart` runs beside plfs
+# (crates/plfs-bench/peers): ADIOS BP and parallel HDF5 programs, built
+# into target/peers/ with Open MPI's compiler by name, since Debian's ADIOS
+# and HDF5 -openmpi builds need it and MPICH is installed too. Debian's
+# adios-openmpi.pc names the wrong library directory, hence the -L.
+PEERS := target/peers
+PEER_SOURCES := crates/plfs-bench/peers
+PEER_CFLAGS := -O2 -Wall -Wextra -Werror
+peers: deps $(PEERS)/adios_restart $(PEERS)/hdf5_restart
+
+$(PEERS)/adios_restart: $(PEER_SOURCES)/adios_restart.c $(PEER_SOURCES)/restart_common.h
+	@mkdir -p $(PEERS)
+	mpicc.openmpi $(PEER_CFLAGS) $$(pkg-config --cflags adios-openmpi) $< -o $@ \
+		-L$$(pkg-config --variable=libdir adios-openmpi)/adios/openmpi \
+		$$(pkg-config --variable=ADIOS_CLIB adios-openmpi)
+
+$(PEERS)/hdf5_restart: $(PEER_SOURCES)/hdf5_restart.c $(PEER_SOURCES)/restart_common.h
+	@mkdir -p $(PEERS)
+	mpicc.openmpi $(PEER_CFLAGS) $$(pkg-config --cflags hdf5-openmpi) $< -o $@ $$(pkg-config --libs hdf5-openmpi)
 
 build: deps
 	$(CARGO) build --release --workspace
@@ -66,7 +86,8 @@ demo: build
 # real I/O and run several times faster optimised). The FUSE tests find fsx
 # and pjdfstest through PLFS_TEST_TOOLS and fail, naming this target, without it.
 # PLFS_REQUIRE_MPI=1: the MPI tests (both Open MPI and MPICH) fail instead
-# of skipping when an MPI is missing, and the MPI shims must build.
+# of skipping when an MPI is missing, and the MPI shims must build (the
+# restart peers' test too, when target/peers/ lacks a program).
 # PLFS_REQUIRE_FUSE=1: the FUSE smoke tests fail instead of skipping when
 # they cannot mount (no root or no /dev/fuse). The build
 # comes first: `cargo test` does not put libplfs.so (a cdylib) where the C
@@ -75,7 +96,7 @@ test: export PLFS_TEST_TOOLS := $(CURDIR)/target/tools/bin
 test: export PLFS_REQUIRE_MPI := 1
 test: export PLFS_REQUIRE_SERVERS := 1
 test: export PLFS_REQUIRE_FUSE := 1
-test: deps test-tools test-servers
+test: deps test-tools test-servers peers
 	$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast
 

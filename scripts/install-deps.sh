@@ -21,6 +21,18 @@ packages=(
   libopenmpi-dev    # mpicc.openmpi and mpi.h
   mpich             # mpirun.mpich
   libmpich-dev      # mpicc.mpich and mpi.h
+  # The restart peers `plfs bench restart` compares plfs with (make peers,
+  # crates/plfs-bench/peers), both Debian's Open MPI builds:
+  libadios-openmpi-dev  # ADIOS 1.x, BP files (the seed's own library)
+  libhdf5-openmpi-dev   # parallel HDF5 (h5pcc.openmpi, hdf5-openmpi.pc)
+  # What adios-openmpi.pc links (libadios.a is static) that
+  # libadios-openmpi-dev does not pull in; the other libraries it names
+  # (zlib, szip, ibverbs) come with libhdf5-openmpi-dev and libopenmpi-dev.
+  libnetcdf-mpi-dev
+  libglib2.0-dev
+  liblz4-dev
+  libblosc-dev
+  libbz2-dev
   # (tar, cp, dd, truncate, cmp and diff are in Essential packages.)
 )
 

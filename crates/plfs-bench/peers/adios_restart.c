@@ -1,0 +1,142 @@
+/*
+ * The ADIOS BP restart peer, with ADIOS 1.x (the library the seed
+ * measured). Writers write DIR/restart.bp through ADIOS's MPI transport
+ * (or --transport POSIX: one subfile per writer under DIR/restart.bp.dir/)
+ * as one process group each: every writer's block of each variable
+ * (var0..var7) is one contiguous chunk in the file, with the global
+ * dimensions and its offsets in the BP index. Readers open the file with the
+ * BP read method and read their box of every variable with selective
+ * bounding-box reads, which ADIOS assembles from the writers' chunks.
+ * The data and the decompositions are restart_common.h's.
+ *
+ * Run under mpirun (N ranks to write, M to read), e.g.
+ *   mpirun.openmpi -np 4 adios_restart write --dir D --grid 64x64x64 --procs 1x2x2
+ *   mpirun.openmpi -np 3 adios_restart read --dir D --grid 64x64x64 --procs 1x2x2 --decomp minus-k --k 1
+ */
+#include <adios.h>
+#include <adios_error.h>
+#include <adios_read.h>
+
+#include "restart_common.h"
+
+#define PEER "adios"
+
+/* Exits the whole job naming the call that failed and ADIOS's message. */
+#define CHECK(failed, call)                                                                             \
+    do {                                                                                                \
+        if (failed) {                                                                                   \
+            fprintf(stderr, PEER ": %s failed (%s:%d) on %s: %s\n", call, __FILE__, __LINE__, path, \
+                    adios_get_last_errmsg());                                                           \
+            MPI_Abort(MPI_COMM_WORLD, 3);                                                               \
+        }                                                                                               \
+    } while (0)
+
+static double write_phase(const struct options *o, const struct box *b, double *bufs[NVARS], const char *path) {
+    uint64_t bytes = box_points(b) * NVARS * sizeof(double);
+    CHECK(adios_init_noxml(MPI_COMM_WORLD) != 0, "adios_init_noxml");
+    /* The whole group is buffered and written at close: room for the
+     * data and the BP index that goes with it. */
+    adios_set_max_buffer_size(bytes / (1024 * 1024) + 16);
+    int64_t group;
+    CHECK(adios_declare_group(&group, "restart", "", adios_stat_no) != 0, "adios_declare_group");
+    CHECK(adios_select_method(group, o->transport, "", "") != 0, "adios_select_method");
+    /* BP dimensions are C order, z slowest, given as numbers: each
+     * writer's block is its own. */
+    char local[96], global[96], offsets[96];
+    snprintf(local, sizeof local, "%llu,%llu,%llu", (unsigned long long)b->count[2], (unsigned long long)b->count[1],
+             (unsigned long long)b->count[0]);
+    snprintf(global, sizeof global, "%llu,%llu,%llu", (unsigned long long)o->global[2],
+             (unsigned long long)o->global[1], (unsigned long long)o->global[0]);
+    snprintf(offsets, sizeof offsets, "%llu,%llu,%llu", (unsigned long long)b->start[2],
+             (unsigned long long)b->start[1], (unsigned long long)b->start[0]);
+    for (int v = 0; v < NVARS; v++) {
+        char name[16];
+        snprintf(name, sizeof name, "var%d", v);
+        CHECK(adios_define_var(group, name, "", adios_double, local, global, offsets) == 0, "adios_define_var");
+    }
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    double began = MPI_Wtime();
+    int64_t fd;
+    CHECK(adios_open(&fd, "restart", path, "w", MPI_COMM_WORLD) != 0, "adios_open");
+    uint64_t total;
+    CHECK(adios_group_size(fd, bytes, &total) != 0, "adios_group_size");
+    for (int v = 0; v < NVARS; v++) {
+        char name[16];
+        snprintf(name, sizeof name, "var%d", v);
+        CHECK(adios_write(fd, name, bufs[v]) != 0, "adios_write");
+    }
+    CHECK(adios_close(fd) != 0, "adios_close");
+    double seconds = MPI_Wtime() - began;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    adios_finalize(rank);
+    return seconds;
+}
+
+static double read_phase(const struct box *b, double *bufs[NVARS], const char *path) {
+    CHECK(adios_read_init_method(ADIOS_READ_METHOD_BP, MPI_COMM_WORLD, "") != 0, "adios_read_init_method");
+    uint64_t start[3] = {b->start[2], b->start[1], b->start[0]};
+    uint64_t count[3] = {b->count[2], b->count[1], b->count[0]};
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    double began = MPI_Wtime();
+    ADIOS_FILE *file = adios_read_open_file(path, ADIOS_READ_METHOD_BP, MPI_COMM_WORLD);
+    CHECK(file == NULL, "adios_read_open_file");
+    ADIOS_SELECTION *selection = adios_selection_boundingbox(3, start, count);
+    CHECK(selection == NULL, "adios_selection_boundingbox");
+    for (int v = 0; v < NVARS; v++) {
+        char name[16];
+        snprintf(name, sizeof name, "var%d", v);
+        CHECK(adios_schedule_read(file, selection, name, 0, 1, bufs[v]) != 0, "adios_schedule_read");
+    }
+    CHECK(adios_perform_reads(file, 1) != 0, "adios_perform_reads");
+    adios_selection_delete(selection);
+    CHECK(adios_read_close(file) != 0, "adios_read_close");
+    double seconds = MPI_Wtime() - began;
+    adios_read_finalize_method(ADIOS_READ_METHOD_BP);
+    return seconds;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, ranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    struct options o;
+    parse_options(argc, argv, rank, &o);
+    if (strcmp(o.transport, "MPI") != 0 && strcmp(o.transport, "POSIX") != 0)
+        usage_exit(rank, argv[0], "--transport is MPI or POSIX");
+
+    int parts[3];
+    int ok = o.phase == PHASE_WRITE ? writer_grid(&o, ranks, rank, parts) : reader_grid(&o, ranks, rank, parts);
+    if (ok != 0) {
+        MPI_Finalize();
+        return 2;
+    }
+    struct box b = grid_box(&o, parts, rank);
+    uint64_t points = box_points(&b);
+    double *bufs[NVARS];
+    for (int v = 0; v < NVARS; v++) {
+        bufs[v] = malloc(points * sizeof(double));
+        if (!bufs[v]) {
+            fprintf(stderr, PEER " rank %d: out of memory for %llu points\n", rank, (unsigned long long)points);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        if (o.phase == PHASE_WRITE) fill_box(&o, &b, v, bufs[v]);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/restart.bp", o.dir);
+
+    double seconds = o.phase == PHASE_WRITE ? write_phase(&o, &b, bufs, path) : read_phase(&b, bufs, path);
+
+    uint64_t wrong = 0;
+    if (o.phase == PHASE_READ) {
+        int reported = 0;
+        for (int v = 0; v < NVARS; v++) wrong += check_box(&o, &b, v, bufs[v], rank, PEER, &reported);
+    }
+    for (int v = 0; v < NVARS; v++) free(bufs[v]);
+    uint64_t total_wrong = report(PEER, &o, ranks, rank, points * NVARS * sizeof(double), seconds, wrong);
+    MPI_Finalize();
+    return total_wrong == 0 ? 0 : 1;
+}

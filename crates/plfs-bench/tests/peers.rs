@@ -1,0 +1,128 @@
+//! The restart peers (crates/plfs-bench/peers/, built by `make peers`)
+//! at a small scale: 4 writers in a 1x2x2 grid write a 7x6x12 grid (no
+//! dimension splits evenly everywhere), then every read decomposition reads
+//! it back on its own number of readers (4, 2, 3, 6 and 5) with every value
+//! checked. Two reads must fail: one told to expect other values, and one
+//! of a file with one value changed on disk, which names that value's
+//! (v,x,y,z). A missing peer program skips, or fails under
+//! PLFS_REQUIRE_MPI=1 (`make test`).
+
+use plfs_bench::BenchError;
+use plfs_bench::peers::{Decomp, Peer, PeerPhase, PeerProgram, PeerRun};
+
+const GRID: [u64; 3] = [7, 6, 12];
+const PROCS: [usize; 3] = [1, 2, 2];
+
+fn required() -> bool {
+    std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1")
+}
+
+fn program(peer: Peer) -> Option<PeerProgram> {
+    match PeerProgram::find(peer) {
+        Ok(program) => Some(program),
+        Err(unavailable) => {
+            assert!(!required(), "PLFS_REQUIRE_MPI=1 but {unavailable}");
+            eprintln!("skipping: {unavailable}");
+            None
+        }
+    }
+}
+
+/// The value restart_common.h writes at (v, x, y, z).
+fn value(v: u64, x: u64, y: u64, z: u64) -> f64 {
+    ((v << 40) + (z * GRID[1] + y) * GRID[0] + x) as f64
+}
+
+fn restart(peer: Peer) {
+    let Some(program) = program(peer) else { return };
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(peer.as_str());
+    let mut run = PeerRun::new(dir.clone(), GRID, PROCS, Decomp::Uniform);
+    let total = run.total_bytes();
+    assert_eq!(total, 7 * 6 * 12 * 8 * 8);
+
+    let write = program.run_phase(&run, PeerPhase::Write).unwrap();
+    assert_eq!((write.peer, write.phase, write.ranks, write.bytes), (peer, PeerPhase::Write, 4, total));
+    assert!(dir.join(peer.file_name()).is_file());
+
+    let decomps = [
+        (Decomp::Uniform, 4),
+        (Decomp::Half, 2),
+        (Decomp::MinusK(1), 3),
+        (Decomp::NonInteger, 6),
+        (Decomp::Pieces(5), 5),
+    ];
+    for (decomp, readers) in decomps {
+        run.decomp = decomp;
+        let read =
+            program.run_phase(&run, PeerPhase::Read).unwrap_or_else(|e| panic!("{peer} {decomp}: {e}"));
+        eprintln!("{peer} {decomp}: {read:?}");
+        assert_eq!(read.phase, PeerPhase::Read);
+        assert_eq!(read.decomp, decomp.name());
+        assert_eq!((read.writers, read.ranks), (4, readers), "{peer} {decomp}");
+        // Every reader's boxes together cover the whole array exactly once.
+        assert_eq!(read.bytes, total, "{peer} {decomp}");
+        assert_eq!(read.errors, 0);
+        assert!(read.max_rss_kib > 0 && read.seconds > 0.0, "{read:?}");
+    }
+
+    // Readers that expect every value plus one find all of them wrong.
+    run.decomp = Decomp::Half;
+    run.expect_offset = 1;
+    match program.run_phase(&run, PeerPhase::Read) {
+        Err(BenchError::Data { problem, .. }) => {
+            assert!(problem.starts_with(&format!("{} wrong values", total / 8)), "{problem}");
+            assert!(problem.contains("(v,x,y,z)="), "{problem}");
+        }
+        other => panic!("{peer}: a read expecting other values gave {other:?}"),
+    }
+    run.expect_offset = 0;
+
+    // One value changed in the file: the read names it. The peers store
+    // raw little-endian doubles, so the value's bytes occur once.
+    let file = dir.join(peer.file_name());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let target = value(1, 5, 0, 0).to_le_bytes();
+    let at: Vec<usize> = bytes.windows(8).enumerate().filter(|(_, w)| *w == target).map(|(i, _)| i).collect();
+    assert_eq!(at.len(), 1, "{peer}: the value of (1,5,0,0) at {at:?} in {}", file.display());
+    bytes[at[0]..at[0] + 8].copy_from_slice(&(-1.0f64).to_le_bytes());
+    std::fs::write(&file, bytes).unwrap();
+    run.decomp = Decomp::MinusK(1);
+    match program.run_phase(&run, PeerPhase::Read) {
+        Err(BenchError::Data { problem, .. }) => {
+            assert!(problem.starts_with("1 wrong values"), "{problem}");
+            assert!(problem.contains("(v,x,y,z)=(1,5,0,0)"), "{problem}");
+        }
+        other => panic!("{peer}: a read of a changed file gave {other:?}"),
+    }
+}
+
+#[test]
+fn adios_restart_reads_back_every_decomposition() {
+    restart(Peer::Adios);
+}
+
+#[test]
+fn hdf5_restart_reads_back_every_decomposition() {
+    restart(Peer::Hdf5);
+}
+
+#[test]
+fn a_missing_program_is_unavailable_not_an_error() {
+    // PLFS_PEERS_DIR is process-wide and the other tests need the real
+    // directory, so the check runs in a child: this test binary again.
+    if std::env::var_os("PEERS_TEST_CHILD").is_none() {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "a_missing_program_is_unavailable_not_an_error", "--nocapture"])
+            .env("PEERS_TEST_CHILD", "1")
+            .env("PLFS_PEERS_DIR", "/nonexistent/peers")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        return;
+    }
+    let unavailable = PeerProgram::find(Peer::Hdf5).unwrap_err();
+    let message = unavailable.to_string();
+    assert!(message.starts_with("peer hdf5 unavailable: hdf5_restart is not built"), "{message}");
+    assert!(message.contains("/nonexistent/peers"), "{message}");
+}
