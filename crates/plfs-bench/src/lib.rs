@@ -31,6 +31,7 @@ mod pattern;
 pub mod protocol;
 mod repeat;
 mod report;
+pub mod restart;
 mod runner;
 mod store;
 mod streaming;
