@@ -266,10 +266,8 @@ impl Layout {
             Layout::Pixie3d { .. } => {
                 let [gx, gy, gz] = self.global().unwrap_or_default();
                 let volume = gx * gy * gz;
-                let mut index = offset / 8;
-                for chunk in out.chunks_exact_mut(8) {
+                for (index, chunk) in (offset / 8..).zip(out.chunks_exact_mut(8)) {
                     chunk.copy_from_slice(&pixie3d_value(index, volume).to_le_bytes());
-                    index += 1;
                 }
             }
         }
@@ -299,7 +297,7 @@ impl Layout {
 
 /// Value number `index` of the pixie3d file (see the module comment).
 pub fn pixie3d_value(index: u64, volume: u64) -> f64 {
-    ((index / volume) << 40 | index % volume) as f64
+    (((index / volume) << 40) | (index % volume)) as f64
 }
 
 #[cfg(test)]
