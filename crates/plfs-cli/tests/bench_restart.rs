@@ -84,3 +84,25 @@ fn a_decomposition_without_readers_is_refused_by_name() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("half decomposition of 1 writers"), "{stderr}");
 }
+
+/// Another user cannot drop the page cache: the run still verifies, warns
+/// on stderr and marks its figures warm (as root, none of that).
+#[test]
+fn a_user_who_cannot_drop_the_cache_gets_warm_figures_marked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = Command::new("runuser")
+        .args(["-u", "nobody", "--", PLFS, "bench", "restart", "--writers", "2", "--total-mib", "1"])
+        .args(["--size", "1000", "--json", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report:#}");
+    assert_eq!(report["warm"], true, "{report:#}");
+    assert!(stderr.contains("cannot drop the page cache"), "{stderr}");
+    assert_eq!(restart(&["--total-mib", "1", "--size", "1000"])["warm"], false);
+}
