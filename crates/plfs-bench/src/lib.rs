@@ -32,6 +32,7 @@ pub mod peers;
 pub mod protocol;
 mod repeat;
 mod report;
+pub mod restart;
 mod runner;
 mod store;
 mod streaming;

@@ -547,7 +547,7 @@ fn proc_status_kib(field: &str) -> u64 {
 }
 
 /// Writes dirty pages back and drops clean ones; false when not permitted.
-fn drop_page_cache() -> bool {
+pub(crate) fn drop_page_cache() -> bool {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", b"3\n").is_ok()

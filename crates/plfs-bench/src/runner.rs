@@ -264,12 +264,12 @@ fn run_phase(
 /// Starts one worker process per spec (rank i gets `specs[i]`), with
 /// `environment` added to theirs; releases them together once all are
 /// ready, and returns the common start instant and every rank's result.
-pub(crate) fn run_workers(
+pub(crate) fn run_workers<S: serde::Serialize, R: serde::de::DeserializeOwned + Clone + Send + 'static>(
     name: &str,
     command: &WorkerCommand,
-    specs: &[WorkerSpec],
+    specs: &[S],
     environment: &[(&str, OsString)],
-) -> Result<(u64, Vec<WorkerResult>)> {
+) -> Result<(u64, Vec<R>)> {
     let writers = specs.len();
     let (sender, events) = mpsc::channel();
     let mut workers = Workers { children: Vec::with_capacity(writers) };
@@ -298,7 +298,7 @@ pub(crate) fn run_workers(
         let stdout =
             child.stdout.take().ok_or_else(|| protocol_error(format!("worker {rank} has no stdout")))?;
         let sender = sender.clone();
-        std::thread::spawn(move || protocol::forward::<WorkerResult>(Channel::Bench, rank, stdout, sender));
+        std::thread::spawn(move || protocol::forward::<R>(Channel::Bench, rank, stdout, sender));
         workers.children.push(child);
     }
     drop(sender);
@@ -340,7 +340,7 @@ pub(crate) fn run_workers(
         })?;
     }
 
-    let mut results: Vec<Option<WorkerResult>> = vec![None; writers];
+    let mut results: Vec<Option<R>> = vec![None; writers];
     let deadline = Instant::now() + PHASE_TIMEOUT;
     while results.iter().any(Option::is_none) {
         match next_event(&events, deadline, name, "running")? {
@@ -371,12 +371,12 @@ pub(crate) fn run_workers(
     Ok((start_ns, results.into_iter().flatten().collect()))
 }
 
-fn next_event(
-    events: &Receiver<(usize, Event<WorkerResult>)>,
+fn next_event<R>(
+    events: &Receiver<(usize, Event<R>)>,
     deadline: Instant,
     phase: &str,
     doing: &'static str,
-) -> Result<(usize, Event<WorkerResult>)> {
+) -> Result<(usize, Event<R>)> {
     let left = deadline.saturating_duration_since(Instant::now());
     events.recv_timeout(left).map_err(|error| match error {
         RecvTimeoutError::Timeout => BenchError::Timeout { phase: phase.to_owned(), who: "workers", doing },

@@ -161,6 +161,10 @@ enum BenchCommand {
     /// Create, stat and remove F files per process in one directory, on
     /// plain files and plfs mounts over K backends (federated metadata).
     Mdtest(super::bench_mdtest::Opts),
+    /// N writer processes write a checkpoint, M readers read it back per
+    /// decomposition (uniform and non-uniform restart), plfs against the
+    /// direct N-1 file.
+    Restart(super::bench_restart::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -194,6 +198,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     match &opts.command {
         Some(BenchCommand::Open(open)) => return super::bench_open::run(open),
         Some(BenchCommand::Mdtest(mdtest)) => return super::bench_mdtest::run(mdtest),
+        Some(BenchCommand::Restart(restart)) => return super::bench_restart::run(restart),
         None => {}
     }
     if !opts.backend.is_empty() {
@@ -435,6 +440,11 @@ pub fn worker(args: &[String]) -> Result<ExitCode> {
     {
         plfs_bench::mdtest::worker_main(rest).map_err(|e| anyhow!(e))?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some((first, rest)) = args.split_first()
+        && first == plfs_bench::restart::RESTART_WORKER_ARG
+    {
+        return super::bench_restart::worker(rest);
     }
     plfs_bench::worker_main(args).map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)

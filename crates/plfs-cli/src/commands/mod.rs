@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_fuse;
 pub mod bench_mdtest;
 pub mod bench_open;
+pub mod bench_restart;
 pub mod check_config;
 pub mod cp;
 pub mod demo;

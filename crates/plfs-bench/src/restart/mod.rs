@@ -1,0 +1,906 @@
+//! `plfs bench restart`: N writer processes write a checkpoint, then M
+//! reader processes read it back under each read decomposition ("Read
+//! performance of write-optimized middleware", uniform and non-uniform
+//! restart). The same processes write and read the same bytes through plfs
+//! and, as the peer, as one plain shared file with pwrite/pread (direct
+//! N-1), on the same file system in the same run.
+//!
+//! A reader's clock runs from the common start instant through its open,
+//! every read and the check of every byte, to its close; the page cache is
+//! dropped before every read phase (as root; otherwise the figures are
+//! marked warm). Each process is started with [`RestartWorker`] as its
+//! spec and must call [`worker_main`] (the CLI's `plfs bench-worker
+//! restart`).
+
+mod layout;
+
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use plfs::fs::Plfs;
+use plfs::open::OpenFlags;
+use serde::{Deserialize, Serialize};
+
+pub use layout::{Decomp, Extent, Layout, PIXIE3D_VARIABLES, balanced_grid, pixie3d_value};
+
+use crate::error::{BenchError, Result};
+use crate::open::drop_page_cache;
+use crate::protocol::{self, Channel, NoPhase, Order, Report};
+use crate::repeat::Spread;
+use crate::runner::{WorkDir, run_workers};
+use crate::worker::{Op, Target, direct_path, mount, now_ns, plfs_backend_dirs, wait_until};
+use crate::{VerifyReads, WorkerCommand};
+
+/// The first argument of `plfs bench-worker` that makes it a restart
+/// process.
+pub const RESTART_WORKER_ARG: &str = "restart";
+
+/// The plfs logical file of the checkpoint.
+pub const RESTART_PATH: &str = "/checkpoint";
+
+/// The largest single read or write a process makes: a contiguous run
+/// longer than this (a whole piece, a whole z-slab) goes in several calls,
+/// so a process's buffers stay small whatever the file size.
+const CHUNK: u64 = 4 << 20;
+
+/// Per-process block edge (x, y, z) of the pixie3d pattern, 8 variables of
+/// f64 each. The paper's sizes per process are 256 KiB, 16 MiB and 128 MiB;
+/// on a 2-core machine with 24 GiB, where the writers and readers share
+/// the cores, medium and large are scaled to 4 MiB and 32 MiB so a sweep
+/// of several process counts stays in minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Block {
+    /// 16×16×16 values per variable: 256 KiB per process.
+    Small,
+    /// 32×32×64: 4 MiB per process.
+    Medium,
+    /// 64×64×128: 32 MiB per process.
+    Large,
+}
+
+impl Block {
+    pub fn dims(self) -> [u64; 3] {
+        match self {
+            Block::Small => [16, 16, 16],
+            Block::Medium => [32, 32, 64],
+            Block::Large => [64, 64, 128],
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Block::Small => "small",
+            Block::Medium => "medium",
+            Block::Large => "large",
+        }
+    }
+}
+
+/// The write pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// N-1 strided records of `record_bytes`, `total_bytes` in all (whole
+    /// records per writer, at least one), so the writer count can be swept
+    /// at a fixed size.
+    Strided {
+        record_bytes: u64,
+        total_bytes: u64,
+    },
+    Pixie3d {
+        block: Block,
+    },
+}
+
+impl Pattern {
+    pub fn layout(self, writers: usize) -> Result<Layout> {
+        let n = writers as u64;
+        if n == 0 {
+            return Err(BenchError::invalid("restart: at least one writer is needed"));
+        }
+        Ok(match self {
+            Pattern::Strided { record_bytes, total_bytes } => {
+                if record_bytes == 0 {
+                    return Err(BenchError::invalid("restart: record size 0"));
+                }
+                let records = (total_bytes / (n * record_bytes)).max(1);
+                Layout::Strided { writers: n, records, record_bytes }
+            }
+            Pattern::Pixie3d { block } => Layout::Pixie3d { grid: balanced_grid(n), block: block.dims() },
+        })
+    }
+}
+
+/// One `plfs bench restart` run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartSpec {
+    pub pattern: Pattern,
+    pub writers: usize,
+    /// Reader count for the decompositions that take one (non-integer,
+    /// pieces); None: their default.
+    pub readers: Option<usize>,
+    /// k of the N−k decomposition.
+    pub k: usize,
+    /// Read back once per decomposition, in this order, after one write.
+    pub decomps: Vec<Decomp>,
+    /// A fresh subdirectory of it per run.
+    pub dir: PathBuf,
+    pub backends: usize,
+    pub repeat: u32,
+    pub keep: bool,
+}
+
+/// What one process does; sent as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartWorker {
+    pub layout: Layout,
+    pub target: Target,
+    pub op: Op,
+    /// With `Op::Read`: the decomposition and its reader count.
+    pub decomp: Decomp,
+    pub processes: usize,
+    pub rank: usize,
+    pub dir: PathBuf,
+    pub backends: usize,
+}
+
+/// What one process measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartResult {
+    pub rank: usize,
+    pub began_ns: u64,
+    /// The open call alone.
+    pub open_ns: u64,
+    pub end_ns: u64,
+    pub bytes: u64,
+    /// Bytes read that were not what was written.
+    pub bad_bytes: u64,
+    pub first_bad: Option<String>,
+    /// Peak resident set of the process (getrusage ru_maxrss), KiB.
+    pub max_rss_kib: u64,
+}
+
+/// One process's untimed set-up: the mount, the extents, the buffers.
+struct Prepared {
+    spec: RestartWorker,
+    plfs: Option<Plfs>,
+    extents: Vec<Extent>,
+    buf: Vec<u8>,
+    expected: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+fn prepare(spec: RestartWorker) -> Result<Prepared> {
+    if spec.rank >= spec.processes {
+        return Err(BenchError::invalid(format!("restart process {} of {}", spec.rank, spec.processes)));
+    }
+    let plfs = match spec.target {
+        // The page cache is the measured thing: the library's own data
+        // CRC checks are left at their default, as a user would run.
+        Target::Plfs => Some(mount(&spec.dir, spec.backends, VerifyReads::default())?),
+        Target::DirectN1 => None,
+        other => return Err(BenchError::invalid(format!("restart has no {} target", other.as_str()))),
+    };
+    let extents = match spec.op {
+        Op::Write => spec.layout.writer_extents(spec.rank as u64),
+        Op::Read => spec.layout.reader_extents(spec.decomp, spec.processes as u64, spec.rank as u64),
+    };
+    let longest = extents.iter().map(|e| e.len).max().unwrap_or(0).min(CHUNK) as usize;
+    let expected = if spec.op == Op::Read { vec![0u8; longest] } else { Vec::new() };
+    Ok(Prepared { spec, plfs, extents, buf: vec![0u8; longest], expected, scratch: Vec::new() })
+}
+
+/// Either kind of open file, so the I/O loop is written once.
+enum Handle<'a> {
+    Plfs(plfs::fs::FileHandle, &'a str),
+    Direct(File, PathBuf),
+}
+
+impl Handle<'_> {
+    fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
+        match self {
+            Handle::Plfs(handle, path) => {
+                let count = handle
+                    .write(buf, offset)
+                    .map_err(BenchError::plfs("plfs write", format!("{path} at {offset}")))?;
+                if count != buf.len() {
+                    let (target, expected) = (format!("{path} at {offset}"), buf.len());
+                    return Err(BenchError::Short { doing: "plfs write", target, count, expected });
+                }
+                Ok(())
+            }
+            Handle::Direct(file, path) => file.write_all_at(buf, offset).map_err(|source| BenchError::IoAt {
+                doing: "pwrite",
+                path: path.clone(),
+                offset,
+                source,
+            }),
+        }
+    }
+
+    /// Fills as much of `buf` as the file has from `offset`.
+    fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            let at = offset + filled as u64;
+            let count = match self {
+                Handle::Plfs(handle, path) => handle
+                    .read(&mut buf[filled..], at)
+                    .map_err(BenchError::plfs("plfs read", format!("{path} at {at}")))?,
+                Handle::Direct(file, path) => match file.read_at(&mut buf[filled..], at) {
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                    other => other.map_err(|source| BenchError::IoAt {
+                        doing: "pread",
+                        path: path.clone(),
+                        offset: at,
+                        source,
+                    })?,
+                },
+            };
+            if count == 0 {
+                break;
+            }
+            filled += count;
+        }
+        Ok(filled)
+    }
+
+    /// fdatasync (what plfs does to its logs) and close.
+    fn close(self, op: Op) -> Result<()> {
+        match self {
+            Handle::Plfs(handle, path) => {
+                if op == Op::Write {
+                    handle.sync().map_err(BenchError::plfs("plfs sync", path))?;
+                }
+                handle.close().map_err(BenchError::plfs("plfs close", path))
+            }
+            Handle::Direct(file, path) => {
+                if op == Op::Write {
+                    file.sync_data().map_err(BenchError::io("fdatasync", &path))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The timed part: open, every extent, close.
+fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<RestartResult> {
+    wait_until(start_ns);
+    let began_ns = now_ns();
+    let spec = &prepared.spec;
+    let handle = match (&prepared.plfs, spec.op) {
+        (Some(plfs), Op::Write) => Handle::Plfs(
+            plfs.open(RESTART_PATH, OpenFlags::WRONLY, 0, spec.rank as u64)
+                .map_err(BenchError::plfs("plfs open for writing", RESTART_PATH))?,
+            RESTART_PATH,
+        ),
+        // Reader ids follow the writers', as in `plfs bench open`.
+        (Some(plfs), Op::Read) => Handle::Plfs(
+            plfs.open(
+                RESTART_PATH,
+                OpenFlags::RDONLY,
+                0,
+                (spec.layout.writers() as usize + spec.rank) as u64,
+            )
+            .map_err(BenchError::plfs("plfs open", RESTART_PATH))?,
+            RESTART_PATH,
+        ),
+        (None, op) => {
+            let path = direct_path(&spec.dir);
+            // Not truncating: the parent made the file, other ranks write it.
+            let file = OpenOptions::new()
+                .read(op == Op::Read)
+                .write(op == Op::Write)
+                .open(&path)
+                .map_err(BenchError::io("open", &path))?;
+            Handle::Direct(file, path)
+        }
+    };
+    let open_ns = now_ns().saturating_sub(began_ns);
+    let (mut bytes, mut bad_bytes, mut first_bad) = (0u64, 0u64, None);
+    for extent in &prepared.extents {
+        let mut done = 0;
+        while done < extent.len {
+            let len = (extent.len - done).min(CHUNK) as usize;
+            let offset = extent.offset + done;
+            let buf = &mut prepared.buf[..len];
+            match spec.op {
+                Op::Write => {
+                    spec.layout.fill(offset, buf, &mut prepared.scratch);
+                    handle.write(buf, offset)?;
+                    bytes += len as u64;
+                }
+                Op::Read => {
+                    let filled = handle.read(buf, offset)?;
+                    let expected = &mut prepared.expected[..len];
+                    spec.layout.fill(offset, expected, &mut prepared.scratch);
+                    bytes += filled as u64;
+                    if filled < len {
+                        bad_bytes += (len - filled) as u64;
+                        first_bad.get_or_insert_with(|| {
+                            format!(
+                                "{} at {}: short read, {filled} of {len} bytes",
+                                spec.target.as_str(),
+                                offset
+                            )
+                        });
+                    }
+                    if buf[..filled] != expected[..filled] {
+                        let wrong = buf[..filled].iter().zip(&expected[..filled]).filter(|(a, b)| a != b);
+                        bad_bytes += wrong.count() as u64;
+                        first_bad.get_or_insert_with(|| {
+                            let at = buf.iter().zip(expected.iter()).position(|(a, b)| a != b).unwrap_or(0);
+                            let where_ = offset + at as u64;
+                            format!(
+                                "{} at offset {where_} ({}): byte {:#04x}, expected {:#04x}",
+                                spec.target.as_str(),
+                                spec.layout.describe(where_),
+                                buf[at],
+                                expected[at]
+                            )
+                        });
+                    }
+                }
+            }
+            done += len as u64;
+        }
+    }
+    handle.close(spec.op)?;
+    let end_ns = now_ns();
+    Ok(RestartResult {
+        rank: spec.rank,
+        began_ns,
+        open_ns,
+        end_ns,
+        bytes,
+        bad_bytes,
+        first_bad,
+        max_rss_kib: max_rss_kib(),
+    })
+}
+
+/// getrusage(RUSAGE_SELF).ru_maxrss, KiB on Linux (0 if it fails).
+fn max_rss_kib() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage, which `usage` is.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    usage.ru_maxrss.max(0) as u64
+}
+
+/// Entry point of a restart process (`plfs bench-worker restart <json>`);
+/// with no arguments the spec comes from [`crate::WORKER_SPEC_ENV`].
+pub fn worker_main(args: &[String]) -> Result<()> {
+    let result = worker_protocol(args);
+    if let Err(error) = &result {
+        let _ = protocol::send_report::<RestartResult>(Channel::Bench, &Report::Error(error.to_string()));
+    }
+    result
+}
+
+fn worker_protocol(args: &[String]) -> Result<()> {
+    let text = match args {
+        [] => std::env::var(crate::WORKER_SPEC_ENV).map_err(|_| {
+            BenchError::invalid(format!(
+                "restart worker: no spec argument and {} is not set",
+                crate::WORKER_SPEC_ENV
+            ))
+        })?,
+        [one] => one.clone(),
+        more => {
+            return Err(BenchError::invalid(format!(
+                "restart worker: expected one JSON spec, got {}",
+                more.len()
+            )));
+        }
+    };
+    let spec: RestartWorker = serde_json::from_str(&text)
+        .map_err(|source| BenchError::Json { what: format!("restart worker spec {text:?}"), source })?;
+    let rank = spec.rank;
+    let mut prepared = prepare(spec)?;
+    protocol::send_report::<RestartResult>(Channel::Bench, &Report::Ready { rank })?;
+    let worker = format!("restart worker {rank}");
+    let start_ns = match protocol::receive_order::<NoPhase>(&mut std::io::stdin().lock(), false, &worker)? {
+        Some(Order::Go { start_ns, .. }) => start_ns,
+        Some(Order::Exit) | None => {
+            return Err(BenchError::Protocol { phase: worker, problem: "stdin closed before GO".to_owned() });
+        }
+    };
+    let result = execute(&mut prepared, start_ns)?;
+    protocol::send_report(Channel::Bench, &Report::Result(result))
+}
+
+/// One phase's figures in one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseFigures {
+    pub target: String,
+    pub op: String,
+    /// The read decomposition (None for the write).
+    pub decomp: Option<String>,
+    pub processes: usize,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub mibs: f64,
+    /// The slowest process's open.
+    pub open_seconds_max: f64,
+    /// Peak RSS of the largest process.
+    pub max_rss_kib: u64,
+    pub bad_bytes: u64,
+    pub first_bad: Option<String>,
+}
+
+/// One point of the report (a target, an op, a decomposition) over the
+/// runs: each figure's median, minimum and maximum, ready to plot with
+/// error bars.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RestartPoint {
+    pub target: String,
+    pub op: String,
+    pub decomp: Option<String>,
+    pub processes: usize,
+    pub mibs: Spread,
+    pub open_seconds_max: Spread,
+    pub max_rss_kib: Spread,
+    /// plfs over direct N-1 at this point (plfs points).
+    pub ratio_vs_direct: Option<Spread>,
+    /// A plfs read over plfs's own uniform read (plfs reads, when the
+    /// run had a uniform read).
+    pub ratio_vs_uniform: Option<Spread>,
+    /// Peak RSS of the largest plfs reader over the largest direct one:
+    /// what the merged index (and the library) costs a reader.
+    pub rss_over_direct_kib: Option<Spread>,
+}
+
+/// The whole `plfs bench restart` report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RestartReport {
+    pub pattern: String,
+    /// pixie3d: small, medium or large.
+    pub block: Option<String>,
+    pub writers: usize,
+    pub layout: Layout,
+    /// pixie3d: the global array (x, y, z) and the writers' grid.
+    pub global: Option<[u64; 3]>,
+    pub file_bytes: u64,
+    /// Index records plfs's readers merge: one per writer extent.
+    pub index_entries: u64,
+    pub backends: usize,
+    pub runs: usize,
+    /// The page cache could not be dropped before some read (not root):
+    /// the reads may be served from memory.
+    pub warm: bool,
+    /// Every byte read, in every run, was what was written.
+    pub verified: bool,
+    pub points: Vec<RestartPoint>,
+    /// Every phase of every run.
+    pub phases: Vec<Vec<PhaseFigures>>,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Runs the benchmark `spec.repeat` times, each in a fresh directory.
+pub fn run_restart(spec: &RestartSpec, workers: &WorkerCommand) -> Result<RestartReport> {
+    let layout = spec.pattern.layout(spec.writers)?;
+    if spec.decomps.is_empty() || spec.repeat == 0 || spec.backends == 0 {
+        return Err(BenchError::invalid("restart: needs a decomposition, a run and a backend"));
+    }
+    let plan: Vec<(Decomp, usize)> = spec
+        .decomps
+        .iter()
+        .map(|d| d.readers(spec.writers, spec.k, spec.readers).map(|m| (*d, m)))
+        .collect::<Result<_>>()?;
+    std::fs::create_dir_all(&spec.dir).map_err(BenchError::io("creating", &spec.dir))?;
+    let parent = std::fs::canonicalize(&spec.dir).map_err(BenchError::io("resolving", &spec.dir))?;
+    let (mut runs, mut warm) = (Vec::new(), false);
+    for _ in 0..spec.repeat {
+        let work = WorkDir::create(&parent, spec.keep)?;
+        runs.push(run_once(spec, &layout, &plan, workers, work.path(), &mut warm)?);
+    }
+    Ok(summarize(spec, layout, runs, warm))
+}
+
+fn run_once(
+    spec: &RestartSpec,
+    layout: &Layout,
+    plan: &[(Decomp, usize)],
+    workers: &WorkerCommand,
+    work: &Path,
+    warm: &mut bool,
+) -> Result<Vec<PhaseFigures>> {
+    for dir in plfs_backend_dirs(work, spec.backends).into_iter().chain([work.join("direct")]) {
+        std::fs::create_dir_all(&dir).map_err(BenchError::io("creating", &dir))?;
+    }
+    let shared = direct_path(work);
+    File::create(&shared).map_err(BenchError::io("creating", &shared))?;
+    // The container exists before the clock starts, as the plain file does.
+    let plfs = mount(work, spec.backends, VerifyReads::default())?;
+    plfs.open(RESTART_PATH, OpenFlags::WRONLY.create(), 0o644, u64::from(std::process::id()))
+        .and_then(|handle| handle.close())
+        .map_err(BenchError::plfs("creating", RESTART_PATH))?;
+    drop(plfs);
+    let targets = [Target::DirectN1, Target::Plfs];
+    let mut phases = Vec::new();
+    for target in targets {
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
+        phases.push(phase(spec, layout, workers, work, target, Op::Write, Decomp::Uniform, spec.writers)?);
+    }
+    for &(decomp, readers) in plan {
+        for target in targets {
+            if !drop_page_cache() && !*warm {
+                *warm = true;
+                eprintln!(
+                    "plfs bench restart: cannot drop the page cache (not root?): the reads are warm, and \
+                     marked so"
+                );
+            }
+            phases.push(phase(spec, layout, workers, work, target, Op::Read, decomp, readers)?);
+        }
+    }
+    Ok(phases)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn phase(
+    spec: &RestartSpec,
+    layout: &Layout,
+    workers: &WorkerCommand,
+    work: &Path,
+    target: Target,
+    op: Op,
+    decomp: Decomp,
+    processes: usize,
+) -> Result<PhaseFigures> {
+    let decomp_name = (op == Op::Read).then(|| decomp.as_str().to_owned());
+    let name = match &decomp_name {
+        Some(d) => format!("restart read {} {d} x{processes}", target.as_str()),
+        None => format!("restart write {} x{processes}", target.as_str()),
+    };
+    let specs: Vec<RestartWorker> = (0..processes)
+        .map(|rank| RestartWorker {
+            layout: *layout,
+            target,
+            op,
+            decomp,
+            processes,
+            rank,
+            dir: work.to_path_buf(),
+            backends: spec.backends,
+        })
+        .collect();
+    let (start_ns, results): (u64, Vec<RestartResult>) = run_workers(&name, workers, &specs, &[])?;
+    let end_ns = results.iter().map(|r| r.end_ns).max().unwrap_or(start_ns).max(start_ns + 1);
+    let bytes: u64 = results.iter().map(|r| r.bytes).sum();
+    let bad_bytes: u64 = results.iter().map(|r| r.bad_bytes).sum();
+    let expected = layout.file_bytes();
+    if op == Op::Write && bytes != expected {
+        return Err(BenchError::Data {
+            what: name,
+            problem: format!("wrote {bytes} bytes, expected {expected}"),
+        });
+    }
+    let seconds = (end_ns - start_ns) as f64 / 1e9;
+    Ok(PhaseFigures {
+        target: target.as_str().to_owned(),
+        op: op.as_str().to_owned(),
+        decomp: decomp_name,
+        processes,
+        seconds,
+        bytes,
+        mibs: bytes as f64 / MIB / seconds,
+        open_seconds_max: results.iter().map(|r| r.open_ns).max().unwrap_or(0) as f64 / 1e9,
+        max_rss_kib: results.iter().map(|r| r.max_rss_kib).max().unwrap_or(0),
+        // A read that came back short counts as wrong too.
+        bad_bytes: bad_bytes + if op == Op::Read { expected.saturating_sub(bytes) } else { 0 },
+        first_bad: results.iter().find_map(|r| r.first_bad.clone()),
+    })
+}
+
+fn summarize(spec: &RestartSpec, layout: Layout, runs: Vec<Vec<PhaseFigures>>, warm: bool) -> RestartReport {
+    let first = runs.first().cloned().unwrap_or_default();
+    let find = |run: &[PhaseFigures], target: &str, op: &str, decomp: &Option<String>| {
+        run.iter().find(|p| p.target == target && p.op == op && &p.decomp == decomp).cloned()
+    };
+    let uniform = Some(Decomp::Uniform.as_str().to_owned());
+    let points = first
+        .iter()
+        .map(|point| {
+            let same = |run: &Vec<PhaseFigures>| find(run, &point.target, &point.op, &point.decomp);
+            let figure = |get: fn(&PhaseFigures) -> f64| {
+                Spread::of(runs.iter().map(|run| same(run).map(|p| get(&p)))).unwrap_or(Spread {
+                    median: 0.0,
+                    min: 0.0,
+                    max: 0.0,
+                })
+            };
+            let is_plfs = point.target == Target::Plfs.as_str();
+            let direct =
+                |run: &Vec<PhaseFigures>| find(run, Target::DirectN1.as_str(), &point.op, &point.decomp);
+            let ratio_vs_direct = is_plfs
+                .then(|| Spread::of(runs.iter().map(|run| Some(same(run)?.mibs / direct(run)?.mibs))))
+                .flatten();
+            let rss_over_direct_kib = (is_plfs && point.op == "read")
+                .then(|| {
+                    Spread::of(
+                        runs.iter()
+                            .map(|run| Some(same(run)?.max_rss_kib as f64 - direct(run)?.max_rss_kib as f64)),
+                    )
+                })
+                .flatten();
+            let ratio_vs_uniform =
+                (is_plfs && point.op == "read")
+                    .then(|| {
+                        Spread::of(runs.iter().map(|run| {
+                            Some(same(run)?.mibs / find(run, &point.target, "read", &uniform)?.mibs)
+                        }))
+                    })
+                    .flatten();
+            RestartPoint {
+                target: point.target.clone(),
+                op: point.op.clone(),
+                decomp: point.decomp.clone(),
+                processes: point.processes,
+                mibs: figure(|p| p.mibs),
+                open_seconds_max: figure(|p| p.open_seconds_max),
+                max_rss_kib: figure(|p| p.max_rss_kib as f64),
+                ratio_vs_direct,
+                ratio_vs_uniform,
+                rss_over_direct_kib,
+            }
+        })
+        .collect();
+    let (pattern, block) = match spec.pattern {
+        Pattern::Strided { .. } => ("strided", None),
+        Pattern::Pixie3d { block } => ("pixie3d", Some(block.as_str().to_owned())),
+    };
+    RestartReport {
+        pattern: pattern.to_owned(),
+        block,
+        writers: spec.writers,
+        layout,
+        global: layout.global(),
+        file_bytes: layout.file_bytes(),
+        index_entries: (0..layout.writers()).map(|w| layout.writer_extents(w).len() as u64).sum(),
+        backends: spec.backends,
+        runs: runs.len(),
+        warm,
+        verified: runs.iter().flatten().all(|p| p.bad_bytes == 0),
+        points,
+        phases: runs,
+    }
+}
+
+impl RestartReport {
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let shape = match (self.layout, self.global) {
+            (Layout::Strided { records, record_bytes, .. }, _) => {
+                format!("{records} records x {record_bytes} B per writer, strided")
+            }
+            (Layout::Pixie3d { grid, block }, Some(global)) => format!(
+                "pixie3d {}: {PIXIE3D_VARIABLES} variables of a {}x{}x{} f64 array, writer grid {}x{}x{}, \
+                 block {}x{}x{}",
+                self.block.as_deref().unwrap_or(""),
+                global[0],
+                global[1],
+                global[2],
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2]
+            ),
+            (Layout::Pixie3d { .. }, None) => "pixie3d".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "restart: {} writers, {shape}; {} B ({:.1} MiB), {} plfs backends, {} run(s){}",
+            self.writers,
+            self.file_bytes,
+            self.file_bytes as f64 / MIB,
+            self.backends,
+            self.runs,
+            if self.warm {
+                ", WARM page cache (not dropped)"
+            } else {
+                ", page cache dropped before each read"
+            }
+        );
+        let spread = |s: &Spread, digits: usize| {
+            if self.runs > 1 {
+                format!("{:.*} ({:.*}..{:.*})", digits, s.median, digits, s.min, digits, s.max)
+            } else {
+                format!("{:.*}", digits, s.median)
+            }
+        };
+        let optional =
+            |s: &Option<Spread>, digits: usize| s.as_ref().map_or("-".to_owned(), |s| spread(s, digits));
+        let _ = writeln!(
+            out,
+            "{:<6} {:<10} {:<12} {:>5} {:>24} {:>14} {:>12} {:>14} {:>14}",
+            "op",
+            "target",
+            "decomp",
+            "procs",
+            "MiB/s",
+            "open s max",
+            "peak RSS KiB",
+            "plfs/direct",
+            "vs uniform"
+        );
+        for point in &self.points {
+            let _ = writeln!(
+                out,
+                "{:<6} {:<10} {:<12} {:>5} {:>24} {:>14} {:>12} {:>14} {:>14}",
+                point.op,
+                point.target,
+                point.decomp.as_deref().unwrap_or("-"),
+                point.processes,
+                spread(&point.mibs, 1),
+                spread(&point.open_seconds_max, 4),
+                spread(&point.max_rss_kib, 0),
+                optional(&point.ratio_vs_direct, 2),
+                optional(&point.ratio_vs_uniform, 2)
+            );
+        }
+        let plfs_read = |decomp: &str| {
+            self.points
+                .iter()
+                .find(|p| p.op == "read" && p.target == "plfs" && p.decomp.as_deref() == Some(decomp))
+        };
+        if let Some(ratio) = plfs_read("uniform").and_then(|p| p.ratio_vs_direct) {
+            let _ = writeln!(out, "goal: plfs uniform restart >= 0.9x direct N-1: {:.2}x", ratio.median);
+        }
+        for decomp in ["half", "non-integer"] {
+            if let Some(ratio) = plfs_read(decomp).and_then(|p| p.ratio_vs_uniform) {
+                let _ = writeln!(out, "goal: plfs {decomp} >= 0.8x plfs uniform: {:.2}x", ratio.median);
+            }
+        }
+        if let Some(over) =
+            self.points.iter().filter_map(|p| p.rss_over_direct_kib.map(|s| s.max)).max_by(f64::total_cmp)
+        {
+            let peak = self
+                .points
+                .iter()
+                .filter(|p| p.target == "plfs" && p.op == "read")
+                .map(|p| p.max_rss_kib.max)
+                .fold(0.0, f64::max);
+            let _ = writeln!(
+                out,
+                "merged index: a plfs reader peaked at {peak:.0} KiB, at most {over:.0} KiB over a direct reader: \
+                 {:.0} B per index entry ({} entries, each reader merges them all)",
+                over.max(0.0) * 1024.0 / self.index_entries.max(1) as f64,
+                self.index_entries
+            );
+        }
+        for phase in self.phases.iter().flatten().filter(|p| p.bad_bytes > 0) {
+            let _ = writeln!(
+                out,
+                "MISMATCH {} {} {}: {} bad bytes, first: {}",
+                phase.op,
+                phase.target,
+                phase.decomp.as_deref().unwrap_or(""),
+                phase.bad_bytes,
+                phase.first_bad.as_deref().unwrap_or("?")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "verified: {}",
+            if self.verified { "every byte read was what was written" } else { "MISMATCH" }
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn execute_in_process(spec: RestartWorker) -> Result<RestartResult> {
+    let mut prepared = prepare(spec)?;
+    execute(&mut prepared, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes the checkpoint both ways with in-process writers, flips one
+    /// byte on disk (in the plain file, and in plfs's data log), and reads
+    /// it back: the check must name the bad byte, the clean file must pass.
+    fn corrupted_byte_is_found(layout: Layout, decomp: Decomp, readers: usize) {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path();
+        for dir in plfs_backend_dirs(work, 1).into_iter().chain([work.join("direct")]) {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        File::create(direct_path(work)).unwrap();
+        let plfs = mount(work, 1, VerifyReads::default()).unwrap();
+        plfs.open(RESTART_PATH, OpenFlags::WRONLY.create(), 0o644, 99).unwrap().close().unwrap();
+        let worker = |target, op, decomp, processes, rank| RestartWorker {
+            layout,
+            target,
+            op,
+            decomp,
+            processes,
+            rank,
+            dir: work.to_path_buf(),
+            backends: 1,
+        };
+        let writers = layout.writers() as usize;
+        for target in [Target::DirectN1, Target::Plfs] {
+            for rank in 0..writers {
+                execute_in_process(worker(target, Op::Write, Decomp::Uniform, writers, rank)).unwrap();
+            }
+        }
+        let read_all = |target| {
+            (0..readers)
+                .map(|rank| execute_in_process(worker(target, Op::Read, decomp, readers, rank)).unwrap())
+                .fold((0, 0, None), |(bytes, bad, first), r| {
+                    (bytes + r.bytes, bad + r.bad_bytes, first.or(r.first_bad))
+                })
+        };
+        for target in [Target::DirectN1, Target::Plfs] {
+            assert_eq!(read_all(target), (layout.file_bytes(), 0, None), "{target:?} before corruption");
+        }
+        // The plain file: the byte 5 after the middle.
+        let at = layout.file_bytes() / 2 + 5;
+        flip(&direct_path(work), at);
+        let (bytes, bad, first) = read_all(Target::DirectN1);
+        assert_eq!((bytes, bad), (layout.file_bytes(), 1));
+        let first = first.unwrap();
+        assert!(first.contains(&format!("direct-n1 at offset {at} ")), "{first}");
+        // plfs's only data log (one backend): a byte in its middle. With
+        // CRC checks on whole reads plfs may refuse the read instead, which
+        // is an error the bench reports, not a silent pass.
+        let mut logs = Vec::new();
+        find_data_logs(work, &mut logs);
+        assert!(!logs.is_empty());
+        let log = &logs[0];
+        flip(log, std::fs::metadata(log).unwrap().len() / 2);
+        let failed = (0..readers).any(|rank| {
+            match execute_in_process(worker(Target::Plfs, Op::Read, decomp, readers, rank)) {
+                Ok(result) => result.bad_bytes > 0,
+                Err(_) => true,
+            }
+        });
+        assert!(failed, "a flipped byte in {} went unnoticed", log.display());
+    }
+
+    fn flip(path: &Path, at: u64) {
+        let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let mut byte = [0u8; 1];
+        file.read_exact_at(&mut byte, at).unwrap();
+        file.write_all_at(&[byte[0] ^ 0x5a], at).unwrap();
+    }
+
+    fn find_data_logs(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                find_data_logs(&path, found);
+            } else if path.file_name().unwrap().to_string_lossy().starts_with("data.") {
+                found.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn a_corrupted_strided_byte_is_detected() {
+        corrupted_byte_is_found(
+            Layout::Strided { writers: 3, records: 4, record_bytes: 1001 },
+            Decomp::Pieces,
+            2,
+        );
+    }
+
+    #[test]
+    fn a_corrupted_pixie3d_value_is_detected() {
+        corrupted_byte_is_found(Layout::Pixie3d { grid: [1, 1, 2], block: [4, 4, 4] }, Decomp::NonInteger, 3);
+    }
+}

@@ -1,0 +1,85 @@
+//! `plfs bench restart` end to end at a tiny size, with real processes:
+//! this test binary re-executed, running only `restart_worker`, which is a
+//! no-op unless the bench set its spec variable.
+
+use plfs_bench::restart::{Block, Decomp, Pattern, RestartReport, RestartSpec, run_restart};
+use plfs_bench::{WORKER_SPEC_ENV, WorkerCommand};
+
+/// Entry point when re-executed by the bench.
+#[test]
+fn restart_worker() {
+    if std::env::var_os(WORKER_SPEC_ENV).is_none() {
+        return;
+    }
+    if let Err(error) = plfs_bench::restart::worker_main(&[]) {
+        panic!("restart worker failed: {error}");
+    }
+}
+
+fn run(pattern: Pattern, writers: usize, readers: Option<usize>) -> RestartReport {
+    let root = tempfile::tempdir().unwrap();
+    let spec = RestartSpec {
+        pattern,
+        writers,
+        readers,
+        k: 1,
+        decomps: Decomp::ALL.to_vec(),
+        dir: root.path().to_path_buf(),
+        backends: 2,
+        repeat: 1,
+        keep: false,
+    };
+    let report = run_restart(&spec, &WorkerCommand::test_binary("restart_worker").unwrap()).unwrap();
+    eprintln!("{}", report.to_text());
+    // The run's directory is gone.
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    report
+}
+
+/// Every decomposition read every byte of both files back correctly, with
+/// the expected reader counts, and the plfs points carry their ratios.
+fn assert_sound(report: &RestartReport, readers: &[(&str, usize)]) {
+    assert!(report.verified, "{}", report.to_text());
+    let phases = &report.phases[0];
+    assert_eq!(phases.len(), 2 + 2 * readers.len());
+    for phase in phases {
+        assert_eq!(phase.bytes, report.file_bytes, "{phase:?}");
+        assert_eq!(phase.bad_bytes, 0, "{phase:?}");
+        assert!(phase.mibs > 0.0 && phase.mibs.is_finite(), "{phase:?}");
+        assert!(phase.max_rss_kib > 0, "{phase:?}");
+    }
+    for (decomp, m) in readers {
+        for target in ["direct-n1", "plfs"] {
+            let point = report
+                .points
+                .iter()
+                .find(|p| p.op == "read" && p.target == target && p.decomp.as_deref() == Some(decomp))
+                .unwrap_or_else(|| panic!("no {target} {decomp} point"));
+            assert_eq!(point.processes, *m, "{decomp}");
+            assert_eq!(point.ratio_vs_direct.is_some(), target == "plfs");
+            assert_eq!(point.ratio_vs_uniform.is_some(), target == "plfs");
+        }
+    }
+    let json = serde_json::to_value(report).unwrap();
+    for field in ["points", "warm", "verified", "file_bytes", "index_entries"] {
+        assert!(json.get(field).is_some(), "JSON lacks {field}");
+    }
+    assert!(json["points"][0]["mibs"]["median"].is_number());
+}
+
+#[test]
+fn strided_restart_reads_every_decomposition_back_and_verifies() {
+    let report = run(Pattern::Strided { record_bytes: 4099, total_bytes: 4 * 6 * 4099 }, 4, Some(5));
+    assert_eq!(report.file_bytes, 4 * 6 * 4099);
+    assert_eq!(report.index_entries, 4 * 6);
+    assert_sound(&report, &[("uniform", 4), ("half", 2), ("minus-k", 3), ("non-integer", 5), ("pieces", 5)]);
+}
+
+#[test]
+fn pixie3d_restart_reads_every_decomposition_back_and_verifies() {
+    let report = run(Pattern::Pixie3d { block: Block::Small }, 4, None);
+    // 1x2x2 writers of 16^3 blocks: a 16x32x32 array of 8 variables.
+    assert_eq!(report.global, Some([16, 32, 32]));
+    assert_eq!(report.file_bytes, 8 * 16 * 32 * 32 * 8);
+    assert_sound(&report, &[("uniform", 4), ("half", 2), ("minus-k", 3), ("non-integer", 5), ("pieces", 4)]);
+}

@@ -1,0 +1,152 @@
+//! `plfs bench restart`: N writer processes write a checkpoint, M reader
+//! processes read it back under each decomposition, through plfs and as
+//! the direct N-1 shared file (see plfs_bench::restart).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow, bail};
+use clap::{Args, ValueEnum};
+use plfs_bench::restart::{Block, Decomp, Pattern, RESTART_WORKER_ARG, RestartSpec};
+
+use crate::output::print_json;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Each writer and reader is its own OS process. One run writes the checkpoint \
+    through plfs and as one plain shared file (pwrite; the direct N-1 peer), then for each --decomp \
+    reads both back with M processes (open, pread, check of every byte and close inside the clock), \
+    dropping the page cache before every read (root only; otherwise the figures are marked warm). \
+    Decompositions: uniform (M = N, reader r reads writer r's data in write order), half (M = N/2), \
+    minus-k (M = N - k), non-integer (M readers on a grid of their own: 4x4x4 -> 4x4x5; default \
+    M = N + N/4), pieces (the whole file in M contiguous pieces; default M = N). pixie3d blocks per \
+    process (8 f64 variables): small 16x16x16 = 256 KiB (the paper's), medium 32x32x64 = 4 MiB and \
+    large 64x64x128 = 32 MiB (the paper's 16 MiB and 128 MiB scaled to a 2-core machine). Exits 1 \
+    if a byte read back was wrong.")]
+pub struct Opts {
+    /// Writer processes (N).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    writers: u64,
+    /// Reader processes (M) of the non-integer and pieces decompositions;
+    /// the others fix M themselves.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    readers: Option<u64>,
+    /// The write pattern.
+    #[arg(long, value_enum, default_value_t = PatternArg::Strided)]
+    pattern: PatternArg,
+    /// strided: bytes per record.
+    #[arg(long, default_value_t = 47001, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    size: u64,
+    /// strided: MiB of the whole file, whatever --writers (whole records,
+    /// at least one per writer), so the writer count can be swept.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)))]
+    total_mib: u64,
+    /// pixie3d: the block each process writes.
+    #[arg(long, value_enum, default_value_t = BlockArg::Medium)]
+    block: BlockArg,
+    /// Read decompositions, comma-separated, each read after the one write.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "uniform")]
+    decomp: Vec<DecompArg>,
+    /// k of the minus-k decomposition (M = N - k).
+    #[arg(long, default_value_t = 1)]
+    k: usize,
+    /// Where the run's files go (a fresh subdirectory); the current directory by default.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Plfs backend directories.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64))]
+    backends: u64,
+    /// Run everything this many times; each figure is reported as its
+    /// median with its range.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    /// Keep the run's files.
+    #[arg(long)]
+    keep: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PatternArg {
+    /// N-1 strided records: record k*N + w by writer w.
+    Strided,
+    /// 8 variables of a global 3-D f64 array, one block per writer.
+    Pixie3d,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BlockArg {
+    Small,
+    Medium,
+    Large,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DecompArg {
+    Uniform,
+    Half,
+    MinusK,
+    NonInteger,
+    Pieces,
+}
+
+impl From<DecompArg> for Decomp {
+    fn from(arg: DecompArg) -> Decomp {
+        match arg {
+            DecompArg::Uniform => Decomp::Uniform,
+            DecompArg::Half => Decomp::Half,
+            DecompArg::MinusK => Decomp::MinusK,
+            DecompArg::NonInteger => Decomp::NonInteger,
+            DecompArg::Pieces => Decomp::Pieces,
+        }
+    }
+}
+
+pub fn run(opts: &Opts) -> Result<ExitCode> {
+    let pattern = match opts.pattern {
+        PatternArg::Strided => {
+            Pattern::Strided { record_bytes: opts.size, total_bytes: opts.total_mib << 20 }
+        }
+        PatternArg::Pixie3d => Pattern::Pixie3d {
+            block: match opts.block {
+                BlockArg::Small => Block::Small,
+                BlockArg::Medium => Block::Medium,
+                BlockArg::Large => Block::Large,
+            },
+        },
+    };
+    let mut decomps: Vec<Decomp> = Vec::new();
+    for decomp in opts.decomp.iter().map(|d| Decomp::from(*d)) {
+        if decomps.contains(&decomp) {
+            bail!("--decomp {} is given twice", decomp.as_str());
+        }
+        decomps.push(decomp);
+    }
+    let spec = RestartSpec {
+        pattern,
+        writers: opts.writers as usize,
+        readers: opts.readers.map(|m| m as usize),
+        k: opts.k,
+        decomps,
+        dir: opts.dir.clone(),
+        backends: opts.backends as usize,
+        repeat: opts.repeat,
+        keep: opts.keep,
+    };
+    let mut worker = super::bench::worker_command()?;
+    worker.args_prefix.push(RESTART_WORKER_ARG.to_owned());
+    let report = plfs_bench::restart::run_restart(&spec, &worker).map_err(|e| anyhow!(e))?;
+    if opts.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `plfs bench-worker restart <json>`.
+pub fn worker(args: &[String]) -> Result<ExitCode> {
+    plfs_bench::restart::worker_main(args).map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,108 @@
+//! `plfs bench restart` through the real binary: its worker processes are
+//! `plfs bench-worker restart`, so this is the path a user runs. Tiny
+//! sizes; every byte must verify, no timing is asserted.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const PLFS: &str = env!("CARGO_BIN_EXE_plfs");
+
+fn restart(extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(PLFS)
+        .args(["bench", "restart", "--writers", "3", "--backends", "2", "--json", "--dir"])
+        .arg(dir.path())
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // The run's directory is gone.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn readers(report: &Value) -> Vec<(String, String, u64)> {
+    report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["op"] == "read")
+        .map(|p| {
+            let (target, decomp) = (p["target"].as_str().unwrap(), p["decomp"].as_str().unwrap());
+            (target.to_owned(), decomp.to_owned(), p["processes"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn strided_restart_with_every_decomposition_verifies() {
+    let report = restart(&[
+        "--total-mib",
+        "1",
+        "--size",
+        "10007",
+        "--decomp",
+        "uniform,half,minus-k,non-integer,pieces",
+        "--readers",
+        "4",
+        "--repeat",
+        "2",
+    ]);
+    assert_eq!(report["verified"], true, "{report:#}");
+    assert_eq!(report["runs"], 2);
+    let mut expected = Vec::new();
+    for (decomp, m) in [("uniform", 3), ("half", 1), ("minus-k", 2), ("non-integer", 4), ("pieces", 4)] {
+        for target in ["direct-n1", "plfs"] {
+            expected.push((target.to_owned(), decomp.to_owned(), m));
+        }
+    }
+    assert_eq!(readers(&report), expected);
+    let point = &report["points"][3];
+    assert!(point["mibs"]["min"].as_f64().unwrap() <= point["mibs"]["max"].as_f64().unwrap());
+}
+
+#[test]
+fn pixie3d_restart_verifies() {
+    let report = restart(&["--pattern", "pixie3d", "--block", "small", "--decomp", "non-integer"]);
+    assert_eq!(report["verified"], true, "{report:#}");
+    // 3 writers: a 1x1x3 grid of 16^3 blocks; 3 + 3/4 -> 4 readers.
+    assert_eq!(report["global"], serde_json::json!([16, 16, 48]));
+    assert_eq!(
+        readers(&report),
+        [("direct-n1".into(), "non-integer".into(), 4), ("plfs".into(), "non-integer".into(), 4)]
+    );
+}
+
+#[test]
+fn a_decomposition_without_readers_is_refused_by_name() {
+    let output = Command::new(PLFS)
+        .args(["bench", "restart", "--writers", "1", "--decomp", "half", "--dir", "/nonexistent-never-used"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("half decomposition of 1 writers"), "{stderr}");
+}
+
+/// Another user cannot drop the page cache: the run still verifies, warns
+/// on stderr and marks its figures warm (as root, none of that).
+#[test]
+fn a_user_who_cannot_drop_the_cache_gets_warm_figures_marked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = Command::new("runuser")
+        .args(["-u", "nobody", "--", PLFS, "bench", "restart", "--writers", "2", "--total-mib", "1"])
+        .args(["--size", "1000", "--json", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report:#}");
+    assert_eq!(report["warm"], true, "{report:#}");
+    assert!(stderr.contains("cannot drop the page cache"), "{stderr}");
+    assert_eq!(restart(&["--total-mib", "1", "--size", "1000"])["warm"], false);
+}
