@@ -12,7 +12,7 @@ mod fuse_support;
 mod rename_support;
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -644,6 +644,110 @@ fn fio_n1_strided_verify() {
         "fio --verify_only after remount: {reverify_bw:.0} MiB/s, all {} records good",
         job.jobs * job.records_per_job
     );
+}
+
+/// Unaligned writes through read-write opens (what fio and IOR do) reach
+/// the daemon as one request each, so one index record each, from several
+/// processes at once; every byte reads back, through the mount and
+/// through the library.
+#[test]
+fn read_write_opens_make_one_index_record_per_write() {
+    let _serial = serial();
+    let mount = PlfsMount::new(&[]);
+    const RECORD: u64 = 47001;
+    const WRITERS: u64 = 3;
+    const PER_WRITER: u64 = 40;
+    let path = mount.path("rw.dat");
+    fs::File::create(&path).unwrap();
+    // Writer w's k-th record at slot 2 * (k * WRITERS + w), shifted by up
+    // to 1261 bytes: a gap after every record, so the index cannot merge
+    // neighbours, and no fixed stride, so it cannot fold a writer's records
+    // into one pattern record either.
+    let record = |w: u64, k: u64| random_bytes(RECORD as usize, 100 + w * 1000 + k);
+    let slot = |w: u64, k: u64| 2 * (k * WRITERS + w) * RECORD + (w * 7919 + k * k * 104_729) % 97 * 13;
+    std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let path = &path;
+            scope.spawn(move || {
+                let file = fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+                for k in 0..PER_WRITER {
+                    file.write_all_at(&record(w, k), slot(w, k)).unwrap();
+                }
+            });
+        }
+    });
+    let totals = mount.map_totals("rw.dat");
+    // At most: the index may still fold a few records into one pattern.
+    let records = totals["records"].as_u64().unwrap();
+    assert!(
+        records <= WRITERS * PER_WRITER,
+        "{records} index records for {} write(2)s: {totals}",
+        WRITERS * PER_WRITER
+    );
+    let data = fs::read(&path).unwrap();
+    for w in 0..WRITERS {
+        for k in 0..PER_WRITER {
+            let (at, len) = (slot(w, k) as usize, RECORD as usize);
+            assert!(data[at..at + len] == record(w, k), "writer {w} record {k}");
+            // Up to where the next record may start (its shift is smaller).
+            let gap = &data[(at + len).min(data.len())..(at + 2 * len - 1261).min(data.len())];
+            assert!(gap.iter().all(|&b| b == 0), "the hole after writer {w} record {k}");
+        }
+    }
+}
+
+/// A reader holding the file open with cached pages sees a read-write
+/// open's write at once (the kernel drops the pages a direct write
+/// overlaps), and so do new processes: `cat`, and `nobody`.
+#[test]
+fn cached_readers_see_writes_of_read_write_opens() {
+    let _serial = serial();
+    let mount = PlfsMount::new(&["allow_other"]);
+    let path = mount.path("shared.txt");
+    let old = random_bytes(3 * 4096 + 100, 21);
+    write_file(&path, &old, 0o644, None);
+    let reader = fs::File::open(&path).unwrap();
+    let mut seen = vec![0u8; old.len()];
+    reader.read_exact_at(&mut seen, 0).unwrap();
+    assert_eq!(seen, old);
+    // Another process, a read-write descriptor (`1<>`), 8 bytes at 5000.
+    bash(&format!("printf NEWBYTES | dd status=none bs=8 seek=625 1<>'{}'", s(&path)), &mount.scratch, MIN);
+    let mut expected = old.clone();
+    expected[5000..5008].copy_from_slice(b"NEWBYTES");
+    reader.read_exact_at(&mut seen, 0).unwrap();
+    assert!(seen == expected, "the open reader's cached pages are stale");
+    let cat = bash(&format!("cat '{}'", s(&path)), &mount.scratch, MIN);
+    assert!(cat.stdout == expected, "cat in a new process");
+    let nobody = run_ok(Command::new("runuser").args(["-u", "nobody", "--", "cat"]).arg(&path), MIN);
+    assert!(nobody.stdout == expected, "cat as nobody");
+}
+
+/// Two daemons over the same backends, as two nodes: what one mount's
+/// writer closed, a reader through the other reads at its next open,
+/// though it read (and cached) the old bytes through an earlier open.
+#[test]
+fn a_second_mount_reads_what_the_first_closed() {
+    let _serial = serial();
+    let first = PlfsMount::new(&[]);
+    let second = first.second_over_same_backends(&[]);
+    let old = random_bytes(1024 * 1024 + 7, 31);
+    fs::write(first.path("f.bin"), &old).unwrap();
+    let held = fs::File::open(second.path("f.bin")).unwrap();
+    let mut seen = Vec::new();
+    (&held).read_to_end(&mut seen).unwrap();
+    assert!(seen == old, "the second mount reads the first's file");
+    let new = random_bytes(70_000, 32);
+    {
+        let file = fs::OpenOptions::new().read(true).write(true).open(first.path("f.bin")).unwrap();
+        file.write_all_at(&new, 12_345).unwrap();
+    }
+    let mut expected = old.clone();
+    expected[12_345..12_345 + new.len()].copy_from_slice(&new);
+    let reopened = fs::read(second.path("f.bin")).unwrap();
+    assert!(reopened == expected, "an open after the writer's close sees its bytes");
+    let cat = bash(&format!("cat '{}'", s(&second.path("f.bin"))), &second.scratch, MIN);
+    assert!(cat.stdout == expected, "cat through the second mount");
+    drop(held);
 }
 
 const FSX_OPS: u64 = 20_000;

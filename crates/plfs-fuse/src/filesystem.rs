@@ -16,9 +16,10 @@
 //!   keep_cache: local processes share one kernel inode and page cache,
 //!   which write-through keeps current; every open drops the cached pages,
 //!   so an open sees what other nodes wrote and closed before it
-//!   (close-to-open). Write-only opens are direct I/O (see `open_flags`);
-//!   the kernel drops cached pages a direct write overlaps. `-o direct_io`
-//!   makes every open direct.
+//!   (close-to-open). Opens that can write are direct I/O (see
+//!   `open_flags`; read-write ones where the kernel allows mmap of direct
+//!   I/O files); the kernel drops cached pages a direct write overlaps.
+//!   `-o direct_io` makes every open direct. docs/POSIX.md ("Caching").
 //! - Regular files: attribute TTL 0. With default_permissions the kernel
 //!   refreshes attributes at every open (its permission check), so the
 //!   size an open sees is the one on the backend, and stat is never stale.
@@ -94,7 +95,8 @@ pub struct FsOptions {
     pub max_background: u16,
     /// Open every file with FOPEN_DIRECT_IO (`-o direct_io`): no page
     /// cache, each write(2) one request however it is aligned, and writers
-    /// of one file run in parallel; but no mmap and no exec of plfs files.
+    /// of one file run in parallel; but no readahead, and shared mmap only
+    /// where the kernel offers FUSE_DIRECT_IO_ALLOW_MMAP.
     pub direct_io: bool,
 }
 
@@ -204,6 +206,9 @@ pub struct PlfsFs {
     /// an open in between would join the old file's handles on the new
     /// file's name (one kernel inode, pages of two versions).
     namespace: RwLock<()>,
+    /// The kernel granted FUSE_DIRECT_IO_ALLOW_MMAP at init: shared mmap
+    /// of a direct-I/O open, kept coherent with its direct requests.
+    direct_io_mmap: bool,
 }
 
 impl std::fmt::Debug for PlfsFs {
@@ -233,6 +238,7 @@ impl PlfsFs {
             hidden_count: AtomicU64::new(0),
             capabilities: AbsentCapabilities::default(),
             namespace: RwLock::new(()),
+            direct_io_mmap: false,
         }
     }
 
@@ -251,15 +257,23 @@ impl PlfsFs {
     }
 
     /// How a file is opened (never keep_cache: every open drops cached
-    /// pages). Write-only opens bypass the page cache: nothing can mmap or
-    /// exec through them, each write(2) becomes one request however it is
-    /// aligned (the page cache splits unaligned writes at partial pages),
+    /// pages). Opens that can write bypass the page cache: each write(2)
+    /// becomes one request, so one index record, however it is aligned
+    /// (write-through of the page cache sends the partial first page of an
+    /// unaligned write as a request of its own: two records per write),
     /// data is copied once less, and writers of one file run in parallel.
     /// The kernel drops cached pages a direct write overlaps, so cached
-    /// readers on the node still see it. `-o direct_io` does the same for
-    /// every open.
+    /// readers on the node still see it. Read-write opens do so only where
+    /// the kernel lets direct-I/O files be mmapped shared (its pages then
+    /// written back and dropped around every direct request); elsewhere
+    /// they keep the page cache so mmap works. Write-only opens cannot
+    /// mmap or exec anyway. `-o direct_io` does the same for every open.
     fn open_flags(&self, flags: i32) -> FopenFlags {
-        if self.options.direct_io || flags & libc::O_ACCMODE == libc::O_WRONLY {
+        let access = flags & libc::O_ACCMODE;
+        let direct = self.options.direct_io
+            || access == libc::O_WRONLY
+            || (access == libc::O_RDWR && self.direct_io_mmap);
+        if direct {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
             FopenFlags::empty()
@@ -1062,6 +1076,12 @@ impl Filesystem for PlfsFs {
             if let Err(missing) = config.add_capabilities(flag) {
                 tracing::info!("kernel lacks FUSE capability {missing:?}");
             }
+        }
+        // Read-write opens go direct only if they can still be mmapped
+        // (fsx, databases); see `open_flags`.
+        self.direct_io_mmap = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_ok();
+        if !self.direct_io_mmap {
+            tracing::info!("kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP: read-write opens use the page cache");
         }
         if let Err(nearest) = config.set_max_write(self.options.max_write_bytes) {
             let _ = config.set_max_write(nearest);

@@ -249,15 +249,32 @@ impl PlfsMount {
     /// Mounts a mount of the given plfsrc `workload` (shared_file,
     /// file_per_proc, small_file).
     pub fn with_workload(workload: &str, options: &[&str]) -> PlfsMount {
+        PlfsMount::over(workload, options, None)
+    }
+
+    /// A second daemon, with its own mount point and plfsrc, over this
+    /// mount's backends: what another node mounting the same backends
+    /// sees.
+    pub fn second_over_same_backends(&self, options: &[&str]) -> PlfsMount {
+        PlfsMount::over("shared_file", options, Some(&self.backends))
+    }
+
+    fn over(workload: &str, options: &[&str], shared_backends: Option<&[PathBuf]>) -> PlfsMount {
         require_root();
         let dir = tempfile::Builder::new().prefix("plfs-fuse-test.").tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         // Other users (runuser, pjdfstest's dummy users) must reach the mount.
         fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
-        let backends: Vec<PathBuf> = (0..3).map(|i| root.join(format!("backend{i}"))).collect();
-        for backend in &backends {
-            fs::create_dir(backend).unwrap();
-        }
+        let backends: Vec<PathBuf> = match shared_backends {
+            Some(backends) => backends.to_vec(),
+            None => {
+                let backends: Vec<PathBuf> = (0..3).map(|i| root.join(format!("backend{i}"))).collect();
+                for backend in &backends {
+                    fs::create_dir(backend).unwrap();
+                }
+                backends
+            }
+        };
         let scratch = root.join("scratch");
         fs::create_dir(&scratch).unwrap();
         let mountpoint = root.join("mnt");
