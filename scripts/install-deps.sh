@@ -21,6 +21,11 @@ packages=(
   libopenmpi-dev    # mpicc.openmpi and mpi.h
   mpich             # mpirun.mpich
   libmpich-dev      # mpicc.mpich and mpi.h
+  # `plfs bench --plot/--report` (plotters' text through FreeType, the font
+  # found by fontconfig):
+  libfontconfig-dev # fontconfig, linked by plotters' font-kit
+  libfreetype-dev   # freetype, likewise
+  fonts-dejavu-core # the sans-serif font the figures are drawn in
   # (tar, cp, dd, truncate, cmp and diff are in Essential packages.)
 )
 

@@ -28,6 +28,7 @@ pub mod mdtest;
 pub mod metadata_server;
 mod open;
 mod pattern;
+pub mod plot;
 pub mod protocol;
 mod repeat;
 mod report;
