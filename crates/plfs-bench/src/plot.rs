@@ -111,17 +111,14 @@ impl Figure {
     }
 }
 
-/// 47001, 1.5, 1048576 → "1 Mi" is not done: the axis label carries the unit.
+/// A value for a label or a table cell: whole numbers as they are
+/// (47001, 1048576), others to three significant digits (0.824, 0.00880).
 fn number(value: f64) -> String {
     if value == value.round() && value.abs() < 1e15 {
-        format!("{value:.0}")
-    } else if value.abs() >= 100.0 {
-        format!("{value:.0}")
-    } else if value.abs() >= 1.0 {
-        format!("{value:.2}")
-    } else {
-        format!("{value:.4}")
+        return format!("{value:.0}");
     }
+    let decimals = (2.0 - value.abs().log10().floor()).clamp(0.0, 9.0) as usize;
+    format!("{value:.decimals$}")
 }
 
 /// Checks once per process that a font can be found, so a host without
@@ -233,11 +230,24 @@ fn draw(figure: &Figure, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawRe
             (low - pad, high + pad)
         }
     };
+    // One precision for every tick (0.8000 beside 1 reads as noise):
+    // enough digits for steps of about a tenth of the axis.
+    let decimals = (1.0 - y_max.log10().floor()).clamp(0.0, 9.0) as usize;
     let key_points: Vec<f64> = match &figure.x_axis {
         XAxis::Categories(names) => (0..names.len()).map(|i| i as f64).collect(),
         XAxis::Log2 => xs.iter().map(|x| x.max(f64::MIN_POSITIVE).log2()).collect(),
         XAxis::Linear => xs.clone(),
     };
+    // Labels closer than a twelfth of the axis would print over each other
+    // (47001 and 49152 B on a log axis): the first one stands for both, and
+    // report.md's table has every value.
+    let mut labelled: Vec<f64> = Vec::with_capacity(key_points.len());
+    for key in key_points {
+        if labelled.last().is_none_or(|last| key - last >= (x_max - x_min) / 12.0) {
+            labelled.push(key);
+        }
+    }
+    let key_points = labelled;
     let mut chart = ChartBuilder::on(area)
         .caption(&figure.title, (FAMILY, 22))
         .margin(14)
@@ -254,9 +264,12 @@ fn draw(figure: &Figure, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawRe
     chart
         .configure_mesh()
         .disable_x_mesh()
+        // Bold lines at the labelled values only: the faint ones between
+        // them cluttered the bars and doubled the PNG's size.
+        .max_light_lines(0)
         .x_labels(xs.len().max(1))
         .x_label_formatter(&at_data)
-        .y_label_formatter(&|v| number(*v))
+        .y_label_formatter(&|v| format!("{v:.decimals$}"))
         .x_desc(&figure.x_label)
         .y_desc(&figure.y_label)
         .label_style((FAMILY, 15))
@@ -283,7 +296,9 @@ fn draw(figure: &Figure, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawRe
                 .label(&series.name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], colour.filled()));
             let errors = series.points.iter().filter(|p| p.max > p.min);
-            chart.draw_series(errors.flat_map(|p| range(p.x + offset + width / 2.0, p, width * 0.2, whisker)))?;
+            chart.draw_series(
+                errors.flat_map(|p| range(p.x + offset + width / 2.0, p, width * 0.2, whisker)),
+            )?;
         } else {
             let line: Vec<(f64, f64)> = series.points.iter().map(|p| (to_x(p.x), p.median)).collect();
             let style = colour.stroke_width(3);
@@ -441,8 +456,11 @@ impl Plot for StoreRepeatedReport {
         let Some(first) = self.reports.first() else { return Vec::new() };
         type Get = fn(&crate::store::SizeSpread) -> Option<Spread>;
         let line = |name: &str, get: Get| {
-            let points: Vec<Point> =
-                self.sizes.iter().filter_map(|s| get(s).map(|v| Point::of(s.record_bytes as f64, v))).collect();
+            let points: Vec<Point> = self
+                .sizes
+                .iter()
+                .filter_map(|s| get(s).map(|v| Point::of(s.record_bytes as f64, v)))
+                .collect();
             (!points.is_empty()).then(|| Series { name: name.to_owned(), points })
         };
         let bandwidth: [(&str, Get); 4] = [
@@ -547,8 +565,11 @@ impl Plot for MdtestSummary {
             }
         }
         type Get = fn(&crate::mdtest::MdCaseSummary) -> Spread;
-        let phases: [(&str, Get); 3] =
-            [("create", |c| c.creates_per_sec), ("stat", |c| c.stats_per_sec), ("remove", |c| c.removes_per_sec)];
+        let phases: [(&str, Get); 3] = [
+            ("create", |c| c.creates_per_sec),
+            ("stat", |c| c.stats_per_sec),
+            ("remove", |c| c.removes_per_sec),
+        ];
         let runs = match self.repeat {
             1 => String::new(),
             n => format!(", median of {n}"),
@@ -575,7 +596,10 @@ impl Plot for MdtestSummary {
                     .collect();
                 Figure {
                     name: format!("mdtest-{phase}"),
-                    title: format!("mdtest {phase}: {} processes x {} files{runs}", self.procs, self.files_per_proc),
+                    title: format!(
+                        "mdtest {phase}: {} processes x {} files{runs}",
+                        self.procs, self.files_per_proc
+                    ),
                     x_label: "backends K".to_owned(),
                     y_label: format!("{phase}s per second"),
                     x_axis: XAxis::Log2,

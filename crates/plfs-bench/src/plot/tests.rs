@@ -77,7 +77,8 @@ fn a_figure_becomes_a_png_of_the_panel_size_with_its_series_drawn() {
             assert!(pixels > 400, "{}: series {index} has {pixels} pixels", figure.name);
         }
         // Text is drawn: the font was found and anti-aliased grey appears.
-        let grey = image.pixels().filter(|p| p.0[0] == p.0[1] && p.0[1] == p.0[2] && (60..200).contains(&p.0[0]));
+        let grey =
+            image.pixels().filter(|p| p.0[0] == p.0[1] && p.0[1] == p.0[2] && (60..200).contains(&p.0[0]));
         assert!(grey.count() > 500, "{}: no text drawn", figure.name);
     }
 }
@@ -90,7 +91,8 @@ fn several_figures_share_one_png_two_panels_a_row() {
     let image = decode(&path);
     assert_eq!(image.dimensions(), (2 * PANEL_WIDTH, 2 * PANEL_HEIGHT));
     // The third panel (bottom left) has bars; the fourth is left blank.
-    let bottom_left = image::imageops::crop_imm(&image, 0, PANEL_HEIGHT, PANEL_WIDTH, PANEL_HEIGHT).to_image();
+    let bottom_left =
+        image::imageops::crop_imm(&image, 0, PANEL_HEIGHT, PANEL_WIDTH, PANEL_HEIGHT).to_image();
     assert!(count(&bottom_left, colour(0)) > 400);
     let bottom_right =
         image::imageops::crop_imm(&image, PANEL_WIDTH, PANEL_HEIGHT, PANEL_WIDTH, PANEL_HEIGHT).to_image();
@@ -101,10 +103,13 @@ fn several_figures_share_one_png_two_panels_a_row() {
 fn a_report_directory_holds_every_png_and_a_markdown_table_naming_them() {
     let dir = tempfile::tempdir().unwrap();
     let report_dir = dir.path().join("new").join("report");
-    let written = write_report(&report_dir, "plfs bench test", "the text report\n", &[bars(), lines()]).unwrap();
+    let written =
+        write_report(&report_dir, "plfs bench test", "the text report\n", &[bars(), lines()]).unwrap();
     assert_eq!(written, vec![report_dir.join("bars.png"), report_dir.join("lines.png")]);
     let markdown = std::fs::read_to_string(report_dir.join("report.md")).unwrap();
-    for (file, title) in [("bars.png", "n1-strided: 4 processes"), ("lines.png", "open time against processes")] {
+    for (file, title) in
+        [("bars.png", "n1-strided: 4 processes"), ("lines.png", "open time against processes")]
+    {
         assert!(report_dir.join(file).is_file(), "{file}");
         assert!(markdown.contains(&format!("![{title}]({file})")), "{markdown}");
     }
