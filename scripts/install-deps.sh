@@ -33,6 +33,11 @@ packages=(
   liblz4-dev
   libblosc-dev
   libbz2-dev
+  # `plfs bench --plot/--report` (plotters' text through FreeType, the font
+  # found by fontconfig):
+  libfontconfig-dev # fontconfig, linked by plotters' font-kit
+  libfreetype-dev   # freetype, likewise
+  fonts-dejavu-core # the sans-serif font the figures are drawn in
   # (tar, cp, dd, truncate, cmp and diff are in Essential packages.)
 )
 

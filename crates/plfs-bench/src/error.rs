@@ -113,6 +113,9 @@ pub enum BenchError {
     /// A DataNode's JMX servlet did not answer usefully.
     #[error("DataNode JMX {url}: {problem}")]
     Jmx { url: String, problem: String },
+    /// Drawing or writing a figure (`plfs bench --plot/--report`).
+    #[error("drawing {}: {message}", path.display())]
+    Plot { path: PathBuf, message: String },
     /// A failure inside a larger step, which `context` names.
     #[error("{context}: {source}")]
     Context {

@@ -29,6 +29,7 @@ pub mod metadata_server;
 mod open;
 mod pattern;
 pub mod peers;
+pub mod plot;
 pub mod protocol;
 mod repeat;
 mod report;

@@ -86,7 +86,7 @@ impl MdTarget {
     }
 
     /// Runs over K backends (direct is one directory whatever K is).
-    fn federated(self) -> bool {
+    pub(crate) fn federated(self) -> bool {
         self != MdTarget::Direct
     }
 }

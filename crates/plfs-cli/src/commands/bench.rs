@@ -102,6 +102,52 @@ pub struct Opts {
     /// measure what checking costs.
     #[arg(long, value_enum, default_value_t = VerifyReadsArg::Whole)]
     verify_reads: VerifyReadsArg,
+    #[command(flatten)]
+    plot: PlotArgs,
+}
+
+/// `--plot` and `--report`, the same for every workload.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PlotArgs {
+    /// Draw the run's figures (medians, --repeat range as error bars) into
+    /// this PNG file, several side by side.
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
+    /// Write one PNG per figure and report.md (the text report, the
+    /// figures and their numbers as tables) into this directory.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+}
+
+impl PlotArgs {
+    /// Refuses a --plot name the encoder cannot write before the run, not
+    /// after it.
+    pub fn check(&self) -> Result<()> {
+        if let Some(path) = &self.plot
+            && !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"))
+        {
+            bail!("--plot {}: the file name must end in .png", path.display());
+        }
+        Ok(())
+    }
+
+    /// Draws what was asked; `text` is the run's text report for report.md.
+    pub fn emit(&self, text: &str, figures: impl FnOnce() -> Vec<plfs_bench::plot::Figure>) -> Result<()> {
+        if self.plot.is_none() && self.report.is_none() {
+            return Ok(());
+        }
+        let figures = figures();
+        if let Some(path) = &self.plot {
+            plfs_bench::plot::write_png(path, &figures).map_err(|e| anyhow!(e))?;
+            eprintln!("figure: {}", path.display());
+        }
+        if let Some(dir) = &self.report {
+            let heading = std::env::args().collect::<Vec<_>>().join(" ");
+            plfs_bench::plot::write_report(dir, &heading, text, &figures).map_err(|e| anyhow!(e))?;
+            eprintln!("report: {}", dir.join("report.md").display());
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -211,6 +257,11 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         return super::bench_fuse::run(opts.into());
     }
     if matches!(opts.workload, Some(WorkloadArg::Index)) {
+        if opts.plot.plot.is_some() || opts.plot.report.is_some() {
+            bail!(
+                "bench index draws no figures (it has no bandwidth to plot); leave out --plot and --report"
+            );
+        }
         return run_index(opts);
     }
     let mut spec = spec_of(opts);
@@ -233,7 +284,13 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         false => None,
     };
     let worker = worker_command()?;
-    run_repeated(opts.repeat, opts.json, |_| plfs_bench::run(&spec, &worker), plfs_bench::RepeatedReport::new)
+    run_repeated(
+        opts.repeat,
+        opts.json,
+        &opts.plot,
+        |_| plfs_bench::run(&spec, &worker),
+        plfs_bench::RepeatedReport::new,
+    )
 }
 
 fn spec_of(opts: &Opts) -> BenchSpec {
@@ -263,6 +320,7 @@ impl From<&Opts> for super::bench_fuse::FuseBench {
             // mount is gone, so none are kept.
             spec: BenchSpec { keep: false, ..spec_of(opts) },
             json: opts.json,
+            plot: opts.plot.clone(),
         }
     }
 }
@@ -357,6 +415,7 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
     run_repeated(
         opts.repeat,
         opts.json,
+        &opts.plot,
         // Every other run swaps which of plfs and raw goes first at each size.
         |run| {
             plfs_bench::run_store(
@@ -370,7 +429,7 @@ fn run_store(opts: &Opts) -> Result<ExitCode> {
 
 /// What [`run_repeated`] needs of a report: its text and whether every byte
 /// read back matched.
-trait Outcome: serde::Serialize {
+trait Outcome: serde::Serialize + plfs_bench::plot::Plot {
     fn text(&self) -> String;
     fn verified(&self) -> bool;
 }
@@ -400,10 +459,12 @@ outcome!(
 fn run_repeated<R: Outcome, S: Outcome>(
     repeat: u32,
     json: bool,
+    plot: &PlotArgs,
     mut once: impl FnMut(u32) -> std::result::Result<R, plfs_bench::BenchError>,
     summarize: impl FnOnce(Vec<R>) -> S,
 ) -> Result<ExitCode> {
     let status = |verified: bool| if verified { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    plot.check()?;
     if repeat == 1 {
         let report = once(1).map_err(|e| anyhow!(e))?;
         if json {
@@ -411,6 +472,7 @@ fn run_repeated<R: Outcome, S: Outcome>(
         } else {
             print!("{}", report.text())
         }
+        plot.emit(&report.text(), || report.figures())?;
         return Ok(status(report.verified()));
     }
     let mut reports = Vec::with_capacity(repeat as usize);
@@ -427,6 +489,7 @@ fn run_repeated<R: Outcome, S: Outcome>(
     } else {
         print!("{}", summary.text())
     }
+    plot.emit(&summary.text(), || summary.figures())?;
     Ok(status(summary.verified()))
 }
 

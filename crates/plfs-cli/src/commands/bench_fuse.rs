@@ -12,6 +12,7 @@ use plfs::config::{BackendRole, Tuning};
 use plfs::fs::{Options, Plfs};
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
+use plfs_bench::plot::Plot as _;
 use plfs_bench::{BenchSpec, RepeatedReport, StreamingReport};
 use serde::Serialize;
 
@@ -28,6 +29,7 @@ pub struct FuseBench {
     /// The N-1 strided comparison; its `fuse_dir` is filled in here.
     pub spec: BenchSpec,
     pub json: bool,
+    pub plot: super::bench::PlotArgs,
 }
 
 #[derive(Serialize)]
@@ -88,6 +90,7 @@ impl StreamingMedians {
 }
 
 pub fn run(bench: FuseBench) -> Result<ExitCode> {
+    bench.plot.check()?;
     let scratch = tempfile::Builder::new()
         .prefix("plfs-bench-fuse.")
         .tempdir_in(&bench.spec.dir)
@@ -130,6 +133,12 @@ pub fn run(bench: FuseBench) -> Result<ExitCode> {
     let streaming = StreamingMedians::of(&streaming_runs);
     let n1_strided = RepeatedReport::new(n1_runs);
     let verified = streaming_runs.iter().all(|r| r.verified) && n1_strided.verified;
+    let text = format!("{}n1-strided, {}", streaming.to_text(), n1_strided.to_text());
+    bench.plot.emit(&text, || {
+        let mut figures = streaming_runs.as_slice().figures();
+        figures.extend(n1_strided.figures());
+        figures
+    })?;
     if bench.json {
         print_json(&FuseReport { streaming, streaming_runs, n1_strided, verified })?;
     } else {

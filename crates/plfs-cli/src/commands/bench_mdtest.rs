@@ -48,6 +48,8 @@ pub struct Opts {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plot: super::bench::PlotArgs,
 }
 
 fn backends(text: &str) -> Result<Vec<usize>> {
@@ -82,6 +84,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     if spec.procs == 0 || spec.files == 0 {
         bail!("--procs and --files must be positive");
     }
+    opts.plot.check()?;
     let worker = super::bench::worker_command()?;
     let mut runs = Vec::with_capacity(opts.repeat as usize);
     for run in 1..=opts.repeat {
@@ -97,5 +100,6 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     } else {
         print!("{}", summary.to_text());
     }
+    opts.plot.emit(&summary.to_text(), || plfs_bench::plot::Plot::figures(&summary))?;
     Ok(if summary.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -69,6 +69,8 @@ pub struct Opts {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plot: super::bench::PlotArgs,
 }
 
 fn strategies(text: &str) -> Result<Vec<Strategy>> {
@@ -79,6 +81,7 @@ fn strategies(text: &str) -> Result<Vec<Strategy>> {
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
+    opts.plot.check()?;
     let spec = OpenSpec {
         writers: opts.writers,
         readers: opts.readers,
@@ -115,6 +118,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     match report? {
         Some(report) => {
             print_report(&report, mpi.as_deref(), opts.json)?;
+            opts.plot.emit(&report.to_text(), || plfs_bench::plot::Plot::figures(&report))?;
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         None => Ok(ExitCode::SUCCESS),
