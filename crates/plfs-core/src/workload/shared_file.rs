@@ -203,13 +203,16 @@ impl Workload for SharedFile {
             check_access()?;
         }
         let file = self.register_open(mount, logical, None);
-        if flags.truncate && flags.write && !created {
-            if let Err(error) = file.truncate(0, request.writer) {
-                if let Err(closing) = file.close() {
-                    tracing::warn!("{}: closing an unclosed handle failed: {closing}", file.path());
-                }
-                return Err(error.context(path.to_owned()));
+        if flags.truncate
+            && flags.write
+            && !created
+            && let Err(error) = file.truncate(0, request.writer)
+        {
+            // This open fails: it no longer counts as an open of the file.
+            if let Err(closing) = file.close() {
+                tracing::warn!("{}: closing an unclosed handle failed: {closing}", file.path());
             }
+            return Err(error.context(path.to_owned()));
         }
         Ok(Box::new(file))
     }
