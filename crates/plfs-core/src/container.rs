@@ -24,14 +24,11 @@ use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
 /// container behind (e.g. the winner unlinked it again at once).
 const CREATE_ATTEMPTS_MAX: usize = 6;
 
-/// What a logical path is, as seen on its canonical backend.
+/// What a logical path of a container mount is, as seen on its canonical
+/// backend (the other workloads have lookups of their own).
 #[derive(Debug, Clone)]
 pub enum Lookup {
     File(AccessRecord),
-    /// An n-n mount's file: one plain backend file, no container.
-    FlatFile(Metadata),
-    /// A small_file (1-N) mount's file: a name in its directory's container.
-    SmallFile(crate::smallfile::FileStat),
     Directory(Metadata),
     Symlink(Metadata),
 }
@@ -48,12 +45,6 @@ pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, Con
 
 /// Finds what is at `path`. A directory holding an access file is a file.
 pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
-    if mount.is_flat() {
-        return crate::flat::lookup(mount, path);
-    }
-    if mount.small().is_some() {
-        return crate::smallfile::mount::lookup(mount, path);
-    }
     reject_container_insides(mount, path)?;
     lookup_entry(mount, path)
 }
@@ -139,7 +130,7 @@ pub(crate) fn lost_access_file(store: &dyn Store, paths: &ContainerPaths) -> Res
 /// lost or undecodable): lookups fail with `Corrupt` naming it, yet it is
 /// listed as a file and may be unlinked, which is how users clean up.
 pub(crate) fn is_damaged(mount: &MountState, path: &StorePath) -> Result<bool> {
-    if mount.is_flat() || mount.small().is_some() || path.is_root() {
+    if path.is_root() {
         return Ok(false);
     }
     match lookup_entry(mount, path) {
@@ -149,11 +140,6 @@ pub(crate) fn is_damaged(mount: &MountState, path: &StorePath) -> Result<bool> {
         }
         _ => Ok(false),
     }
-}
-
-/// Container code met an n-n file, which only an n-n mount's lookup makes.
-pub(crate) fn flat_in_container_mount(path: &StorePath) -> Error {
-    Error::new(ErrorKind::Internal, format!("/{path}: an n-n file met by container code"))
 }
 
 /// Creates the container for `path` unless one exists. Returns whether this
@@ -173,7 +159,6 @@ pub(crate) fn create(
                 return Err(Error::new(ErrorKind::AlreadyExists, path.to_string()));
             }
             Ok(Lookup::File(_)) => return Ok(false),
-            Ok(Lookup::FlatFile(_) | Lookup::SmallFile(_)) => return Err(flat_in_container_mount(path)),
             // Without atomic directory rename, another creator's container
             // is visible before its access file: join that race.
             Ok(Lookup::Directory(_))

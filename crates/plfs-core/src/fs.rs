@@ -1,28 +1,23 @@
 //! The file-system API of one mount: what the CLI, FUSE, the C library and
 //! the preload call. Paths are relative to the mount point ("/dir/file").
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::attr::{Credentials, DirEntryInfo, FileAttr, FileKind, Owner, R_OK, W_OK, X_OK};
-use crate::clock::{Stamper, ns_to_system_time, system_time_to_ns};
+use crate::clock::Stamper;
 use crate::config::{BackendLocation, BackendRole, MountConfig, Tuning, Workload};
-use crate::container::{self, Lookup};
+use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::file::OpenFile;
-use crate::flat::{self, FlatFile};
-use crate::format::access::AccessRecord;
-use crate::layout::{self, ContainerPaths};
+use crate::layout;
 use crate::load::LoadedIndex;
 use crate::mount_state::MountState;
 use crate::open::{OpenFlags, WriterId};
 use crate::placement::{BackendId, Placement};
-use crate::protection::{self, Pieces};
 use crate::reader::{LogCache, ReadPool};
-use crate::smallfile::mount::{self as small, SmallFile};
-use crate::smallfile::{SmallFileOptions, SmallFileStore, SmallMount};
-use crate::store::{EntryKind, SharedStore, SpaceInfo, Store, StorePath, posix::PosixStore};
+use crate::store::{EntryKind, SharedStore, SpaceInfo, StorePath, posix::PosixStore};
+use crate::workload::{self, AttributeChange, ContainerOps, Found, OpenRequest, WorkloadFile, no_index};
 
 /// Who this process is, as recorded in logs and access files.
 #[derive(Debug, Clone)]
@@ -52,29 +47,14 @@ impl Options {
     }
 }
 
-#[derive(Debug)]
-struct OpenEntry {
-    file: Arc<OpenFile>,
-    opens: usize,
-    /// A rename replaced this file while it was open here: it lives on at
-    /// a hidden name until its last close here removes it.
-    doomed: bool,
-}
-
 /// One mount as the façade holds it: the state its workloads share, and
-/// beside it the façade's registry of open files, which no workload sees.
-/// It derefs to the shared state, so façade code reads either part the
-/// same way (`self.state.placement`, `self.state.registry()`).
+/// beside it the workload that keeps its files, chosen once when the mount
+/// is built. It derefs to the shared state, so façade code reads either
+/// part the same way (`self.state.placement`, `self.state.files`).
 #[derive(Debug)]
 struct Mount {
     shared: Arc<MountState>,
-    open_files: Mutex<HashMap<StorePath, OpenEntry>>,
-}
-
-impl Mount {
-    fn registry(&self) -> MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
-        self.open_files.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+    files: Box<dyn workload::Workload>,
 }
 
 impl std::ops::Deref for Mount {
@@ -129,22 +109,6 @@ impl Plfs {
         workload: Workload,
         max_smallfile_containers: usize,
     ) -> Result<Plfs> {
-        let mut small = None;
-        match workload {
-            Workload::SharedFile => {}
-            Workload::FilePerProc => {
-                flat::check_backends(&backends.iter().map(|(store, _)| store.as_ref()).collect::<Vec<_>>())?
-            }
-            Workload::SmallFile => {
-                let mut engine_options =
-                    SmallFileOptions::new(options.stamper.clone(), options.pid, options.hostname.clone());
-                if let Some(max) = std::num::NonZeroUsize::new(max_smallfile_containers) {
-                    engine_options.max_containers = max;
-                }
-                let stores = backends.iter().map(|(store, _)| store.clone()).collect();
-                small = Some(SmallMount { engine: SmallFileStore::new(stores, engine_options)? });
-            }
-        }
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
         let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
         let tuning = options.tuning.clone();
@@ -160,11 +124,9 @@ impl Plfs {
             uid: options.uid,
             gid: options.gid,
             stamper: options.stamper,
-            small,
         };
-        Ok(Plfs {
-            state: Arc::new(Mount { shared: Arc::new(state), open_files: Mutex::new(HashMap::new()) }),
-        })
+        let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
+        Ok(Plfs { state: Arc::new(Mount { shared: Arc::new(state), files }) })
     }
 
     /// A mount from its configuration; opens each backend's store.
@@ -180,6 +142,11 @@ impl Plfs {
 
     pub(crate) fn state(&self) -> &MountState {
         &self.state
+    }
+
+    /// The workload that keeps this mount's files.
+    pub(crate) fn files(&self) -> &dyn workload::Workload {
+        self.state.files.as_ref()
     }
 
     pub fn stores(&self) -> &[SharedStore] {
@@ -216,79 +183,32 @@ impl Plfs {
         if !flags.read && !flags.write {
             return Err(Error::invalid(format!("{path}: open needs read or write access")));
         }
-        if self.state.is_flat() {
-            let file = flat::open(&self.state, &logical, flags, mode, owner).context(path.to_owned())?;
-            return Ok(FileHandle::new(OpenKind::Flat(file), self.state.clone(), flags, writer));
-        }
-        if self.state.small().is_some() {
-            let file = small::open(&self.state, &logical, flags, writer).context(path.to_owned())?;
-            return Ok(FileHandle::new(OpenKind::Small(file), self.state.clone(), flags, writer));
-        }
-        let mut created = false;
-        if flags.create {
-            if !flags.write && !flags.read {
-                return Err(Error::invalid(format!("{path}: O_CREAT needs an access mode")));
-            }
-            let now = self.state.stamper.now_ns();
-            let access = AccessRecord {
-                mode: mode & 0o7777,
-                uid: owner.uid,
-                gid: owner.gid,
-                atime_ns: now,
-                mtime_ns: now,
-                ctime_ns: now,
-                times_stamp: self.state.stamper.next(),
-            };
-            created = container::create(&self.state, &logical, &access, flags.exclusive)
-                .context(path.to_owned())?;
-        } else {
-            match container::lookup(&self.state, &logical).context(path.to_owned())? {
-                Lookup::File(_) => {}
-                Lookup::FlatFile(_) | Lookup::SmallFile(_) => {
-                    return Err(container::flat_in_container_mount(&logical));
-                }
-                Lookup::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
-                Lookup::Symlink(_) => {
-                    return Err(Error::invalid(format!(
-                        "{path}: is a symbolic link (the core does not follow links)"
-                    )));
-                }
-            }
-        }
-        if !created && acting_for.is_none() {
-            // A container's logs are made at the first write and read at the
-            // first read, so the backend's permissions would refuse this
-            // process only then: open(2) refuses at the open.
-            let mask = if flags.read { R_OK } else { 0 } | if flags.write { W_OK } else { 0 };
-            self.access(path, mask, &Credentials::of_this_process())?;
-        }
-        let file = self.register_open(&logical, None);
-        let handle = FileHandle::new(OpenKind::Container(file), self.state.clone(), flags, writer);
-        if flags.truncate && flags.write && !created {
-            handle.truncate(0).context(path.to_owned())?;
-        }
-        Ok(handle)
+        let mask = if flags.read { R_OK } else { 0 } | if flags.write { W_OK } else { 0 };
+        let check_access = || self.access(path, mask, &Credentials::of_this_process());
+        let request = OpenRequest {
+            shown: path,
+            flags,
+            mode,
+            writer,
+            owner,
+            check_access: if acting_for.is_none() { Some(&check_access) } else { None },
+        };
+        let file = self.state.files.open(&self.state.shared, &logical, &request)?;
+        Ok(FileHandle::new(file, flags, writer))
     }
 
-    /// Counts one more open of `logical` in this process. Close-to-open:
-    /// the open sees what other hosts synced before it, even when the file
-    /// was already open here, so a cached index is replaced (by `index` when
-    /// a collective open built one) or dropped — except by the first open
-    /// after a collective one, which belongs to it.
-    fn register_open(&self, logical: &StorePath, index: Option<LoadedIndex>) -> Arc<OpenFile> {
-        let mut registry = self.state.registry();
-        let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
-            file: Arc::new(OpenFile::new(self.state.shared.clone(), logical.clone())),
-            opens: 0,
-            doomed: false,
-        });
-        match index {
-            Some(index) => entry.file.seed_read_state(index),
-            None if entry.opens > 0 => entry.file.reopened(),
-            None => {}
+    /// What is at `logical`, as the mount's workload sees it.
+    pub(crate) fn found(&self, logical: &StorePath) -> Result<Found> {
+        self.state.files.lookup(&self.state, logical)
+    }
+
+    /// The container capability, when `logical` is a damaged container
+    /// (see [`is_damaged_file`](Self::is_damaged_file)).
+    pub(crate) fn damaged(&self, logical: &StorePath) -> Result<Option<&dyn ContainerOps>> {
+        match self.state.files.containers() {
+            Some(containers) if containers.is_damaged(&self.state, logical)? => Ok(Some(containers)),
+            _ => Ok(None),
         }
-        entry.opens += 1;
-        entry.file.clone()
     }
 
     /// Opens for reading with an index another rank built and checked.
@@ -299,29 +219,30 @@ impl Plfs {
         writer: WriterId,
         index: LoadedIndex,
     ) -> Result<FileHandle> {
-        let file = self.register_open(logical, Some(index));
-        Ok(FileHandle::new(OpenKind::Container(file), self.state.clone(), flags, writer))
+        let containers = self.state.files.containers().ok_or_else(|| no_index(format_args!("/{logical}")))?;
+        let file = containers.open_prepared(&self.state.shared, logical, index)?;
+        Ok(FileHandle::new(file, flags, writer))
     }
 
-    /// Fails unless `logical` is a regular file.
+    /// Fails unless `logical` is a regular file with a container.
     pub(crate) fn check_is_file(&self, logical: &StorePath) -> Result<()> {
-        match container::lookup(&self.state, logical)? {
-            Lookup::File(_) => Ok(()),
-            Lookup::FlatFile(_) | Lookup::SmallFile(_) => Err(no_index(logical)),
-            Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
-            Lookup::Symlink(_) => Err(Error::invalid(format!("/{logical}: is a symbolic link"))),
+        match self.found(logical)? {
+            Found::File(_) if self.state.files.containers().is_some() => Ok(()),
+            Found::File(_) => Err(no_index(format_args!("/{logical}"))),
+            Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
+            Found::Symlink(_) => Err(Error::invalid(format!("/{logical}: is a symbolic link"))),
         }
     }
 
     /// Attributes of a file, directory or symlink.
     pub fn stat(&self, path: &str) -> Result<FileAttr> {
         let logical = StorePath::parse(path)?;
-        let found = container::lookup(&self.state, &logical).context(path.to_owned())?;
+        let found = self.found(&logical).context(path.to_owned())?;
         match found {
-            Lookup::File(access) => self.file_attr(&logical, &access).context(path.to_owned()),
-            Lookup::FlatFile(metadata) => Ok(flat::file_attr(&self.state, &metadata)),
-            Lookup::SmallFile(stat) => Ok(small::file_attr(&self.state, &stat)),
-            Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
+            Found::File(file) => {
+                self.state.files.file_attr(&self.state, &logical, &file).context(path.to_owned())
+            }
+            Found::Directory(metadata) | Found::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
                     FileKind::Directory
                 } else {
@@ -377,37 +298,6 @@ impl Plfs {
         Ok((atime, mtime, ctime))
     }
 
-    fn file_attr(&self, logical: &StorePath, access: &AccessRecord) -> Result<FileAttr> {
-        let open = self.state.registry().get(logical).map(|entry| entry.file.clone());
-        let summary = match open {
-            // Lazy stat (PLFS's default): a file this process is writing
-            // answers from memory, without reading any index log; writes
-            // other processes made since it was opened show at close.
-            Some(file) if self.state.tuning.lazy_stat && file.has_written() => file.known_summary()?,
-            Some(file) => {
-                // Records this process still buffers must reach the index
-                // logs first, so the answer is exact.
-                file.flush_index()?;
-                container::size_from_meta(&self.state, logical)?
-            }
-            None => container::size_from_meta(&self.state, logical)?,
-        };
-        let mtime_ns =
-            if summary.last_stamp > access.times_stamp { summary.last_stamp } else { access.mtime_ns };
-        Ok(FileAttr {
-            kind: FileKind::File,
-            size: summary.eof,
-            blocks: summary.bytes.div_ceil(512),
-            mode: access.mode,
-            uid: access.uid,
-            gid: access.gid,
-            nlink: 1,
-            atime: ns_to_system_time(access.atime_ns),
-            mtime: ns_to_system_time(mtime_ns),
-            ctime: ns_to_system_time(access.ctime_ns.max(mtime_ns)),
-        })
-    }
-
     /// Sets a file's size, as a log record (no log is rewritten).
     pub fn truncate(&self, path: &str, size: u64) -> Result<()> {
         let handle = self.open(path, OpenFlags::WRONLY, 0, u64::from(self.state.pid))?;
@@ -419,47 +309,28 @@ impl Plfs {
     /// Removes a file or symlink.
     pub fn unlink(&self, path: &str) -> Result<()> {
         let logical = parse_file_path(path)?;
-        let found = match container::lookup(&self.state, &logical) {
+        let found = match self.found(&logical) {
             Ok(found) => found,
             // Removing a damaged file is how users clean up after damage
             // that `plfs recover` cannot repair or they do not care to.
-            Err(error)
-                if error.kind() == ErrorKind::Corrupt && container::is_damaged(&self.state, &logical)? =>
-            {
-                return self.remove_container(&logical).context(path.to_owned());
-            }
+            Err(error) if error.kind() == ErrorKind::Corrupt => match self.damaged(&logical)? {
+                Some(containers) => {
+                    return containers.remove_damaged(&self.state, &logical).context(path.to_owned());
+                }
+                None => return Err(error.context(path.to_owned())),
+            },
             Err(error) => return Err(error.context(path.to_owned())),
         };
         match found {
-            Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
-            Lookup::Symlink(_) | Lookup::FlatFile(_) => {
+            Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+            Found::Symlink(_) => {
                 let (backend, _) = container::canonical(&self.state, &logical);
                 self.state.store(backend).remove_file(&logical).context(path.to_owned())
             }
-            Lookup::File(_) => self.remove_container(&logical).context(path.to_owned()),
-            Lookup::SmallFile(_) => small::unlink(&self.state, &logical).context(path.to_owned()),
-        }
-    }
-
-    /// Makes the container vanish in one rename on its canonical backend,
-    /// then deletes its pieces everywhere.
-    fn remove_container(&self, logical: &StorePath) -> Result<()> {
-        let (backend, _) = container::canonical(&self.state, logical);
-        let store = self.state.store(backend);
-        let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
-        let parent = logical.parent().unwrap_or_default();
-        let doomed =
-            parent.join(&layout::removed_container_name(name, self.state.stamper.next(), self.state.pid))?;
-        store.rename(logical, &doomed)?;
-        self.state.log_cache.forget_under(logical);
-        let mut first_error = container::remove_tree(store, &doomed).err();
-        for other in self.state.placement.all_backends().filter(|other| *other != backend) {
-            let other_store = self.state.store(other);
-            if let Err(error) = remove_shadow(other_store, logical) {
-                first_error.get_or_insert(error);
+            Found::File(file) => {
+                self.state.files.unlink(&self.state, &logical, &file).context(path.to_owned())
             }
         }
-        first_error.map_or(Ok(()), Err)
     }
 
     /// Like [`rename`](Self::rename) but fails with `AlreadyExists` if
@@ -514,7 +385,7 @@ impl Plfs {
     /// readers (container mounts); n-n and small-file mounts remove the
     /// target first.
     pub fn replaces_atomically(&self) -> bool {
-        self.has_containers()
+        self.state.files.replaces_atomically()
     }
 
     /// [`rename`](Self::rename) without the reserved-name check on `to`.
@@ -534,7 +405,7 @@ impl Plfs {
                 (FileKind::Directory, _) => return Err(Error::new(ErrorKind::NotADirectory, to.to_owned())),
                 (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
                 // A container replaces a container in one switch, below.
-                (FileKind::File, FileKind::File) if self.has_containers() => {}
+                (FileKind::File, FileKind::File) if self.replaces_atomically() => {}
                 _ => self.unlink(to)?,
             },
             Err(error) if error.kind() == ErrorKind::NotFound => {}
@@ -542,9 +413,7 @@ impl Plfs {
         }
         match kind {
             FileKind::Directory => {
-                if self.state.small().is_some() {
-                    small::close_under(&self.state, &source)?;
-                }
+                self.state.files.release_directory(&self.state, &source)?;
                 self.rename_everywhere(&source, &target).map(|()| None)
             }
             FileKind::Symlink => {
@@ -554,53 +423,9 @@ impl Plfs {
                 self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
                 self.state.store(old).remove_file(&source).context(from.to_owned()).map(|()| None)
             }
-            FileKind::File if self.state.is_flat() => {
-                flat::rename_file(&self.state, &source, &target).map(|()| None)
-            }
-            FileKind::File if self.state.small().is_some() => {
-                small::rename_file(&self.state, &source, &target).map(|()| None)
-            }
-            FileKind::File => self.move_container(&source, &target),
+            FileKind::File => self.state.files.rename_file(&self.state, &source, &target),
         }
         .with_context(|| format!("rename {from} to {to}"))
-    }
-
-    /// Whether files are containers (n-1), which rename.rs switches atomically.
-    fn has_containers(&self) -> bool {
-        !self.state.is_flat() && self.state.small().is_none()
-    }
-
-    fn move_container(&self, source: &StorePath, target: &StorePath) -> Result<Option<String>> {
-        let open_here = self.state.registry().contains_key(target);
-        let displaced = crate::rename::move_file(&self.state, source, target, open_here)?;
-        let mut registry = self.state.registry();
-        let mut kept = None;
-        // The replaced file's handles here follow it to its hidden name:
-        // they must never read or write the new file. (A file opened here
-        // only while the rename ran found the name switched: it stays.)
-        let mut orphan = None;
-        if let (true, Some(displaced)) = (open_here, displaced) {
-            match registry.remove(target) {
-                Some(mut entry) => {
-                    entry.file.set_path(displaced.clone());
-                    entry.file.invalidate_read_state();
-                    entry.doomed = true;
-                    kept = Some(format!("/{displaced}"));
-                    registry.insert(displaced, entry);
-                }
-                // Its last handle closed while the rename ran.
-                None => orphan = Some(displaced),
-            }
-        }
-        if let Some(entry) = registry.remove(source) {
-            entry.file.set_path(target.clone());
-            registry.insert(target.clone(), entry);
-        }
-        drop(registry);
-        if let Some(orphan) = orphan {
-            crate::rename::remove_everywhere(&self.state, &orphan)?;
-        }
-        Ok(kept)
     }
 
     fn rename_everywhere(&self, source: &StorePath, target: &StorePath) -> Result<()> {
@@ -623,8 +448,8 @@ impl Plfs {
     pub fn mkdir_as(&self, path: &str, mode: u32, owner: Option<Owner>) -> Result<()> {
         let logical = parse_file_path(path)?;
         layout::check_user_path(&logical)?;
-        if self.state.small().is_some() {
-            // A small file of that name has no backend entry to collide with.
+        if !self.state.files.files_are_backend_entries() {
+            // A file of that name has no backend entry to collide with.
             match self.entry(&logical) {
                 Ok(_) => return Err(Error::new(ErrorKind::AlreadyExists, path.to_owned())),
                 Err(error) if error.kind() == ErrorKind::NotFound => {}
@@ -652,17 +477,15 @@ impl Plfs {
     /// Removes an empty directory from every backend, the canonical last.
     pub fn rmdir(&self, path: &str) -> Result<()> {
         let logical = parse_file_path(path)?;
-        match container::lookup(&self.state, &logical).context(path.to_owned())? {
-            Lookup::Directory(_) => {}
+        match self.found(&logical).context(path.to_owned())? {
+            Found::Directory(_) => {}
             _ => return Err(Error::new(ErrorKind::NotADirectory, path.to_owned())),
         }
         if !self.readdir(path)?.is_empty() {
             return Err(Error::new(ErrorKind::DirectoryNotEmpty, path.to_owned()));
         }
-        if self.state.small().is_some() {
-            // Its container holds no live file; close it here before it goes.
-            small::close_under(&self.state, &logical).context(path.to_owned())?;
-        }
+        // What the workload holds under it in this process goes first.
+        self.state.files.release_directory(&self.state, &logical).context(path.to_owned())?;
         let (canonical, _) = container::canonical(&self.state, &logical);
         let others = self.state.placement.all_backends().filter(|backend| *backend != canonical);
         // The logical directory is empty, so whatever remains on a backend is
@@ -677,8 +500,8 @@ impl Plfs {
     /// Names in a directory, merged over all backends.
     pub fn readdir(&self, path: &str) -> Result<Vec<DirEntryInfo>> {
         let logical = StorePath::parse(path)?;
-        match container::lookup(&self.state, &logical).context(path.to_owned())? {
-            Lookup::Directory(_) => {}
+        match self.found(&logical).context(path.to_owned())? {
+            Found::Directory(_) => {}
             _ => return Err(Error::new(ErrorKind::NotADirectory, path.to_owned())),
         }
         let mut seen: BTreeMap<String, Vec<(BackendId, EntryKind)>> = BTreeMap::new();
@@ -701,36 +524,21 @@ impl Plfs {
             };
             let kind = match kind {
                 EntryKind::Symlink => FileKind::Symlink,
-                EntryKind::File if self.state.is_flat() => FileKind::File,
-                EntryKind::Directory if self.state.is_flat() || self.state.small().is_some() => {
-                    FileKind::Directory
-                }
-                EntryKind::File => continue,
-                EntryKind::Directory => {
-                    // A damaged container (access file undecodable or lost)
-                    // is listed as the file it is; its stat fails naming it.
-                    let paths = ContainerPaths::new(logical.join(&name)?);
-                    let store = self.state.store(canonical);
-                    match store.metadata(&paths.access()) {
-                        Ok(metadata) if metadata.kind == EntryKind::File => FileKind::File,
-                        Ok(_) => FileKind::Directory,
-                        Err(error) if error.kind() == ErrorKind::NotFound => {
-                            if container::lost_access_file(store, &paths)? {
-                                FileKind::File
-                            } else {
-                                FileKind::Directory
-                            }
-                        }
-                        Err(error) => return Err(error),
+                // Files and directories: what a backend entry is depends on
+                // how the workload keeps files.
+                other => {
+                    match self.state.files.listed_kind(&self.state, &logical, &name, *other, canonical)? {
+                        Some(kind) => kind,
+                        None => continue,
                     }
                 }
             };
             result.push(DirEntryInfo { name, kind });
         }
-        if self.state.small().is_some() {
-            // The directory's small files, from this process's view of its
-            // container; a real entry of the same name (a racing mkdir) wins.
-            let files = small::list(&self.state, &logical).context(path.to_owned())?;
+        // Files without a backend entry of their own (small files); a real
+        // entry of the same name (a racing mkdir) wins.
+        let files = self.state.files.unlisted_files(&self.state, &logical).context(path.to_owned())?;
+        if !files.is_empty() {
             let taken: std::collections::HashSet<String> =
                 result.iter().map(|entry| entry.name.clone()).collect();
             result.extend(
@@ -745,85 +553,30 @@ impl Plfs {
     }
 
     pub fn chmod(&self, path: &str, mode: u32) -> Result<()> {
-        self.update_attributes(
-            path,
-            |access| access.mode = mode & 0o7777,
-            |store, logical| store.set_mode(logical, mode & 0o7777),
-            false,
-        )
+        self.update_attributes(path, AttributeChange::Mode(mode))
     }
 
     pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.update_attributes(
-            path,
-            |access| {
-                access.uid = uid.unwrap_or(access.uid);
-                access.gid = gid.unwrap_or(access.gid);
-            },
-            |store, logical| store.set_owner(logical, uid, gid),
-            true,
-        )
+        self.update_attributes(path, AttributeChange::Owner { uid, gid })
     }
 
     /// Sets access and modification times; `None` leaves one unchanged.
     pub fn utime(&self, path: &str, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> Result<()> {
-        if self.state.small().is_some() {
-            let logical = StorePath::parse(path)?;
-            if let Lookup::SmallFile(stat) =
-                container::lookup(&self.state, &logical).context(path.to_owned())?
-            {
-                return small::utime(&self.state, &logical, &stat, atime, mtime).context(path.to_owned());
-            }
-        }
-        let stamp = self.state.stamper.next();
-        self.update_attributes(
-            path,
-            |access| {
-                if let Some(atime) = atime {
-                    access.atime_ns = system_time_to_ns(atime);
-                }
-                if let Some(mtime) = mtime {
-                    access.mtime_ns = system_time_to_ns(mtime);
-                    access.times_stamp = stamp;
-                }
-            },
-            |store, logical| store.set_times(logical, atime, mtime),
-            true,
-        )
+        self.update_attributes(path, AttributeChange::Times { atime, mtime })
     }
 
-    /// Rewrites a file's access record atomically, or applies `on_directory`
-    /// to a directory on every backend that supports it.
-    fn update_attributes(
-        &self,
-        path: &str,
-        on_file: impl FnOnce(&mut AccessRecord),
-        on_directory: impl Fn(&dyn Store, &StorePath) -> Result<()>,
-        symlinks: bool,
-    ) -> Result<()> {
+    /// Applies `change` to a file as its workload keeps it, or to a
+    /// directory on every backend that supports it.
+    fn update_attributes(&self, path: &str, change: AttributeChange) -> Result<()> {
         let logical = StorePath::parse(path)?;
-        match container::lookup(&self.state, &logical).context(path.to_owned())? {
-            Lookup::File(mut access) => {
-                let before = access;
-                on_file(&mut access);
-                access.ctime_ns = self.state.stamper.now_ns();
-                let (backend, paths) = container::canonical(&self.state, &logical);
-                let public = Pieces::of(&access).public;
-                self.state
-                    .store(backend)
-                    .replace_protected(&paths.access(), &access.encode(), &public)
-                    .context(path.to_owned())?;
-                // The record first: a writer making a piece after this
-                // sees the new mode; one that made it before, the walk fixes.
-                if protection::differs(&before, &access) {
-                    protection::protect_container(&self.state, &logical, &access).context(path.to_owned())?;
-                }
-                Ok(())
+        match self.found(&logical).context(path.to_owned())? {
+            Found::File(file) => {
+                self.state.files.set_file_attributes(&self.state, &logical, path, &file, &change)
             }
-            Lookup::Directory(_) => {
+            Found::Directory(_) => {
                 for backend in self.state.placement.all_backends() {
                     let store = self.state.store(backend);
-                    match on_directory(store, &logical) {
+                    match change.apply_to_store(store, &logical) {
                         Err(error) if error.kind() == ErrorKind::Unsupported => {}
                         other => other.with_context(|| format!("{}: {path}", store.url()))?,
                     }
@@ -831,22 +584,13 @@ impl Plfs {
                 Ok(())
             }
             // Owner and times of the link itself (lchown, utimensat with
-            // AT_SYMLINK_NOFOLLOW); Linux has no mode for links. An n-n
-            // file keeps its attributes on its one backend file.
-            Lookup::Symlink(_) if symlinks => {
+            // AT_SYMLINK_NOFOLLOW); Linux has no mode for links.
+            Found::Symlink(_) if change.applies_to_symlinks() => {
                 let (backend, _) = container::canonical(&self.state, &logical);
                 let store = self.state.store(backend);
-                on_directory(store, &logical).with_context(|| format!("{}: {path}", store.url()))
+                change.apply_to_store(store, &logical).with_context(|| format!("{}: {path}", store.url()))
             }
-            Lookup::FlatFile(_) => {
-                let (backend, _) = container::canonical(&self.state, &logical);
-                let store = self.state.store(backend);
-                on_directory(store, &logical).with_context(|| format!("{}: {path}", store.url()))
-            }
-            // The engine keeps no modes or owners: accepted and ignored
-            // (utime of a small file does not come here).
-            Lookup::SmallFile(_) => Ok(()),
-            Lookup::Symlink(_) => {
+            Found::Symlink(_) => {
                 Err(Error::new(ErrorKind::Unsupported, format!("{path}: the mode of a symbolic link")))
             }
         }
@@ -856,21 +600,11 @@ impl Plfs {
     /// what existence and permission checks need, without the file-size
     /// work of [`stat`](Self::stat).
     fn entry(&self, logical: &StorePath) -> Result<Entry> {
-        Ok(match container::lookup(&self.state, logical)? {
-            Lookup::File(access) => {
-                Entry { kind: FileKind::File, mode: access.mode, uid: access.uid, gid: access.gid }
+        Ok(match self.found(logical)? {
+            Found::File(file) => {
+                Entry { kind: FileKind::File, mode: file.mode, uid: file.uid, gid: file.gid }
             }
-            Lookup::FlatFile(metadata) => {
-                let attr = flat::file_attr(&self.state, &metadata);
-                Entry { kind: FileKind::File, mode: attr.mode, uid: attr.uid, gid: attr.gid }
-            }
-            Lookup::SmallFile(_) => Entry {
-                kind: FileKind::File,
-                mode: small::SMALL_FILE_MODE,
-                uid: self.state.uid,
-                gid: self.state.gid,
-            },
-            Lookup::Directory(metadata) | Lookup::Symlink(metadata) => {
+            Found::Directory(metadata) | Found::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
                     FileKind::Directory
                 } else {
@@ -892,7 +626,7 @@ impl Plfs {
     /// use this to keep such a file visible and removable (FUSE looks a
     /// name up before it may unlink it).
     pub fn is_damaged_file(&self, path: &str) -> Result<bool> {
-        container::is_damaged(&self.state, &parse_file_path(path)?)
+        Ok(self.damaged(&parse_file_path(path)?)?.is_some())
     }
 
     /// Checks `mask` (R_OK|W_OK|X_OK, or 0 for existence) for `who`.
@@ -956,10 +690,10 @@ impl Plfs {
     /// Logs of a file on every backend, for tools.
     pub fn inventory(&self, path: &str) -> Result<container::Inventory> {
         let logical = parse_file_path(path)?;
-        if self.state.is_flat() || self.state.small().is_some() {
-            return Err(no_index(&logical));
+        match self.state.files.containers() {
+            Some(containers) => containers.inventory(&self.state, &logical),
+            None => Err(no_index(format_args!("/{logical}"))),
         }
-        container::inventory(&self.state, &logical)
     }
 
     /// Publishes this process's pending small-file records of directory
@@ -968,10 +702,7 @@ impl Plfs {
     /// nothing per directory: a no-op.
     pub fn flush_writes(&self, dir: &str) -> Result<()> {
         let logical = StorePath::parse(dir)?;
-        if self.state.small().is_none() {
-            return Ok(());
-        }
-        small::flush_writes(&self.state, &logical).context(dir.to_owned())
+        self.state.files.flush_writes(&self.state, &logical).context(dir.to_owned())
     }
 
     /// Drops this process's cached view of small-file directory `dir`
@@ -980,54 +711,32 @@ impl Plfs {
     /// mounts.
     pub fn invalidate_read_cache(&self, dir: &str) -> Result<()> {
         let logical = StorePath::parse(dir)?;
-        if self.state.small().is_some() {
-            small::invalidate_read_cache(&self.state, &logical);
-        }
+        self.state.files.invalidate_read_cache(&self.state, &logical);
         Ok(())
     }
 }
 
-/// What a handle has open: a container (n-1), shared by every handle of
-/// the file in this process, or an n-n file's own backend descriptor.
-#[derive(Debug)]
-enum OpenKind {
-    Container(Arc<OpenFile>),
-    Flat(FlatFile),
-    /// A small_file mount's file: a name in its directory's container.
-    Small(SmallFile),
-}
-
-/// A handle on an open file. Handles of one container file in one process
-/// share the open file (one merged index per process), each with its own
-/// flags; each handle of an n-n file has its own backend descriptor.
+/// A handle on an open file: the workload's open file (handles of one
+/// container file in one process share one merged index; each handle of an
+/// n-n file has its own backend descriptor) with this open's flags.
 #[derive(Debug)]
 pub struct FileHandle {
-    open: OpenKind,
-    state: Arc<Mount>,
+    file: Box<dyn WorkloadFile>,
     flags: OpenFlags,
     writer: WriterId,
     closed: bool,
 }
 
 impl FileHandle {
-    fn new(open: OpenKind, state: Arc<Mount>, flags: OpenFlags, writer: WriterId) -> FileHandle {
-        FileHandle { open, state, flags, writer, closed: false }
-    }
-
-    /// The logical path (as it is now, for a container renamed while open).
-    fn path(&self) -> StorePath {
-        match &self.open {
-            OpenKind::Container(file) => file.path(),
-            OpenKind::Flat(file) => file.path().clone(),
-            OpenKind::Small(file) => file.path(),
-        }
+    fn new(file: Box<dyn WorkloadFile>, flags: OpenFlags, writer: WriterId) -> FileHandle {
+        FileHandle { file, flags, writer, closed: false }
     }
 
     fn refuse_unless(&self, allowed: bool, what: &str) -> Result<()> {
         if allowed {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::BadHandle, format!("/{}: not open for {what}", self.path())))
+            Err(Error::new(ErrorKind::BadHandle, format!("/{}: not open for {what}", self.file.path())))
         }
     }
 
@@ -1040,65 +749,36 @@ impl FileHandle {
     /// container; an n-n file has no logs and ignores it).
     pub fn write_as(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
         self.refuse_unless(self.flags.write, "writing")?;
-        match &self.open {
-            OpenKind::Container(file) => file.write(buf, offset, writer),
-            OpenKind::Flat(file) => file.write(buf, offset),
-            OpenKind::Small(file) => file.write(&self.state, buf, offset, writer),
-        }
+        self.file.write(buf, offset, writer)
     }
 
     pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.refuse_unless(self.flags.read, "reading")?;
-        match &self.open {
-            OpenKind::Container(file) => file.read(buf, offset),
-            OpenKind::Flat(file) => file.read(buf, offset),
-            OpenKind::Small(file) => file.read(&self.state, buf, offset),
-        }
+        self.file.read(buf, offset)
     }
 
     /// Appends buffered index records to the index logs (no fsync), so
     /// processes elsewhere see what was written once they reopen. An n-n
     /// file buffers nothing; a small file publishes its directory's records.
     pub fn flush(&self) -> Result<()> {
-        match &self.open {
-            OpenKind::Container(file) => file.flush_index(),
-            OpenKind::Flat(_) => Ok(()),
-            OpenKind::Small(file) => file.sync(&self.state),
-        }
+        self.file.flush()
     }
 
     /// Makes everything written through this process's handles durable
     /// (for a small file: publishes its directory, `flush_writes`).
     pub fn sync(&self) -> Result<()> {
-        match &self.open {
-            OpenKind::Container(file) => file.sync(),
-            OpenKind::Flat(file) => file.sync(),
-            OpenKind::Small(file) => file.sync(&self.state),
-        }
+        self.file.sync()
     }
 
     /// The size as this process sees it (no I/O once known for a
     /// container; an n-n file asks its backend file).
     pub fn size(&self) -> Result<u64> {
-        match &self.open {
-            OpenKind::Container(file) => file.size(),
-            OpenKind::Flat(file) => file.size(),
-            OpenKind::Small(file) => Ok(file.size()),
-        }
+        self.file.size()
     }
 
     pub fn truncate(&self, size: u64) -> Result<()> {
         self.refuse_unless(self.flags.write, "writing")?;
-        let file = match &self.open {
-            OpenKind::Container(file) => file,
-            OpenKind::Flat(file) => return file.truncate(size),
-            OpenKind::Small(file) => return file.truncate(&self.state, size, self.writer),
-        };
-        let stamp = file.truncate(size, self.writer)?;
-        if size == 0 {
-            container::reclaim_before(&self.state, &file.path(), stamp)?;
-        }
-        Ok(())
+        self.file.truncate(size, self.writer)
     }
 
     pub fn writer(&self) -> WriterId {
@@ -1108,61 +788,18 @@ impl FileHandle {
     /// Closes the handle; the last close of a file finishes its writers.
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
-        self.release()
-    }
-
-    fn release(&self) -> Result<()> {
-        let file = match &self.open {
-            OpenKind::Container(file) => file,
-            OpenKind::Flat(_) => return Ok(()), // the descriptor closes when dropped
-            // Close-to-open: what this handle changed is published.
-            OpenKind::Small(file) => return file.close(&self.state),
-        };
-        let mut doomed = None;
-        let last = {
-            let mut registry = self.state.registry();
-            let path = file.path();
-            match registry.get_mut(&path) {
-                Some(entry) if Arc::ptr_eq(&entry.file, file) => {
-                    entry.opens -= 1;
-                    let last = entry.opens == 0;
-                    if last {
-                        doomed = registry.remove(&path).is_some_and(|entry| entry.doomed).then_some(path);
-                    }
-                    last
-                }
-                _ => true,
-            }
-        };
-        if !last {
-            return Ok(());
-        }
-        let closed = file.close();
-        // The last handle of a file a rename replaced: it goes now.
-        let removed = doomed.map_or(Ok(()), |path| crate::rename::remove_everywhere(&self.state, &path));
-        closed.and(removed)
+        self.file.close()
     }
 }
 
 impl Drop for FileHandle {
     fn drop(&mut self) {
         if !self.closed
-            && let Err(error) = self.release()
+            && let Err(error) = self.file.close()
         {
-            tracing::warn!("{}: closing an unclosed handle failed: {error}", self.path());
+            tracing::warn!("{}: closing an unclosed handle failed: {error}", self.file.path());
         }
     }
-}
-
-/// What the index-only calls (collective open, inventory, map) answer for
-/// an n-n file, which is a plain file with no index or logs.
-fn no_index(logical: &StorePath) -> Error {
-    Error::new(
-        ErrorKind::Unsupported,
-        format!(
-            "/{logical}: an n-n (file_per_proc) file or a small_file (1-n) file has no container, index or logs of its own"
-        ),
-    )
 }
 
 /// Mode reported for an entry whose store keeps no modes.
@@ -1176,15 +813,6 @@ pub(crate) fn parse_file_path(path: &str) -> Result<StorePath> {
         return Err(Error::new(ErrorKind::IsADirectory, format!("{path}: the mount root")));
     }
     Ok(logical)
-}
-
-fn remove_shadow(store: &dyn Store, logical: &StorePath) -> Result<()> {
-    match store.metadata(logical) {
-        Ok(metadata) if metadata.kind == EntryKind::Directory => container::remove_tree(store, logical),
-        Ok(_) => Ok(()),
-        Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
-        Err(error) => Err(error),
-    }
 }
 
 /// Opens the store for a backend location.
@@ -1252,6 +880,7 @@ pub fn check_store_root(location: &BackendLocation, create: bool) -> Result<Root
         },
         #[cfg(feature = "hdfs")]
         BackendLocation::Hdfs { host, port, path } => {
+            use crate::store::Store;
             let store = crate::store::hdfs::HdfsStore::connect(host, *port, path, location.to_string())?;
             let root = StorePath::root();
             match store.metadata(&root) {

@@ -12,6 +12,8 @@
 //! - [`container`]: creating, finding and inspecting containers.
 //! - [`file`]: an open logical file (writers, readers, truncate, sync).
 //! - [`flat`]: the n-n layout, one plain backend file per logical file.
+//! - `workload`: the seam between the façade and the three ways files are
+//!   kept (containers, flat files, small files), chosen once per mount.
 //! - [`fs`]: the file-system API a mount exposes.
 //! - [`config`]: configuration types and the plfsrc parser.
 //! - [`tools`]: map, query, flatten and recover.
@@ -78,6 +80,7 @@ pub(crate) mod rename;
 pub mod smallfile;
 pub mod store;
 pub mod tools;
+pub(crate) mod workload;
 pub mod xattr;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1,6 +1,6 @@
 //! The state every workload of one mount shares: its stores and where
 //! things go on them, tuning, who this process is, its clock, and the read
-//! caches. The façade (`fs`) builds it and keeps its own open-file registry
+//! caches. The façade (`fs`) builds it and keeps the mount's `Workload`
 //! beside it; the workloads below the façade take it by reference and never
 //! need the façade's types.
 
@@ -9,14 +9,14 @@ use crate::config::{Tuning, Workload};
 use crate::error::Result;
 use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
-use crate::smallfile::SmallMount;
 use crate::store::{SharedStore, Store};
 
 /// State shared by every open file of a mount.
 #[derive(Debug)]
 pub(crate) struct MountState {
     pub(crate) stores: Vec<SharedStore>,
-    /// Containers (n-1) or one plain file per logical file (n-n).
+    /// How files are kept: the façade's `Workload` implementation is
+    /// chosen from this once, when the mount is built.
     pub(crate) workload: Workload,
     pub(crate) placement: Placement,
     pub(crate) tuning: Tuning,
@@ -27,8 +27,6 @@ pub(crate) struct MountState {
     pub(crate) stamper: Stamper,
     pub(crate) log_cache: LogCache,
     pub(crate) read_pool: ReadPool,
-    /// The 1-N engine of a small_file mount.
-    pub(crate) small: Option<SmallMount>,
 }
 
 impl MountState {
@@ -45,15 +43,5 @@ impl MountState {
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// Whether files are plain backend files (n-n) rather than containers.
-    pub(crate) fn is_flat(&self) -> bool {
-        self.workload == Workload::FilePerProc
-    }
-
-    /// The 1-N engine, on a small_file mount.
-    pub(crate) fn small(&self) -> Option<&SmallMount> {
-        self.small.as_ref()
     }
 }

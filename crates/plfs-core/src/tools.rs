@@ -17,8 +17,10 @@ use crate::fs::Plfs;
 use crate::layout::{self, ContainerEntry, LogId, LogKind, MetaEntry};
 use crate::load::{self, Prefer};
 use crate::mount_state::MountState;
+use crate::placement::BackendId;
 use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
+use crate::workload::Found;
 
 /// One extent of the merged index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -179,7 +181,7 @@ impl Plfs {
     /// The merged index of a file, read from its index logs.
     pub fn map(&self, path: &str) -> Result<FileMap> {
         let state = self.state();
-        let logical = file_path(state, path)?;
+        let logical = file_path(self, path)?;
         let loaded = load::load_index(state, &logical, Prefer::IndexLogs).context(path.to_owned())?;
         let log_names: Vec<String> = loaded
             .logs
@@ -225,10 +227,10 @@ impl Plfs {
     /// Every physical piece of a file on every backend.
     pub fn query(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
         let state = self.state();
-        if state.is_flat() {
-            return self.query_flat(path);
+        if let Some(backend) = self.files().plain_file_backend(state, &crate::fs::parse_file_path(path)?) {
+            return self.query_plain(path, backend);
         }
-        let logical = file_path(state, path)?;
+        let logical = file_path(self, path)?;
         let (canonical, _) = container::canonical(state, &logical);
         let mut pieces = Vec::new();
         for backend in state.placement.all_backends() {
@@ -250,16 +252,17 @@ impl Plfs {
     }
 
     /// An n-n file's one physical piece: the plain file on its backend.
-    fn query_flat(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
+    fn query_plain(&self, path: &str, backend: BackendId) -> Result<Vec<PhysicalPiece>> {
         let state = self.state();
         let logical = crate::fs::parse_file_path(path)?;
-        match container::lookup(state, &logical).context(path.to_owned())? {
-            container::Lookup::FlatFile(metadata) => {
-                let store = state.store(crate::flat::backend(state, &logical));
+        match self.found(&logical).context(path.to_owned())? {
+            Found::File(_) => {
+                let store = state.store(backend);
+                let metadata = store.metadata(&logical).context(path.to_owned())?;
                 Ok(vec![piece(store, &logical, PieceKind::FlatFile, metadata.size)])
             }
-            container::Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
-            _ => Err(Error::invalid(format!("{path}: is a symbolic link"))),
+            Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+            Found::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
         }
     }
 
@@ -279,9 +282,7 @@ impl Plfs {
                     break;
                 }
                 prefix = prefix.join(component)?;
-                if let Ok(container::Lookup::File(_) | container::Lookup::FlatFile(_)) =
-                    container::lookup(state, &prefix)
-                {
+                if let Ok(Found::File(_)) = self.found(&prefix) {
                     return Ok(Some(format!("/{prefix}")));
                 }
             }
@@ -291,7 +292,7 @@ impl Plfs {
 
     /// Merges every index log into the global index readers then prefer.
     pub fn flatten(&self, path: &str) -> Result<FlattenReport> {
-        let logical = file_path(self.state(), path)?;
+        let logical = file_path(self, path)?;
         let (global, loaded) = load::flatten(self.state(), &logical).context(path.to_owned())?;
         Ok(FlattenReport {
             logs: global.logs.len(),
@@ -304,7 +305,7 @@ impl Plfs {
     /// The format and release that created a file.
     pub fn file_version(&self, path: &str) -> Result<VersionRecord> {
         let state = self.state();
-        let logical = file_path(state, path)?;
+        let logical = file_path(self, path)?;
         let (backend, paths) = container::canonical(state, &logical);
         let store = state.store(backend);
         let bytes = store.read_all(&paths.version()).with_context(|| format!("{}: {path}", store.url()))?;
@@ -323,8 +324,8 @@ impl Plfs {
         let logical = StorePath::parse(path)?;
         // A damaged container is what recover repairs; anything else must
         // be a plfs file, as for the other tools.
-        if !container::is_damaged(self.state(), &logical).context(path.to_owned())? {
-            file_path(self.state(), path)?;
+        if self.damaged(&logical).context(path.to_owned())?.is_none() {
+            file_path(self, path)?;
         }
         let mut recovery =
             Recovery { state: self.state(), path: &logical, fix, verify, report: RecoveryReport::default() };
@@ -401,26 +402,15 @@ fn verify_data(data: &dyn ReadHandle, records: &[index_log::Record]) -> Result<V
     Ok(mismatches)
 }
 
-/// Parses a path the tools accept only if it names a plfs file.
-fn file_path(state: &MountState, path: &str) -> Result<StorePath> {
+/// Parses a path the tools accept only if it names a plfs file kept in a
+/// container (the workload says why other files are not).
+fn file_path(plfs: &Plfs, path: &str) -> Result<StorePath> {
     let logical = StorePath::parse(path)?;
-    match container::lookup(state, &logical).context(path.to_owned())? {
-        container::Lookup::File(_) => Ok(logical),
-        container::Lookup::FlatFile(_) => Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "{path}: an n-n (file_per_proc) file is one plain file with no container, index or logs \
-                 (plfs query shows where it lives)"
-            ),
-        )),
-        container::Lookup::SmallFile(_) => Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "{path}: a small_file (1-n) file is a name in its directory's container, not a container"
-            ),
-        )),
-        container::Lookup::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
-        container::Lookup::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
+    match plfs.found(&logical).context(path.to_owned())? {
+        Found::File(_) if plfs.files().containers().is_some() => Ok(logical),
+        Found::File(_) => Err(plfs.files().no_container(path)),
+        Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+        Found::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
     }
 }
 

@@ -3,13 +3,14 @@
 //! reserved names (`.plfs-xattr.<name>`), hidden from listings. Values are
 //! whole small files, published atomically, so they work on every store.
 
-use crate::container::{self, Lookup};
+use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::xattr::{self as format, VALUE_MAX_BYTES};
 use crate::fs::Plfs;
 use crate::layout::{self, ContainerPaths};
 use crate::protection::Pieces;
 use crate::store::{Protection, StoreExt, StorePath};
+use crate::workload::Found;
 
 /// How `set_xattr` treats an existing attribute (setxattr(2) flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,24 +78,22 @@ impl Plfs {
         let logical = StorePath::parse(path)?;
         let (backend, paths) = container::canonical(self.state(), &logical);
         let store = self.state().store(backend);
-        let mut names: Vec<String> = match container::lookup(self.state(), &logical)
-            .context(path.to_owned())?
-        {
-            Lookup::File(_) => match store.list(&paths.xattr_dir()) {
+        let mut names: Vec<String> = match self.found(&logical).context(path.to_owned())? {
+            Found::File(file) if file.access_record().is_none() => return Err(no_flat_xattrs(path)),
+            Found::File(_) => match store.list(&paths.xattr_dir()) {
                 Ok(entries) => {
                     entries.iter().filter_map(|entry| layout::parse_xattr_component(&entry.name)).collect()
                 }
                 Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),
                 Err(error) => return Err(error.context(path.to_owned())),
             },
-            Lookup::FlatFile(_) | Lookup::SmallFile(_) => return Err(no_flat_xattrs(path)),
-            Lookup::Directory(_) => store
+            Found::Directory(_) => store
                 .list(&logical)
                 .context(path.to_owned())?
                 .iter()
                 .filter_map(|entry| layout::parse_dir_xattr_name(&entry.name))
                 .collect(),
-            Lookup::Symlink(_) => Vec::new(),
+            Found::Symlink(_) => Vec::new(),
         };
         names.sort();
         Ok(names)
@@ -111,9 +110,11 @@ impl Plfs {
         let logical = StorePath::parse(path)?;
         let (backend, paths) = container::canonical(self.state(), &logical);
         let mut protection = None;
-        let location = match container::lookup(self.state(), &logical).context(path.to_owned())? {
-            Lookup::File(access) => {
-                let pieces = Pieces::of(&access);
+        let location = match self.found(&logical).context(path.to_owned())? {
+            Found::File(file) => {
+                // Attributes live in the container; other files have none.
+                let Some(access) = file.access_record() else { return Err(no_flat_xattrs(path)) };
+                let pieces = Pieces::of(access);
                 if creating {
                     match self.state().store(backend).create_dir_protected(&paths.xattr_dir(), &pieces.dir) {
                         Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
@@ -123,9 +124,8 @@ impl Plfs {
                 protection = Some(pieces.file);
                 ContainerPaths::new(logical).xattr_dir().join(&layout::xattr_component(name)?)?
             }
-            Lookup::FlatFile(_) | Lookup::SmallFile(_) => return Err(no_flat_xattrs(path)),
-            Lookup::Directory(_) => logical.join(&layout::dir_xattr_name(name)?)?,
-            Lookup::Symlink(_) => {
+            Found::Directory(_) => logical.join(&layout::dir_xattr_name(name)?)?,
+            Found::Symlink(_) => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!("{path}: extended attributes of a symbolic link"),

@@ -32,7 +32,6 @@ use std::str::FromStr;
 
 use super::Comm;
 use super::exchange::{GlobalIndexState, IndexLogList, IndexPart, SharedIndex};
-use crate::config::Workload;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::fs::{FileHandle, Plfs};
 use crate::open::{OpenFlags, WriterId};
@@ -156,8 +155,9 @@ pub fn open_collective_with(
     writer: WriterId,
 ) -> Result<FileHandle> {
     assert!(comm.rank() < comm.size(), "rank {} of {} ranks", comm.rank(), comm.size());
-    if plfs.workload() != Workload::SharedFile {
-        // An n-n file is one plain file and a 1-n file a name in its
+    if plfs.files().containers().is_none() {
+        // Collective open is a container capability. An n-n file is one
+        // plain file and a 1-n file a name in its
         // directory's view: there is no index for ranks to share, and an
         // ordinary open is already the cheap case the strategies aim at.
         // Every rank decides from its own mount's workload, without

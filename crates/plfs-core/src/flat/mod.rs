@@ -18,7 +18,7 @@ pub(crate) use file::FlatFile;
 use std::time::SystemTime;
 
 use crate::attr::{FileAttr, FileKind, Owner};
-use crate::container::{Lookup, placement_name};
+use crate::container::placement_name;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::layout;
 use crate::mount_state::MountState;
@@ -53,13 +53,8 @@ pub(crate) fn check_backends(stores: &[&dyn Store]) -> Result<()> {
 
 /// What is at `path`: its entry on the backend its name hashes to. A plain
 /// file is a logical file; nothing is read from inside it.
-pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
-    let metadata = mount.store(backend(mount, path)).metadata(path)?;
-    Ok(match metadata.kind {
-        EntryKind::File => Lookup::FlatFile(metadata),
-        EntryKind::Directory => Lookup::Directory(metadata),
-        EntryKind::Symlink => Lookup::Symlink(metadata),
-    })
+pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Metadata> {
+    mount.store(backend(mount, path)).metadata(path)
 }
 
 /// `stat` of a file: the backend file's own size, mode, owner and times.
@@ -98,10 +93,10 @@ pub(crate) fn open(
             Err(error) => return Err(error),
         }
     }
-    match lookup(mount, logical)? {
-        Lookup::FlatFile(_) => {}
-        Lookup::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
-        _ => {
+    match lookup(mount, logical)?.kind {
+        EntryKind::File => {}
+        EntryKind::Directory => return Err(Error::new(ErrorKind::IsADirectory, format!("/{logical}"))),
+        EntryKind::Symlink => {
             return Err(Error::invalid(format!(
                 "/{logical}: is a symbolic link (the core does not follow links)"
             )));

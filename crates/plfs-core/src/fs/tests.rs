@@ -1,7 +1,8 @@
 use super::*;
 use crate::clock::ManualClock;
-use crate::store::StoreExt;
+use crate::layout::ContainerPaths;
 use crate::store::memory::MemoryStore;
+use crate::store::{Store, StoreExt};
 use proptest::prelude::*;
 
 fn options(pid: u32) -> Options {

@@ -40,12 +40,12 @@ use std::time::SystemTime;
 
 use crate::attr::{FileAttr, FileKind};
 use crate::clock::{ns_to_system_time, system_time_to_ns};
-use crate::container::{self, Lookup};
+use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::layout;
 use crate::mount_state::MountState;
 use crate::open::{OpenFlags, WriterId};
-use crate::store::{EntryKind, StorePath};
+use crate::store::{EntryKind, Metadata, StorePath};
 
 use super::{FileStat, SmallFileStore};
 
@@ -55,8 +55,12 @@ pub(crate) const SMALL_FILE_MODE: u32 = 0o644;
 /// Bytes copied per step when a rename moves a file between directories.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
 
-fn engine(mount: &MountState) -> &SmallFileStore {
-    &mount.small().expect("called for small-file mounts only").engine
+/// What a small-file mount has at a path.
+#[derive(Debug, Clone)]
+pub(crate) enum SmallLookup {
+    Directory(Metadata),
+    Symlink(Metadata),
+    File(FileStat),
 }
 
 /// The directory and the name of a file path (not the root).
@@ -72,7 +76,7 @@ fn writer_of(mount: &MountState) -> u64 {
 /// What is at `path`: a real directory or symlink on its canonical backend,
 /// else a small file of its parent's container. This process's own
 /// unflushed files are published first, so they are found.
-pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
+pub(crate) fn lookup(mount: &MountState, engine: &SmallFileStore, path: &StorePath) -> Result<SmallLookup> {
     if path.components().any(layout::is_reserved) {
         return Err(Error::new(ErrorKind::NotFound, format!("/{path}: a reserved plfs name")));
     }
@@ -81,8 +85,8 @@ pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     let missing = match store.metadata(path) {
         Ok(metadata) => {
             return match metadata.kind {
-                EntryKind::Directory => Ok(Lookup::Directory(metadata)),
-                EntryKind::Symlink => Ok(Lookup::Symlink(metadata)),
+                EntryKind::Directory => Ok(SmallLookup::Directory(metadata)),
+                EntryKind::Symlink => Ok(SmallLookup::Symlink(metadata)),
                 EntryKind::File => Err(Error::corrupt(format!(
                     "{}: {path} is a plain file where a small-file mount keeps only directories",
                     store.url()
@@ -95,8 +99,8 @@ pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     let (dir, name) = split(path)?;
     // Close-to-open: a miss looks again once, in this process's unflushed
     // files and in what other processes flushed since the view was cached.
-    match engine(mount).stat_fresh(&dir, name) {
-        Ok(stat) => Ok(Lookup::SmallFile(stat)),
+    match engine.stat_fresh(&dir, name) {
+        Ok(stat) => Ok(SmallLookup::File(stat)),
         Err(error) if error.kind() == ErrorKind::NotFound => Err(missing),
         Err(error) => Err(error),
     }
@@ -130,6 +134,7 @@ fn require_directory(mount: &MountState, dir: &StorePath) -> Result<()> {
 /// Opens (with `flags.create`, creates) a small file for `writer`.
 pub(crate) fn open(
     mount: &MountState,
+    engine: &SmallFileStore,
     logical: &StorePath,
     flags: OpenFlags,
     writer: WriterId,
@@ -155,7 +160,6 @@ pub(crate) fn open(
         Err(error) if error.kind() == ErrorKind::NotFound => {}
         Err(error) => return Err(error),
     }
-    let engine = engine(mount);
     let file = SmallFile::new(dir.clone(), name.to_owned());
     if flags.create && flags.truncate && flags.write && !flags.exclusive {
         // Exactly the engine's create: no need to know what exists, so a
@@ -202,15 +206,13 @@ pub(crate) fn open(
 /// Names of the small files of `dir`, as of this call (close-to-open: an
 /// opendir sees every file closed before it, and not one unlinked before
 /// it, whichever process did it).
-pub(crate) fn list(mount: &MountState, dir: &StorePath) -> Result<Vec<String>> {
-    let engine = engine(mount);
+pub(crate) fn list(engine: &SmallFileStore, dir: &StorePath) -> Result<Vec<String>> {
     engine.refresh(dir)?;
     engine.list(dir)
 }
 
-pub(crate) fn unlink(mount: &MountState, logical: &StorePath) -> Result<()> {
+pub(crate) fn unlink(mount: &MountState, engine: &SmallFileStore, logical: &StorePath) -> Result<()> {
     let (dir, name) = split(logical)?;
-    let engine = engine(mount);
     engine.unlink(&dir, name, writer_of(mount))?;
     engine.flush_writes(&dir)
 }
@@ -218,13 +220,13 @@ pub(crate) fn unlink(mount: &MountState, logical: &StorePath) -> Result<()> {
 /// Sets times; `None` keeps the current one.
 pub(crate) fn utime(
     mount: &MountState,
+    engine: &SmallFileStore,
     logical: &StorePath,
     stat: &FileStat,
     atime: Option<SystemTime>,
     mtime: Option<SystemTime>,
 ) -> Result<()> {
     let (dir, name) = split(logical)?;
-    let engine = engine(mount);
     let atime_ns = atime.map_or(stat.atime_ns, system_time_to_ns);
     let mtime_ns = mtime.map_or(stat.mtime_ns, system_time_to_ns);
     engine.utime(&dir, name, writer_of(mount), atime_ns, mtime_ns)?;
@@ -234,7 +236,12 @@ pub(crate) fn utime(
 /// Moves a small file whose target name is free or a small file (which is
 /// replaced). Within a directory: one rename record. Between directories:
 /// copy into the target's container and publish it, then unlink the source.
-pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &StorePath) -> Result<()> {
+pub(crate) fn rename_file(
+    mount: &MountState,
+    engine: &SmallFileStore,
+    source: &StorePath,
+    target: &StorePath,
+) -> Result<()> {
     let (from_dir, from) = split(source)?;
     let (to_dir, to) = split(target)?;
     if layout::is_reserved(to) {
@@ -243,7 +250,6 @@ pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &Store
             layout::RESERVED_PREFIX
         )));
     }
-    let engine = engine(mount);
     let writer = writer_of(mount);
     if from_dir == to_dir {
         engine.rename(&from_dir, from, to, writer)?;
@@ -273,18 +279,18 @@ pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &Store
 }
 
 /// Publishes this process's pending small-file records of `dir`.
-pub(crate) fn flush_writes(mount: &MountState, dir: &StorePath) -> Result<()> {
-    engine(mount).flush_writes(dir)
+pub(crate) fn flush_writes(engine: &SmallFileStore, dir: &StorePath) -> Result<()> {
+    engine.flush_writes(dir)
 }
 
-pub(crate) fn invalidate_read_cache(mount: &MountState, dir: &StorePath) {
-    engine(mount).invalidate_read_cache(dir);
+pub(crate) fn invalidate_read_cache(engine: &SmallFileStore, dir: &StorePath) {
+    engine.invalidate_read_cache(dir);
 }
 
 /// Before a directory is removed or renamed on the backends: publish and
 /// close its containers (and those below it) in this process.
-pub(crate) fn close_under(mount: &MountState, dir: &StorePath) -> Result<()> {
-    engine(mount).close_under(dir)
+pub(crate) fn close_under(engine: &SmallFileStore, dir: &StorePath) -> Result<()> {
+    engine.close_under(dir)
 }
 
 /// One open of a small file. The size is tracked from the open on (the
@@ -318,12 +324,12 @@ impl SmallFile {
 
     pub(crate) fn write(
         &self,
-        mount: &MountState,
+        engine: &SmallFileStore,
         buf: &[u8],
         offset: u64,
         writer: WriterId,
     ) -> Result<usize> {
-        engine(mount).write(&self.dir, &self.name, writer, offset, buf)?;
+        engine.write(&self.dir, &self.name, writer, offset, buf)?;
         self.dirty.store(true, Ordering::Relaxed);
         if !buf.is_empty() {
             let mut size = self.lock_size();
@@ -334,19 +340,19 @@ impl SmallFile {
 
     /// Reads what is published; a handle that wrote publishes first, so it
     /// reads its own writes.
-    pub(crate) fn read(&self, mount: &MountState, buf: &mut [u8], offset: u64) -> Result<usize> {
+    pub(crate) fn read(&self, engine: &SmallFileStore, buf: &mut [u8], offset: u64) -> Result<usize> {
         if self.dirty.load(Ordering::Relaxed) {
-            self.sync(mount)?;
+            self.sync(engine)?;
         }
-        engine(mount).read(&self.dir, &self.name, offset, buf)
+        engine.read(&self.dir, &self.name, offset, buf)
     }
 
     pub(crate) fn size(&self) -> u64 {
         *self.lock_size()
     }
 
-    pub(crate) fn truncate(&self, mount: &MountState, size: u64, writer: WriterId) -> Result<()> {
-        engine(mount).truncate(&self.dir, &self.name, writer, size)?;
+    pub(crate) fn truncate(&self, engine: &SmallFileStore, size: u64, writer: WriterId) -> Result<()> {
+        engine.truncate(&self.dir, &self.name, writer, size)?;
         self.dirty.store(true, Ordering::Relaxed);
         *self.lock_size() = size;
         Ok(())
@@ -354,9 +360,9 @@ impl SmallFile {
 
     /// Publishes (appends and fsyncs) this process's pending records of the
     /// file's directory.
-    pub(crate) fn sync(&self, mount: &MountState) -> Result<()> {
+    pub(crate) fn sync(&self, engine: &SmallFileStore) -> Result<()> {
         self.dirty.store(false, Ordering::Relaxed);
-        let result = engine(mount).flush_writes(&self.dir).with_context(|| self.context());
+        let result = engine.flush_writes(&self.dir).with_context(|| self.context());
         if result.is_err() {
             self.dirty.store(true, Ordering::Relaxed);
         }
@@ -364,7 +370,7 @@ impl SmallFile {
     }
 
     /// At close a handle that changed anything publishes it (close-to-open).
-    pub(crate) fn close(&self, mount: &MountState) -> Result<()> {
-        if self.dirty.load(Ordering::Relaxed) { self.sync(mount) } else { Ok(()) }
+    pub(crate) fn close(&self, engine: &SmallFileStore) -> Result<()> {
+        if self.dirty.load(Ordering::Relaxed) { self.sync(engine) } else { Ok(()) }
     }
 }

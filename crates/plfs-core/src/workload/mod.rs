@@ -1,0 +1,315 @@
+//! The seam between the `Plfs` façade and the three ways a mount keeps its
+//! files (PLFS 2.5's `LogicalFS`, with ContainerFS, FlatFileFS and
+//! SmallFileFS): containers for `shared_file` (n-1), one plain backend file
+//! per logical file for `file_per_proc` (n-n), and names in their
+//! directory's container for `small_file` (1-N).
+//!
+//! The façade resolves paths, mirrors directories on every backend and
+//! serves symlinks, the same way for every workload; whatever concerns a
+//! logical *file* it asks the mount's one [`Workload`], chosen once from the
+//! configuration ([`for_mount`]). An open file is a [`WorkloadFile`] trait
+//! object, one per open (never per read or write). What only containers
+//! can do (damage checks, a collective open from a shared index, the tools
+//! that read logs) is the optional [`ContainerOps`] capability; its absence
+//! gives the error the caller reports.
+
+mod file_per_proc;
+mod shared_file;
+mod small_file;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::attr::{FileAttr, FileKind, Owner};
+use crate::config::Workload as WorkloadName;
+use crate::container::Inventory;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::access::AccessRecord;
+use crate::load::LoadedIndex;
+use crate::mount_state::MountState;
+use crate::open::{OpenFlags, WriterId};
+use crate::placement::BackendId;
+use crate::smallfile::FileStat;
+use crate::store::{EntryKind, Metadata, Store, StorePath};
+
+/// What a logical path is, as the mount's workload found it.
+#[derive(Debug, Clone)]
+pub(crate) enum Found {
+    File(FoundFile),
+    Directory(Metadata),
+    Symlink(Metadata),
+}
+
+/// A logical file as its workload found it: what permission checks need,
+/// and what only that workload reads back (its `detail`).
+#[derive(Debug, Clone)]
+pub(crate) struct FoundFile {
+    pub(crate) mode: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    detail: FileDetail,
+}
+
+/// The record each workload keeps a file's attributes in. Only the
+/// workload that made a [`FoundFile`] looks inside it.
+#[derive(Debug, Clone)]
+enum FileDetail {
+    /// A container's access record.
+    Access(AccessRecord),
+    /// An n-n file's own backend entry.
+    Plain(Metadata),
+    /// A small file's entry in its directory's container.
+    Small(FileStat),
+}
+
+impl FoundFile {
+    /// A container's access record (for extended attributes, which live
+    /// in the container); None for files that have no container.
+    pub(crate) fn access_record(&self) -> Option<&AccessRecord> {
+        match &self.detail {
+            FileDetail::Access(access) => Some(access),
+            FileDetail::Plain(_) | FileDetail::Small(_) => None,
+        }
+    }
+}
+
+/// A file found by another workload than the one asked: a bug, reported
+/// rather than panicking (every `FoundFile` comes from the mount's own
+/// workload).
+fn foreign_file(path: &StorePath) -> Error {
+    Error::new(ErrorKind::Internal, format!("/{path}: a file found by another workload"))
+}
+
+/// What `open` asks of a workload: the façade has parsed the path and
+/// checked what does not depend on the workload.
+pub(crate) struct OpenRequest<'a> {
+    /// The path as the caller wrote it, for error messages.
+    pub(crate) shown: &'a str,
+    pub(crate) flags: OpenFlags,
+    pub(crate) mode: u32,
+    pub(crate) writer: WriterId,
+    /// Who a file this open creates belongs to.
+    pub(crate) owner: Owner,
+    /// Checks this process's permission for the open's access mode, where
+    /// the backend would refuse only at the first read or write; None when
+    /// an interface acting for another user (FUSE) checks that user's.
+    pub(crate) check_access: Option<&'a dyn Fn() -> Result<()>>,
+}
+
+/// A change of a file's attributes (chmod, chown, utime).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AttributeChange {
+    Mode(u32),
+    Owner {
+        uid: Option<u32>,
+        gid: Option<u32>,
+    },
+    /// `None` leaves a time unchanged.
+    Times {
+        atime: Option<SystemTime>,
+        mtime: Option<SystemTime>,
+    },
+}
+
+impl AttributeChange {
+    /// Applies the change to an entry the store keeps itself (a directory,
+    /// a symlink, an n-n file).
+    pub(crate) fn apply_to_store(&self, store: &dyn Store, path: &StorePath) -> Result<()> {
+        match *self {
+            AttributeChange::Mode(mode) => store.set_mode(path, mode & 0o7777),
+            AttributeChange::Owner { uid, gid } => store.set_owner(path, uid, gid),
+            AttributeChange::Times { atime, mtime } => store.set_times(path, atime, mtime),
+        }
+    }
+
+    /// Whether it applies to a symlink itself (lchown, utimensat with
+    /// AT_SYMLINK_NOFOLLOW); Linux has no mode for links.
+    pub(crate) fn applies_to_symlinks(&self) -> bool {
+        !matches!(self, AttributeChange::Mode(_))
+    }
+}
+
+/// How a mount keeps its logical files. The façade calls these for files
+/// only; directories and symlinks are the façade's.
+pub(crate) trait Workload: Debug + Send + Sync {
+    /// What is at `path` (a file, or a directory or symlink on its
+    /// canonical backend).
+    fn lookup(&self, mount: &MountState, path: &StorePath) -> Result<Found>;
+
+    /// `stat` of a file `lookup` found.
+    fn file_attr(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<FileAttr>;
+
+    /// Opens (with `request.flags.create`, creates) the file at `path`.
+    fn open(
+        &self,
+        mount: &Arc<MountState>,
+        path: &StorePath,
+        request: &OpenRequest<'_>,
+    ) -> Result<Box<dyn WorkloadFile>>;
+
+    /// Removes a file `lookup` found.
+    fn unlink(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<()>;
+
+    /// Moves a file to `target`, whose name is free or (when
+    /// [`replaces_atomically`](Self::replaces_atomically)) a file it
+    /// replaces. Returns the hidden path where a replaced file still open
+    /// in this process lives on until its last close.
+    fn rename_file(
+        &self,
+        mount: &MountState,
+        source: &StorePath,
+        target: &StorePath,
+    ) -> Result<Option<String>>;
+
+    /// Whether a rename onto an existing file is one atomic switch for its
+    /// readers; otherwise the façade removes the target first.
+    fn replaces_atomically(&self) -> bool;
+
+    /// chmod, chown or utime of a file `lookup` found (`shown` is the path
+    /// as the caller wrote it, for error messages).
+    fn set_file_attributes(
+        &self,
+        mount: &MountState,
+        path: &StorePath,
+        shown: &str,
+        file: &FoundFile,
+        change: &AttributeChange,
+    ) -> Result<()>;
+
+    /// The kind readdir lists a backend entry `name` of directory `dir` as
+    /// (found as `kind` on its canonical backend `canonical`), or None to
+    /// hide it. Symlinks are the façade's and never asked about.
+    fn listed_kind(
+        &self,
+        mount: &MountState,
+        dir: &StorePath,
+        name: &str,
+        kind: EntryKind,
+        canonical: BackendId,
+    ) -> Result<Option<FileKind>>;
+
+    /// Files of `dir` that have no backend entry of their own (small
+    /// files); readdir lists them beside the backend entries.
+    fn unlisted_files(&self, _mount: &MountState, _dir: &StorePath) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Whether every file is an entry on its canonical backend, so a mkdir
+    /// of its name collides with it there; otherwise the façade checks
+    /// first.
+    fn files_are_backend_entries(&self) -> bool {
+        true
+    }
+
+    /// Before directory `dir` is renamed or removed on the backends: let go
+    /// of what this process holds under it.
+    fn release_directory(&self, _mount: &MountState, _dir: &StorePath) -> Result<()> {
+        Ok(())
+    }
+
+    /// Publishes this process's pending records of directory `dir`
+    /// (`plfs_flush_writes`); a no-op where nothing is buffered per
+    /// directory.
+    fn flush_writes(&self, _mount: &MountState, _dir: &StorePath) -> Result<()> {
+        Ok(())
+    }
+
+    /// Drops this process's cached view of directory `dir`
+    /// (`plfs_invalidate_read_cache`); a no-op where nothing is cached.
+    fn invalidate_read_cache(&self, _mount: &MountState, _dir: &StorePath) {}
+
+    /// The backend whose one plain file holds all of a file's bytes, where
+    /// the workload keeps files that way (n-n); `plfs query` shows it.
+    fn plain_file_backend(&self, _mount: &MountState, _path: &StorePath) -> Option<BackendId> {
+        None
+    }
+
+    /// What only containers can do; None on other workloads.
+    fn containers(&self) -> Option<&dyn ContainerOps> {
+        None
+    }
+
+    /// Why a tool that reads a container (map, flatten, recover, version)
+    /// cannot work on `path`, a file of this workload.
+    fn no_container(&self, path: &str) -> Error {
+        no_index(path)
+    }
+}
+
+/// What only a container mount can do.
+pub(crate) trait ContainerOps {
+    /// Whether `path` is a file whose container is damaged (its access
+    /// file lost or undecodable).
+    fn is_damaged(&self, mount: &MountState, path: &StorePath) -> Result<bool>;
+
+    /// Removes the damaged container at `path`, which `lookup` could not
+    /// read: how users clean up after damage.
+    fn remove_damaged(&self, mount: &MountState, path: &StorePath) -> Result<()>;
+
+    /// Opens for reading with an index another rank built and checked
+    /// (collective open).
+    fn open_prepared(
+        &self,
+        mount: &Arc<MountState>,
+        path: &StorePath,
+        index: LoadedIndex,
+    ) -> Result<Box<dyn WorkloadFile>>;
+
+    /// Logs of a file on every backend.
+    fn inventory(&self, mount: &MountState, path: &StorePath) -> Result<Inventory>;
+}
+
+/// One open of a logical file. The façade's `FileHandle` holds one and
+/// checks the open's access mode before each call.
+pub(crate) trait WorkloadFile: Debug + Send + Sync {
+    /// The logical path (as it is now, for a container renamed while open).
+    fn path(&self) -> StorePath;
+
+    /// Writes at `offset` as `writer` (each writer id has its own logs in a
+    /// container; the other workloads ignore it or record it).
+    fn write(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize>;
+
+    fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+
+    /// Makes what was written visible to other processes that reopen
+    /// (no fsync).
+    fn flush(&self) -> Result<()>;
+
+    /// Makes everything written through this process's handles durable.
+    fn sync(&self) -> Result<()>;
+
+    /// The size as this process sees it.
+    fn size(&self) -> Result<u64>;
+
+    fn truncate(&self, size: u64, writer: WriterId) -> Result<()>;
+
+    /// This open ends; the last close of a file finishes its writers.
+    fn close(&self) -> Result<()>;
+}
+
+/// The workload of a mount configured for `name`, over `mount`'s stores.
+/// `max_smallfile_containers` bounds a small-file mount's open directory
+/// containers (0: the engine's default).
+pub(crate) fn for_mount(
+    name: WorkloadName,
+    mount: &MountState,
+    max_smallfile_containers: usize,
+) -> Result<Box<dyn Workload>> {
+    Ok(match name {
+        WorkloadName::SharedFile => Box::new(shared_file::SharedFile::new()),
+        WorkloadName::FilePerProc => Box::new(file_per_proc::FilePerProc::new(mount)?),
+        WorkloadName::SmallFile => Box::new(small_file::SmallFile::new(mount, max_smallfile_containers)?),
+    })
+}
+
+/// What the index-only calls (collective open, inventory) answer for a file
+/// that is not a container: a plain file with no index or logs.
+pub(crate) fn no_index(path: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "{path}: an n-n (file_per_proc) file or a small_file (1-n) file has no container, index or logs of its own"
+        ),
+    )
+}
