@@ -7,10 +7,11 @@
 use crate::clock::Stamper;
 use crate::config::{Tuning, Workload};
 use crate::error::Result;
-use crate::placement::{BackendId, Placement};
+use crate::layout::ContainerPaths;
+use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
 use crate::smallfile::SmallMount;
-use crate::store::{SharedStore, Store};
+use crate::store::{SharedStore, Store, StorePath};
 
 /// State shared by every open file of a mount.
 #[derive(Debug)]
@@ -56,4 +57,11 @@ impl MountState {
     pub(crate) fn small(&self) -> Option<&SmallMount> {
         self.small.as_ref()
     }
+}
+
+/// Where a logical file's container lives: its canonical backend and the
+/// container's names. Every workload and the façade find containers here.
+pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, ContainerPaths) {
+    let backend = mount.placement.canonical_backend(placement_name(path));
+    (backend, ContainerPaths::new(path.clone()))
 }

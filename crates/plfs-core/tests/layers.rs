@@ -47,7 +47,6 @@ const KNOWN_CYCLE_EDGES: &[(&str, &str, &str)] = &[
         "smallfile::mount",
         "container::lookup dispatches to smallfile::mount::lookup (Lookup::SmallFile); the workload trait removes it",
     ),
-    ("protection", "container", "protection::read_access finds the container with container::canonical"),
 ];
 
 /// Root items that `lib.rs` re-exports, and the module that defines them.
