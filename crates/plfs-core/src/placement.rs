@@ -22,7 +22,7 @@ pub struct BackendId(pub usize);
 pub struct HostdirId(pub u32);
 
 /// The name that decides placement: the last component, or "/" for the root.
-pub fn placement_name(path: &StorePath) -> &str {
+pub(crate) fn placement_name(path: &StorePath) -> &str {
     path.file_name().unwrap_or("/")
 }
 
