@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use plfs::format::frame;
 use plfs::format::index_log::{self, Record, WriteRecord};
 use plfs::index::pattern::PatternBuilder;
 use plfs::index::{LogRef, MergedIndex, Source};
@@ -179,8 +180,8 @@ fn measure(
 ) -> IndexCase {
     let records_stored: u64 = logs.iter().map(|log| log.len() as u64).sum();
     let index_log_bytes: u64 = logs.iter().map(|log| index_log::encode_frames(log).len() as u64).sum();
-    let plain_index_log_bytes = writes * index_log::WRITE_RECORD_BYTES as u64
-        + logs.len() as u64 * index_log::FRAME_HEADER_BYTES as u64;
+    let plain_index_log_bytes =
+        writes * index_log::WRITE_RECORD_BYTES as u64 + logs.len() as u64 * frame::FRAME_HEADER_BYTES as u64;
     let started = Instant::now();
     let index =
         MergedIndex::from_logs(logs.iter().enumerate().map(|(i, r)| (LogRef(i as u32), r.as_slice())), true);

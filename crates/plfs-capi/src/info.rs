@@ -11,7 +11,6 @@ use crate::errors::{PLFS_EINVAL, PLFS_ENOMEM, PlfsError, guard, report};
 use crate::files::store;
 use crate::mounts::{mount_config, path_argument, resolve, resolve_argument};
 use crate::plfs::config::{BackendLocation, Workload};
-use crate::plfs::container::placement_name;
 use crate::plfs::store::StorePath;
 
 /// `plfs_filetype` values (a C enum).
@@ -94,7 +93,7 @@ pub unsafe extern "C" fn plfs_expand_path(
         let (mount, inner) = mount_config(logical)?;
         let (plfs, _) = resolve(logical)?;
         let path = StorePath::parse(&inner).map_err(report)?;
-        let backend = &mount.backends[plfs.placement().canonical_backend(placement_name(&path)).0];
+        let backend = &mount.backends[plfs.canonical_backend(&path).0];
         let relative = inner.trim_start_matches('/');
         let text = match &backend.location {
             BackendLocation::Posix(root) if relative.is_empty() => root.display().to_string(),

@@ -97,6 +97,7 @@ impl LogChecksums {
     }
 
     /// Records in the table (a pattern counts once).
+    #[cfg(test)]
     pub fn unit_count(&self) -> usize {
         self.units.len()
     }

@@ -33,15 +33,10 @@ pub enum Lookup {
     Symlink(Metadata),
 }
 
-/// The name that decides placement: the last component, or "/" for the root.
-pub fn placement_name(path: &StorePath) -> &str {
-    path.file_name().unwrap_or("/")
-}
-
-pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, ContainerPaths) {
-    let backend = mount.placement.canonical_backend(placement_name(path));
-    (backend, ContainerPaths::new(path.clone()))
-}
+// Defined below the workloads so that protection (same layer) can find a
+// container without importing this module.
+pub(crate) use crate::mount_state::canonical;
+pub(crate) use crate::placement::placement_name;
 
 /// Finds what is at `path`. A directory holding an access file is a file.
 pub(crate) fn lookup(mount: &MountState, path: &StorePath) -> Result<Lookup> {

@@ -157,6 +157,13 @@ impl Plfs {
         &self.state.placement
     }
 
+    /// The backend holding `path`'s canonical entry (a file's container or
+    /// plain file, a directory's canonical copy), so an interface never
+    /// computes placement names itself.
+    pub fn canonical_backend(&self, path: &StorePath) -> BackendId {
+        crate::mount_state::canonical(&self.state, path).0
+    }
+
     /// Opens (and with `create`, creates) a logical file for `writer`.
     pub fn open(&self, path: &str, flags: OpenFlags, mode: u32, writer: WriterId) -> Result<FileHandle> {
         self.open_as(path, flags, mode, writer, None)
@@ -813,6 +820,13 @@ pub(crate) fn parse_file_path(path: &str) -> Result<StorePath> {
         return Err(Error::new(ErrorKind::IsADirectory, format!("{path}: the mount root")));
     }
     Ok(logical)
+}
+
+/// Whether `name` is one plfs keeps for its own pieces (hidden from
+/// listings, refused for new entries): an interface hides it from lookups
+/// too, without knowing the container's naming.
+pub fn is_reserved_name(name: &str) -> bool {
+    layout::is_reserved(name)
 }
 
 /// Opens the store for a backend location.

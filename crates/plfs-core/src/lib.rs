@@ -2,22 +2,34 @@
 //!
 //! Many writers share one logical file; each appends to its own data log and
 //! index log inside a *container* spread over one or more backend stores.
-//! Readers merge the index logs and see one file. Module map:
+//! Readers merge the index logs and see one file.
 //!
-//! - [`store`]: the I/O-store seam and its implementations.
-//! - [`placement`]: every choice of backend and hostdir.
-//! - [`layout`]: the container's names, mapped to typed ids and back.
-//! - [`format`]: the versioned, checksummed on-disk encodings.
-//! - [`index`]: merging index records into one extent map.
-//! - [`container`]: creating, finding and inspecting containers.
-//! - [`file`]: an open logical file (writers, readers, truncate, sync).
-//! - [`flat`]: the n-n layout, one plain backend file per logical file.
-//! - `workload`: the seam between the façade and the three ways files are
-//!   kept (containers, flat files, small files), chosen once per mount.
-//! - [`fs`]: the file-system API a mount exposes.
-//! - [`config`]: configuration types and the plfsrc parser.
-//! - [`tools`]: map, query, flatten and recover.
-//! - [`smallfile`]: the 1-N engine: many small files of a directory in a few logs per writer.
+//! # What is public, and why
+//!
+//! The public API is what a program that mounts plfs needs, and no more:
+//!
+//! - [`fs`]: the [`Plfs`](fs::Plfs) façade (open, read, write, stat,
+//!   rename, ...) and its [`FileHandle`](fs::FileHandle); every interface
+//!   crate (FUSE, C API, preload, MPI, CLI, bench) goes through it.
+//! - [`config`], [`open`], [`attr`], [`error`] (also as [`Error`],
+//!   [`ErrorKind`], [`Result`]), [`clock`], [`host`]: the values passed to
+//!   and returned by the façade.
+//! - [`store`]: the `Store` trait and its implementations, so a program can
+//!   add or wrap a backend; [`placement`]: which backend holds what.
+//! - [`tools`] (map, query, flatten, recover and their report types),
+//!   [`xattr`], [`collective`] (the MPI collective open over a `Comm`) and
+//!   [`mounts`] (the plfsrc mount table the C API and preload share).
+//!
+//! Everything else (the container and its names, the open file, index
+//! loading, on-disk formats, the merged index, the read caches, rename
+//! intents, permission of pieces, checksums, the flat and small-file
+//! workloads) is crate-private, so it can change without breaking callers
+//! and no interface builds container names or parses records itself.
+//! Two features widen this for our own tools only: `testing` (the store
+//! conformance suite, the test-server launcher, the fuzz entry points) and
+//! `internals` (`format` and `index`, for `plfs bench index`).
+//!
+//! docs/ARCHITECTURE.md maps every module, private ones included, by layer.
 //!
 //! Three writers sharing one logical file over two backends:
 //!
@@ -51,33 +63,39 @@
 //! ```
 
 pub mod attr;
-pub mod checksums;
+pub(crate) mod checksums;
 pub mod clock;
 pub mod collective;
 pub mod config;
-pub mod container;
+pub(crate) mod container;
 pub mod error;
-pub mod file;
+pub(crate) mod file;
 #[cfg(test)]
 mod fixtures;
-pub mod flat;
+pub(crate) mod flat;
+#[cfg(feature = "internals")]
 pub mod format;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod format;
 pub mod fs;
 /// Test support (the `testing` feature): not in the production library.
 #[cfg(any(test, feature = "testing"))]
 pub mod fuzz;
 pub mod host;
+#[cfg(feature = "internals")]
 pub mod index;
-pub mod layout;
-pub mod load;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod index;
+pub(crate) mod layout;
+pub(crate) mod load;
 pub(crate) mod mount_state;
 pub mod mounts;
 pub mod open;
 pub mod placement;
 pub(crate) mod protection;
-pub mod reader;
+pub(crate) mod reader;
 pub(crate) mod rename;
-pub mod smallfile;
+pub(crate) mod smallfile;
 pub mod store;
 pub mod tools;
 pub(crate) mod workload;

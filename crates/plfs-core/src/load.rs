@@ -28,6 +28,7 @@ pub struct LoadedIndex {
     pub logs: Vec<LogLocation>,
     /// Index records read (0 when loaded from a global index).
     pub records: u64,
+    #[cfg_attr(not(test), expect(dead_code, reason = "only the tests ask where an index came from"))]
     pub from_global_index: bool,
     /// Each log's data checksums (`logs[i]`), built from the records when
     /// reads verify data; empty when loaded from a global index (readers

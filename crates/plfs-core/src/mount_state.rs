@@ -7,9 +7,10 @@
 use crate::clock::Stamper;
 use crate::config::{Tuning, Workload};
 use crate::error::Result;
-use crate::placement::{BackendId, Placement};
+use crate::layout::ContainerPaths;
+use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
-use crate::store::{SharedStore, Store};
+use crate::store::{SharedStore, Store, StorePath};
 
 /// State shared by every open file of a mount.
 #[derive(Debug)]
@@ -44,4 +45,11 @@ impl MountState {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Where a logical file's container lives: its canonical backend and the
+/// container's names. Every workload and the façade find containers here.
+pub(crate) fn canonical(mount: &MountState, path: &StorePath) -> (BackendId, ContainerPaths) {
+    let backend = mount.placement.canonical_backend(placement_name(path));
+    (backend, ContainerPaths::new(path.clone()))
 }

@@ -8,6 +8,7 @@
 
 use crate::config::BackendRole;
 use crate::error::{Error, Result};
+use crate::store::StorePath;
 
 /// Most hostdirs a container may have (bounds directory fan-out).
 pub const HOSTDIRS_MAX: u32 = 1024;
@@ -19,6 +20,11 @@ pub struct BackendId(pub usize);
 /// A hostdir bucket inside a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HostdirId(pub u32);
+
+/// The name that decides placement: the last component, or "/" for the root.
+pub(crate) fn placement_name(path: &StorePath) -> &str {
+    path.file_name().unwrap_or("/")
+}
 
 pub fn name_hash(name: &str) -> u32 {
     crc32c::crc32c(name.as_bytes())

@@ -128,7 +128,7 @@ pub(crate) fn container_mode(mode: u32) -> u32 {
 
 /// Reads a file's access record from its canonical container.
 pub(crate) fn read_access(mount: &MountState, path: &StorePath) -> Result<AccessRecord> {
-    let (backend, paths) = crate::container::canonical(mount, path);
+    let (backend, paths) = crate::mount_state::canonical(mount, path);
     let store = mount.store(backend);
     let bytes = store.read_all(&paths.access())?;
     AccessRecord::decode(&bytes)

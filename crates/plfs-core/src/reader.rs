@@ -145,12 +145,9 @@ impl LogCache {
     }
 
     /// How many handles are cached (bounded by `handles_max`).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Drops cached handles of logs under `prefix` (after unlink or rename).

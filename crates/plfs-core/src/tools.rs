@@ -7,17 +7,22 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::config::BackendLocation;
-use crate::container::{self, LogLocation};
+// What `Plfs::inventory` and `Plfs::file_version` report; the modules that
+// define them are crate-private, so the report types are named from here.
+use crate::container;
+pub use crate::container::{Inventory, LogLocation};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::access::AccessRecord;
 use crate::format::data_log::{self, DATA_MAGIC, LogHeader};
 use crate::format::index_log;
-use crate::format::version::VersionRecord;
+pub use crate::format::version::VersionRecord;
 use crate::fs::Plfs;
-use crate::layout::{self, ContainerEntry, LogId, LogKind, MetaEntry};
+use crate::layout::{self, ContainerEntry, MetaEntry};
+pub use crate::layout::{LogId, LogKind};
 use crate::load::{self, Prefer};
 use crate::mount_state::MountState;
 use crate::placement::BackendId;
+pub use crate::placement::HostdirId;
 use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 use crate::workload::Found;

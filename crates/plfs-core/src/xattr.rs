@@ -5,7 +5,9 @@
 
 use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
-use crate::format::xattr::{self as format, VALUE_MAX_BYTES};
+use crate::format::xattr as format;
+/// The largest attribute value a file or directory may hold.
+pub use crate::format::xattr::VALUE_MAX_BYTES;
 use crate::fs::Plfs;
 use crate::layout::{self, ContainerPaths};
 use crate::protection::Pieces;

@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use plfs::config::{BackendLocation, BackendRole, Tuning};
 use plfs::fs::{Options, Plfs, open_store};
-use plfs::layout::LogKind;
 use plfs::open::OpenFlags;
 use plfs::placement::BackendId;
 use plfs::store::posix::PosixStore;
 use plfs::store::test_server::TestServer;
 use plfs::store::{SharedStore, StorePath};
+use plfs::tools::LogKind;
 use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
 
 const WRITERS: u64 = 6;

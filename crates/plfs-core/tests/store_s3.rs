@@ -323,7 +323,7 @@ fn a_half_made_container_is_joined_not_refused() {
     let plfs = mount(std::slice::from_ref(&url));
     let store = store_at(&url);
     plfs.mkdir("/d", 0o755).unwrap();
-    let version = plfs::format::version::VersionRecord::current().encode();
+    let version = plfs::tools::VersionRecord::current().encode();
     // A creator stopped after making meta/, and one stopped after version.
     store.create_dir_all(&StorePath::parse("d/early/meta").unwrap()).unwrap();
     store.create_dir_all(&StorePath::parse("d/later/meta").unwrap()).unwrap();

@@ -379,7 +379,7 @@ impl PlfsFs {
 
     fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
         let name = component(name)?;
-        if plfs::layout::is_reserved(name) {
+        if plfs::fs::is_reserved_name(name) {
             // Hidden from readdir, so hidden from lookup too.
             return Err(Errno::ENOENT);
         }
@@ -902,7 +902,7 @@ impl PlfsFs {
             libc::XATTR_REPLACE => XattrMode::Replace,
             _ => return Err(Errno::EINVAL),
         };
-        if value.len() > plfs::format::xattr::VALUE_MAX_BYTES {
+        if value.len() > plfs::xattr::VALUE_MAX_BYTES {
             return Err(Errno::E2BIG);
         }
         let name = name.to_str().ok_or(Errno::EINVAL)?;

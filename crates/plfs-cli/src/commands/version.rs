@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use plfs::format::version::VersionRecord;
+use plfs::tools::VersionRecord;
 use serde::Serialize;
 
 use crate::output::print_json;

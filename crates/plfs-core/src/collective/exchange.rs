@@ -128,26 +128,6 @@ impl SharedIndex {
         let loaded = LoadedIndex::from_global(plfs.state(), &global).context("received index")?;
         Ok(SharedIndex { loaded })
     }
-
-    /// Logical file size the index describes.
-    pub fn eof(&self) -> u64 {
-        self.loaded.index.eof()
-    }
-
-    /// Data logs the index points into.
-    pub fn log_count(&self) -> usize {
-        self.loaded.logs.len()
-    }
-
-    /// Index records merged to build it (0 when it came from a global index).
-    pub fn records(&self) -> u64 {
-        self.loaded.records
-    }
-
-    /// Bytes the merged index occupies in memory (estimate).
-    pub fn memory_bytes(&self) -> usize {
-        self.loaded.index.memory_bytes() + self.loaded.logs.len() * std::mem::size_of::<LogLocation>()
-    }
 }
 
 /// Whether the global index can stand in for the index logs.
@@ -175,7 +155,7 @@ fn checked<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8]> {
 /// picks. Together they do what [`Plfs::open`] does for a reader alone.
 impl Plfs {
     /// Lists the file's index logs (one listing per backend and hostdir).
-    pub fn index_logs(&self, path: &str) -> Result<IndexLogList> {
+    pub(crate) fn index_logs(&self, path: &str) -> Result<IndexLogList> {
         let logical = parse_file_path(path)?;
         self.check_is_file(&logical).context(path.to_owned())?;
         let logs = container::file_logs(self.state(), &logical).context(path.to_owned())?;
@@ -183,14 +163,14 @@ impl Plfs {
     }
 
     /// Reads and decodes the given index logs (one open each).
-    pub fn read_index_part(&self, path: &str, logs: &[LogLocation]) -> Result<IndexPart> {
+    pub(crate) fn read_index_part(&self, path: &str, logs: &[LogLocation]) -> Result<IndexPart> {
         let logical = parse_file_path(path)?;
         let decoded = load::read_all_index_logs(self.state(), &logical, logs).context(path.to_owned())?;
         Ok(IndexPart { logs: logs.iter().cloned().zip(decoded).collect() })
     }
 
     /// Merges parts read by any ranks into one index.
-    pub fn merge_index_parts(
+    pub(crate) fn merge_index_parts(
         &self,
         path: &str,
         parts: impl IntoIterator<Item = IndexPart>,
@@ -204,7 +184,7 @@ impl Plfs {
     }
 
     /// Reads the global index if there is one, and says whether it is valid.
-    pub fn read_global_index(&self, path: &str) -> Result<GlobalIndexState> {
+    pub(crate) fn read_global_index(&self, path: &str) -> Result<GlobalIndexState> {
         let logical = parse_file_path(path)?;
         self.check_is_file(&logical).context(path.to_owned())?;
         Ok(match load::read_global_index(self.state(), &logical).context(path.to_owned())? {
@@ -216,7 +196,12 @@ impl Plfs {
 
     /// Opens a file for reading with an index built elsewhere: no listing,
     /// no index log is read (the caller's strategy did that once for all).
-    pub fn open_with_index(&self, path: &str, writer: WriterId, index: SharedIndex) -> Result<FileHandle> {
+    pub(crate) fn open_with_index(
+        &self,
+        path: &str,
+        writer: WriterId,
+        index: SharedIndex,
+    ) -> Result<FileHandle> {
         let logical = parse_file_path(path)?;
         self.open_prepared(&logical, OpenFlags::RDONLY, writer, index.loaded)
     }

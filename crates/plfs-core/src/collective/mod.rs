@@ -2,17 +2,18 @@
 //! without each of them reading all N index logs (the papers' index
 //! broadcast, parallel index read and flattened index).
 //!
-//! [`Comm`] is the communicator seam; [`exchange`] holds what ranks send
-//! each other and the [`Plfs`](crate::fs::Plfs) steps that produce it;
+//! [`Comm`] is the communicator seam; `exchange` (crate-private: its
+//! messages carry index records and log locations, which are not public)
+//! holds what ranks send each other and the [`Plfs`](crate::fs::Plfs)
+//! steps that produce it;
 //! [`strategy`] combines the steps into the four ways to open
 //! ([`open_collective`]); [`local`] is a communicator over threads.
 
 pub mod comm;
-pub mod exchange;
+pub(crate) mod exchange;
 pub mod local;
 pub mod strategy;
 
 pub use comm::Comm;
-pub use exchange::{GlobalIndexState, IndexLogList, IndexPart, SharedIndex};
 pub use local::LocalComm;
 pub use strategy::{CollectiveOptions, Strategy, open_collective, open_collective_with};

@@ -52,10 +52,6 @@ impl FrameBuilder {
         self.records == 0
     }
 
-    pub fn record_count(&self) -> u32 {
-        self.records
-    }
-
     /// Seals the frame; call [`FrameBuilder::clear`] once it is appended.
     pub fn finish(&mut self) -> Option<&[u8]> {
         if self.records == 0 {

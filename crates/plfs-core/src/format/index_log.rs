@@ -4,8 +4,8 @@
 
 use super::codec::{Reader, put_u16, put_u32, put_u64};
 use super::data_log::INDEX_MAGIC;
+pub use super::frame::FrameBuilder;
 use super::frame::{self, DecodedLog, FramedRecord, decode_log};
-pub use super::frame::{FRAME_HEADER_BYTES, FRAME_MAGIC, FRAME_PAYLOAD_MAX_BYTES, FrameBuilder, TornTail};
 use crate::error::{Error, ErrorKind, Result};
 
 pub const KIND_WRITE: u8 = 1;
@@ -242,11 +242,6 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedIndexLog> {
     decode_log(bytes, INDEX_MAGIC)
 }
 
-/// Whether `bytes` could be the start of an index log header cut short by a crash.
-pub fn is_truncated_header(bytes: &[u8]) -> bool {
-    frame::is_truncated_header(bytes, INDEX_MAGIC)
-}
-
 /// Index records as frames without a log header (a collective open's message).
 pub fn encode_frames(records: &[Record]) -> Vec<u8> {
     frame::encode_frames(records)
@@ -261,7 +256,7 @@ pub fn decode_frames(bytes: &[u8]) -> Result<Vec<Record>> {
 mod tests {
     use super::*;
     use crate::format::data_log::LogHeader;
-    use crate::format::frame::frame_crc;
+    use crate::format::frame::{FRAME_HEADER_BYTES, frame_crc};
     use proptest::prelude::*;
 
     fn header() -> LogHeader {

@@ -210,6 +210,7 @@ impl MergedIndex {
 
     /// Extents a reader could be pointed at, counting each block of a
     /// pattern (what a plain index would hold).
+    #[cfg(test)]
     pub fn extent_count(&self) -> usize {
         let mut count = 0;
         self.each_data(0, self.eof, |_, _, _, _| count += 1);

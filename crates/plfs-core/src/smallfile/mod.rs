@@ -55,7 +55,7 @@ use crate::store::{AppendWriter, SharedStore, StorePath};
 
 use format::{DATA_LOG_MAGIC, FrameBuilder, INDEX_LOG_MAGIC, IndexEntry, NAME_LOG_MAGIC, NameRecord};
 use view::DirView;
-pub use view::{FileStat, TornTailReport};
+pub use view::FileStat;
 
 /// Directory containers kept open by default (PLFS `max_smallfile_containers`).
 pub const DEFAULT_MAX_CONTAINERS: usize = 64;
@@ -91,11 +91,6 @@ impl SmallFileOptions {
             pid,
             hostname: hostname.into(),
         }
-    }
-
-    /// Defaults for this process: the process-wide stamper, pid and hostname.
-    pub fn for_process() -> SmallFileOptions {
-        SmallFileOptions::new(Stamper::process_wide(), std::process::id(), crate::host::hostname())
     }
 }
 
@@ -266,12 +261,14 @@ impl SmallFileStore {
     }
 
     /// Torn tails the cached view ignored while loading.
-    pub fn torn_tails(&self, dir: &StorePath) -> Result<Vec<TornTailReport>> {
+    #[cfg(test)]
+    pub fn torn_tails(&self, dir: &StorePath) -> Result<Vec<view::TornTailReport>> {
         Ok(self.view(dir)?.torn_tails().to_vec())
     }
 
     /// Writes the cached view ignored because their name did not exist at
     /// their stamp (see the module notes on visibility).
+    #[cfg(test)]
     pub fn orphan_writes(&self, dir: &StorePath) -> Result<u64> {
         Ok(self.view(dir)?.orphan_writes())
     }
@@ -324,6 +321,7 @@ impl SmallFileStore {
     }
 
     /// Directory containers currently open (at most `max_containers`).
+    #[cfg(test)]
     pub fn open_containers(&self) -> usize {
         self.lock().len()
     }

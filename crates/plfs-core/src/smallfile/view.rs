@@ -388,10 +388,12 @@ impl DirView {
         self.files.get(name).map(|file| file.stat)
     }
 
+    #[cfg(test)]
     pub fn torn_tails(&self) -> &[TornTailReport] {
         &self.torn_tails
     }
 
+    #[cfg(test)]
     pub fn orphan_writes(&self) -> u64 {
         self.orphan_writes
     }

@@ -4,7 +4,7 @@
 //! a fresh, uniquely named directory under the root that it creates itself
 //! and removes when it passes, so the suite can run on a shared backend.
 //! Behaviour that legitimately differs between stores is chosen by
-//! [`Capabilities`], never by the store's type. Checks panic on failure.
+//! [`Capabilities`](super::Capabilities), never by the store's type. Checks panic on failure.
 
 use std::fmt::Debug;
 use std::process;

@@ -31,7 +31,7 @@
 //!   symlinks (`hdfs-native` has no symlink calls; HDFS disables them by
 //!   default anyway).
 //! - Owner and group names are mapped to ids through the local user and
-//!   group databases; see [`IdMap`].
+//!   group databases (the crate-private `ids` module).
 //!
 //! The store owns one multi-thread tokio runtime with [`IO_THREADS`]
 //! workers; every call blocks the calling thread on it (`block_on`), so many

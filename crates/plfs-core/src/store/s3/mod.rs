@@ -84,7 +84,9 @@ pub struct S3Store {
 }
 
 impl S3Store {
-    /// Connects to `bucket` under `prefix`; see [`Shared::new`].
+    /// Connects to `bucket` under `prefix`. Endpoint, region and credentials
+    /// come from `access`, else from the `AWS_*` environment (region
+    /// defaults to us-east-1). Nothing is sent until the first call.
     pub fn new(bucket: &str, prefix: &str, access: &S3Access) -> Result<S3Store> {
         Ok(S3Store { shared: Arc::new(Shared::new(bucket, prefix, access)?) })
     }
