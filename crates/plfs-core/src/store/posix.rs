@@ -422,9 +422,10 @@ struct ReadMap {
     length: usize,
 }
 
-// SAFETY: the mapping is read-only and owned by this value; shared
-// references only read it.
+// SAFETY: the mapping is read-only and owned by this value, so moving it
+// to another thread moves nothing shared.
 unsafe impl Send for ReadMap {}
+// SAFETY: shared references only read the read-only mapping.
 unsafe impl Sync for ReadMap {}
 
 impl ReadMap {
@@ -834,6 +835,7 @@ mod tests {
             assert!(store.open_read(&p("log")).unwrap().mapped(0, 10).is_none(), "{mode:o}");
         }
         // Nor one another user owns (the root FUSE daemon reading a user's file).
+        // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             fs::set_permissions(&full, Permissions::from_mode(0o644)).unwrap();
             std::os::unix::fs::chown(&full, Some(65534), None).unwrap();
