@@ -53,7 +53,7 @@ pub use open::{OPEN_BENCH_PATH, OpenReport, OpenSpec, StrategyReport, run_open};
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, InterfaceFigures, PhaseReport};
-pub use runner::run;
+pub use runner::{drop_page_cache, run};
 pub use store::{
     Crossover, DEFAULT_JMX_SETTLE, PhaseTraffic, SizeSpread, StoreBenchSpec, StoreRepeatedReport,
     StoreReport, StoreSizeReport, TARGET_RATIO, run_store,
@@ -144,6 +144,9 @@ pub struct BenchSpec {
     /// Which reads of the library phases check data CRCs (plfsrc
     /// `verify_reads`), to measure what checking costs.
     pub verify_reads: VerifyReads,
+    /// Empty the page cache before each read phase (root only; see
+    /// [`drop_page_cache`]), so reads come from the disk as a restart's do.
+    pub drop_caches: bool,
 }
 
 /// Everything an `mpiio` phase starts: `mpirun -np N program`, with the
@@ -181,6 +184,7 @@ impl BenchSpec {
             preload: None,
             mpiio: None,
             verify_reads: VerifyReads::default(),
+            drop_caches: false,
         }
     }
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
 use crate::metadata_server::{MetadataServer, MetadataServerStore};
+use crate::runner::drop_page_cache;
 use crate::{fill_record, plfs_backend_dirs, verify_record};
 
 /// The logical file the benchmark writes and opens.
@@ -219,7 +220,7 @@ fn run_in(world: &dyn Comm, spec: &OpenSpec, work: &Path, readers: usize) -> Res
         for _ in 0..spec.repeat {
             world.barrier().map_err(|source| BenchError::Collective { doing: "barrier", source })?;
             if world.rank() == 0 && spec.drop_caches {
-                caches_dropped = drop_page_cache();
+                caches_dropped = drop_page_cache().is_ok();
             }
             world.barrier().map_err(|source| BenchError::Collective { doing: "barrier", source })?;
             if is_reader {
@@ -544,13 +545,6 @@ fn proc_status_kib(field: &str) -> u64 {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|number| number.parse().ok())
         .unwrap_or(0)
-}
-
-/// Writes dirty pages back and drops clean ones; false when not permitted.
-pub(crate) fn drop_page_cache() -> bool {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", b"3\n").is_ok()
 }
 
 #[cfg(test)]

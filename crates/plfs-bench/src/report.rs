@@ -157,6 +157,9 @@ pub struct BenchReport {
     /// on a shared machine, where wall time scatters.
     pub write_plfs_cpu_seconds: Option<f64>,
     pub read_plfs_cpu_seconds: Option<f64>,
+    /// The page cache was emptied before each read phase (`drop_caches`
+    /// as root): the reads were cold. False: warm, from the page cache.
+    pub page_cache_dropped: bool,
     /// Every plfs interface that ran (lib, preload, mpiio, fuse), in table
     /// order, with its ratios to both baselines.
     pub interfaces: Vec<InterfaceFigures>,
@@ -181,6 +184,7 @@ impl BenchReport {
         work: &Path,
         kept: bool,
         phases: Vec<PhaseReport>,
+        page_cache_dropped: bool,
     ) -> BenchReport {
         let find = |target: Target, op: Op| phases.iter().find(|p| p.target == target && p.op == op);
         let mibs = |target, op| find(target, op).map(|p| p.mibs);
@@ -248,7 +252,8 @@ impl BenchReport {
             write_plfs_cpu_seconds: cpu(Target::Plfs, Op::Write),
             read_plfs_cpu_seconds: cpu(Target::Plfs, Op::Read),
             interfaces,
-            compared: compared(spec, &order),
+            compared: compared(spec, &order, page_cache_dropped),
+            page_cache_dropped,
             dir: work.to_path_buf(),
             kept,
             phases,
@@ -375,7 +380,7 @@ impl BenchReport {
     }
 }
 
-fn compared(spec: &BenchSpec, order: &[&str]) -> String {
+fn compared(spec: &BenchSpec, order: &[&str], page_cache_dropped: bool) -> String {
     let n = spec.writers;
     let shape = match spec.workload {
         Workload::N1Strided => "strided (record k*N+r)",
@@ -420,10 +425,14 @@ fn compared(spec: &BenchSpec, order: &[&str]) -> String {
             " fuse = the same pwrite() calls into a file on a plfs FUSE mount served by this process.",
         );
     }
+    let cache = if page_cache_dropped {
+        "the page cache was emptied before each read phase (reads come from the disk, cold)"
+    } else {
+        "the page cache is not dropped between them (reads come from cache)"
+    };
     format!(
         "{what}{others}{reads} Every write phase fdatasyncs before its clock stops. All phases share one file \
-         system and the page cache is not dropped between them (reads come from cache); they ran in \
-         this order: {}.",
+         system and {cache}; they ran in this order: {}.",
         order.join(", ")
     )
 }

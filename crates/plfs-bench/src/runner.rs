@@ -99,15 +99,34 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport> {
         None => None,
     };
     let mut phases = Vec::new();
+    let mut cache_dropped = spec.drop_caches && spec.read;
     for (target, op) in phase_plan(spec) {
         // Whatever an earlier phase left dirty (directory entries, access
         // files) is written back now, not during the next phase's clock.
         // SAFETY: sync(2) takes no arguments and cannot fail.
         unsafe { libc::sync() };
+        if op == Op::Read
+            && cache_dropped
+            && let Err(error) = drop_page_cache()
+        {
+            eprintln!("plfs bench: --drop-caches: {error}; reads come from the page cache (warm)");
+            cache_dropped = false;
+        }
         let fuse_dir = fuse_work.as_ref().map(|dir| dir.path());
         phases.push(run_phase(spec, workers, work.path(), fuse_dir, target, op)?);
     }
-    Ok(BenchReport::from_phases(spec, work.path(), spec.keep, phases))
+    Ok(BenchReport::from_phases(spec, work.path(), spec.keep, phases, cache_dropped))
+}
+
+/// Writes dirty pages back, then empties the page cache (`echo 3 >
+/// /proc/sys/vm/drop_caches`), so the reads that follow come from the
+/// disk, as a restart's do after the writers' pages are gone. Needs root.
+pub fn drop_page_cache() -> Result<()> {
+    const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    fs::write(DROP_CACHES, "3")
+        .map_err(BenchError::io("emptying the page cache (needs root) through", DROP_CACHES))
 }
 
 fn validate(spec: &BenchSpec) -> Result<()> {

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::error::{BenchError, Result};
 use crate::pattern::{fill_record, verify_record};
+use crate::runner::drop_page_cache;
 use crate::worker::read_full;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -161,14 +162,14 @@ pub fn streaming(
         let library = write_library(&mut buf)?;
         (library, write_fuse(&mut buf)?)
     };
-    let mut cold_reads = drop_page_cache();
+    let mut cold_reads = drop_page_cache().is_ok();
     let ((read_library, library_ok), (read_fuse, fuse_ok)) = if fuse_first {
         let fuse = read_fuse(&mut buf)?;
-        cold_reads &= drop_page_cache();
+        cold_reads &= drop_page_cache().is_ok();
         (read_library(&mut buf)?, fuse)
     } else {
         let library = read_library(&mut buf)?;
-        cold_reads &= drop_page_cache();
+        cold_reads &= drop_page_cache().is_ok();
         (library, read_fuse(&mut buf)?)
     };
     let verified = library_ok && fuse_ok;
@@ -192,12 +193,4 @@ pub fn streaming(
         cold_reads,
         verified,
     })
-}
-
-/// Writes dirty pages back and drops clean ones, so the next read comes
-/// from the disk; false when not permitted (not root).
-fn drop_page_cache() -> bool {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", b"3\n").is_ok()
 }

@@ -30,6 +30,7 @@ fn tiny(workload: Workload, root: &std::path::Path) -> BenchSpec {
         preload: None,
         mpiio: None,
         verify_reads: Default::default(),
+        drop_caches: false,
     }
 }
 
@@ -93,6 +94,19 @@ fn n1_strided_writes_reads_back_and_verifies() {
     assert_sound(&report, true);
     assert_eq!(report.phases.len(), 6);
     assert_cleaned(root.path());
+}
+
+#[test]
+fn drop_caches_reads_cold_as_root_and_says_warm_otherwise() {
+    let root = tempfile::tempdir().unwrap();
+    let report = run(&BenchSpec { drop_caches: true, ..tiny(Workload::N1Strided, root.path()) });
+    assert!(report.verified);
+    // SAFETY: geteuid cannot fail.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    assert_eq!(report.page_cache_dropped, as_root);
+    let said =
+        if as_root { "page cache was emptied before each read phase" } else { "page cache is not dropped" };
+    assert!(report.compared.contains(said), "{}", report.compared);
 }
 
 #[test]

@@ -1494,6 +1494,70 @@ mod tests {
     }
 
     #[test]
+    fn reads_of_mapped_posix_logs_check_every_chunk_of_a_record() {
+        // Records of 47,001 bytes (3 copy chunks) on POSIX backends, where
+        // a record-sized read copies from a mapping and sums as it copies.
+        const RECORD: usize = 47_001;
+        let (dir, stores) = posix_stores();
+        let tuning = Tuning { index_patterns: false, ..Tuning::default() };
+        let writer = tuned_mount(&stores, 1, tuning.clone());
+        let records: Vec<Vec<u8>> = (0..4u64)
+            .map(|r| (0..RECORD).map(|i| (r as usize * 31 + i * 7 + i / 253) as u8).collect())
+            .collect();
+        let handle = writer.open("/ckpt", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        for (r, bytes) in records.iter().enumerate() {
+            handle.write_as(bytes, (r * RECORD) as u64, 0).unwrap();
+        }
+        handle.close().unwrap();
+        let (store, _, data) = logs_of(&writer, &stores).remove(0);
+        let backend = stores.iter().position(|known| Arc::ptr_eq(known, &store)).unwrap();
+        let file = dir.path().join(format!("b{backend}")).join(data.as_str());
+        let length = std::fs::metadata(&file).unwrap().len() as usize;
+        let header = length - 4 * RECORD;
+        assert!(store.open_read(&data).unwrap().mapped(header as u64, RECORD).is_some(), "log not mapped");
+        let flip_at = |at: usize| {
+            use std::os::unix::fs::FileExt;
+            let log = std::fs::OpenOptions::new().read(true).write(true).open(&file).unwrap();
+            let mut byte = [0u8];
+            log.read_exact_at(&mut byte, at as u64).unwrap();
+            log.write_all_at(&[byte[0] ^ 0x08], at as u64).unwrap();
+        };
+        // Record 2, byte 0, the chunk edges, the middle chunk, the last byte.
+        for within in [0, 16_383, 16_384, 20_000, 32_767, 32_768, RECORD - 1] {
+            let at = header + 2 * RECORD + within;
+            flip_at(at);
+            let reader = tuned_mount(&stores, 2, tuning.clone());
+            let handle = reader.open("/ckpt", OpenFlags::RDONLY, 0, 0).unwrap();
+            let mut buf = vec![0u8; RECORD];
+            handle.read(&mut buf, RECORD as u64).unwrap();
+            assert!(buf == records[1], "record 1 reads back");
+            let error = handle.read(&mut buf, 2 * RECORD as u64).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Corrupt, "byte {within}: {error}");
+            let text = error.to_string();
+            assert!(text.contains("/ckpt: read of 47001 bytes at offset 94002"), "{text}");
+            assert!(text.contains(&format!("data log {}: {data}", store.url())), "{text}");
+            let at_record = header + 2 * RECORD;
+            assert!(
+                text.contains(&format!("47001 bytes at offset {at_record} fail their checksum")),
+                "{text}"
+            );
+            // A read of records 1..3 whole fails too; one of part of
+            // record 2 only is not checked under `whole`.
+            let mut three = vec![0u8; 3 * RECORD];
+            assert_eq!(handle.read(&mut three, RECORD as u64).unwrap_err().kind(), ErrorKind::Corrupt);
+            let mut part = vec![0u8; RECORD];
+            assert_eq!(handle.read(&mut part, 2 * RECORD as u64 + 1).unwrap(), RECORD);
+            handle.close().unwrap();
+            flip_at(at);
+            let handle = reader.open("/ckpt", OpenFlags::RDONLY, 0, 0).unwrap();
+            let mut all = vec![0u8; 4 * RECORD];
+            assert_eq!(handle.read(&mut all, 0).unwrap(), 4 * RECORD);
+            assert!(all == records.concat(), "byte {within}: the file reads back whole");
+            handle.close().unwrap();
+        }
+    }
+
+    #[test]
     fn reads_through_a_global_index_check_data_too() {
         let stores = stores(2);
         let plfs = tuned_mount(&stores, 1, Tuning { index_patterns: false, ..Tuning::default() });

@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 pub use layout::{Decomp, Extent, Layout, PIXIE3D_VARIABLES, balanced_grid, pixie3d_value};
 
 use crate::error::{BenchError, Result};
-use crate::open::drop_page_cache;
 use crate::protocol::{self, Channel, NoPhase, Order, Report};
 use crate::repeat::Spread;
+use crate::runner::drop_page_cache;
 use crate::runner::{WorkDir, run_workers};
 use crate::worker::{Op, Target, direct_path, mount, now_ns, plfs_backend_dirs, wait_until};
 use crate::{VerifyReads, WorkerCommand};
@@ -533,7 +533,7 @@ fn run_once(
     }
     for &(decomp, readers) in plan {
         for target in targets {
-            if !drop_page_cache() && !*warm {
+            if drop_page_cache().is_err() && !*warm {
                 *warm = true;
                 eprintln!(
                     "plfs bench restart: cannot drop the page cache (not root?): the reads are warm, and \

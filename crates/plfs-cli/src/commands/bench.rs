@@ -102,6 +102,12 @@ pub struct Opts {
     /// measure what checking costs.
     #[arg(long, value_enum, default_value_t = VerifyReadsArg::Whole)]
     verify_reads: VerifyReadsArg,
+    /// With --read: empty the page cache before each read phase (sync,
+    /// then 3 into /proc/sys/vm/drop_caches), so reads come from the disk
+    /// as a restart's do. Needs root; otherwise a warning, and the report
+    /// says the reads were warm.
+    #[arg(long)]
+    drop_caches: bool,
     #[command(flatten)]
     plot: PlotArgs,
 }
@@ -308,6 +314,7 @@ fn spec_of(opts: &Opts) -> BenchSpec {
         preload: None,
         mpiio: None,
         verify_reads: opts.verify_reads.into(),
+        drop_caches: opts.drop_caches,
     }
 }
 

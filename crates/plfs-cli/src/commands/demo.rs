@@ -52,6 +52,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         preload: None,
         mpiio: None,
         verify_reads: Default::default(),
+        drop_caches: false,
     };
     let report = plfs_bench::run(&spec, &worker_command()?).map_err(|e| anyhow!(e))?;
     // The directory is about to go; saying it was kept would mislead.
