@@ -126,6 +126,45 @@ fn pixie3d_restart_runs_every_decomposition_in_all_four_formats() {
     }
 }
 
+/// A peer that is not built is named and the rest runs: only ADIOS in the
+/// peers directory, so HDF5 is reported unavailable and plfs, the direct
+/// file and ADIOS still run and verify.
+#[test]
+fn a_missing_peer_is_named_and_the_rest_runs() {
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/adios_restart");
+    if !built.is_file() {
+        let required = std::env::var("PLFS_REQUIRE_MPI").is_ok_and(|value| value == "1");
+        assert!(!required, "PLFS_REQUIRE_MPI=1 but {} is not built", built.display());
+        eprintln!("skipping: {} is not built (make peers)", built.display());
+        return;
+    }
+    let peers = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&built, peers.path().join("adios_restart")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(PLFS)
+        .args(["bench", "restart", "--writers", "2", "--pattern", "pixie3d", "--block", "small", "--json"])
+        .args(["--decomp", "half", "--dir"])
+        .arg(dir.path())
+        .env("PLFS_PEERS_DIR", peers.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("peer hdf5 unavailable: hdf5_restart is not built"), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report:#}");
+    assert_eq!(report["peers"], serde_json::json!(["adios"]));
+    assert!(report["peer_notes"][0].as_str().unwrap().starts_with("peer hdf5 unavailable"), "{report:#}");
+    assert_eq!(
+        readers(&report),
+        [
+            ("direct-n1".into(), "half".into(), 1),
+            ("plfs".into(), "half".into(), 1),
+            ("adios".into(), "half".into(), 1)
+        ]
+    );
+}
+
 #[test]
 fn a_decomposition_without_readers_is_refused_by_name() {
     let output = Command::new(PLFS)
