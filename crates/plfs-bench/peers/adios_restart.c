@@ -5,13 +5,14 @@
  * as one process group each: every writer's block of each variable
  * (var0..var7) is one contiguous chunk in the file, with the global
  * dimensions and its offsets in the BP index. Readers open the file with the
- * BP read method and read their box of every variable with selective
+ * BP read method and read their regions of every variable (one box of
+ * the reader grid, or a contiguous piece's few boxes) with selective
  * bounding-box reads, which ADIOS assembles from the writers' chunks.
- * The data and the decompositions are restart_common.h's.
+ * The data and the regions are restart_common.h's.
  *
  * Run under mpirun (N ranks to write, M to read), e.g.
  *   mpirun.openmpi -np 4 adios_restart write --dir D --grid 64x64x64 --procs 1x2x2
- *   mpirun.openmpi -np 3 adios_restart read --dir D --grid 64x64x64 --procs 1x2x2 --decomp minus-k --k 1
+ *   mpirun.openmpi -np 3 adios_restart read --dir D --grid 64x64x64 --procs 1x2x2 --decomp minus-k --readers-grid 1x1x3
  */
 #include <adios.h>
 #include <adios_error.h>
@@ -74,24 +75,37 @@ static double write_phase(const struct options *o, const struct box *b, double *
     return seconds;
 }
 
-static double read_phase(const struct box *b, double *bufs[NVARS], const char *path) {
+static double read_phase(const struct regions *re, double *bufs[NVARS], const char *path) {
     CHECK(adios_read_init_method(ADIOS_READ_METHOD_BP, MPI_COMM_WORLD, "") != 0, "adios_read_init_method");
-    uint64_t start[3] = {b->start[2], b->start[1], b->start[0]};
-    uint64_t count[3] = {b->count[2], b->count[1], b->count[0]};
+    /* One bounding box per box of a variable's regions, into the
+     * variable's buffer one after the other. */
+    ADIOS_SELECTION *selections[NVARS][MAX_BOXES];
+    uint64_t start[NVARS][MAX_BOXES][3], count[NVARS][MAX_BOXES][3];
+    for (int v = 0; v < NVARS; v++)
+        for (int i = 0; i < re->nboxes[v]; i++)
+            for (int d = 0; d < 3; d++) {
+                start[v][i][d] = re->boxes[v][i].start[2 - d];
+                count[v][i][d] = re->boxes[v][i].count[2 - d];
+            }
 
     MPI_Barrier(MPI_COMM_WORLD);
     double began = MPI_Wtime();
     ADIOS_FILE *file = adios_read_open_file(path, ADIOS_READ_METHOD_BP, MPI_COMM_WORLD);
     CHECK(file == NULL, "adios_read_open_file");
-    ADIOS_SELECTION *selection = adios_selection_boundingbox(3, start, count);
-    CHECK(selection == NULL, "adios_selection_boundingbox");
     for (int v = 0; v < NVARS; v++) {
         char name[16];
         snprintf(name, sizeof name, "var%d", v);
-        CHECK(adios_schedule_read(file, selection, name, 0, 1, bufs[v]) != 0, "adios_schedule_read");
+        double *at = bufs[v];
+        for (int i = 0; i < re->nboxes[v]; i++) {
+            selections[v][i] = adios_selection_boundingbox(3, start[v][i], count[v][i]);
+            CHECK(selections[v][i] == NULL, "adios_selection_boundingbox");
+            CHECK(adios_schedule_read(file, selections[v][i], name, 0, 1, at) != 0, "adios_schedule_read");
+            at += box_points(&re->boxes[v][i]);
+        }
     }
     CHECK(adios_perform_reads(file, 1) != 0, "adios_perform_reads");
-    adios_selection_delete(selection);
+    for (int v = 0; v < NVARS; v++)
+        for (int i = 0; i < re->nboxes[v]; i++) adios_selection_delete(selections[v][i]);
     CHECK(adios_read_close(file) != 0, "adios_read_close");
     double seconds = MPI_Wtime() - began;
     adios_read_finalize_method(ADIOS_READ_METHOD_BP);
@@ -108,35 +122,30 @@ int main(int argc, char **argv) {
     if (strcmp(o.transport, "MPI") != 0 && strcmp(o.transport, "POSIX") != 0)
         usage_exit(rank, argv[0], "--transport is MPI or POSIX");
 
-    int parts[3];
-    int ok = o.phase == PHASE_WRITE ? writer_grid(&o, ranks, rank, parts) : reader_grid(&o, ranks, rank, parts);
-    if (ok != 0) {
+    struct regions re;
+    if (rank_regions(&o, ranks, rank, &re) != 0) {
         MPI_Finalize();
         return 2;
     }
-    struct box b = grid_box(&o, parts, rank);
-    uint64_t points = box_points(&b);
-    double *bufs[NVARS];
-    for (int v = 0; v < NVARS; v++) {
-        bufs[v] = malloc(points * sizeof(double));
-        if (!bufs[v]) {
-            fprintf(stderr, PEER " rank %d: out of memory for %llu points\n", rank, (unsigned long long)points);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
-        if (o.phase == PHASE_WRITE) fill_box(&o, &b, v, bufs[v]);
+    if (o.phase == PHASE_REGIONS) {
+        int failed = write_regions_file(&o, &re, rank), any;
+        MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return any == 0 ? 0 : 1;
     }
+    double *bufs[NVARS];
+    alloc_buffers(&re, bufs, rank, PEER);
+    if (o.phase == PHASE_WRITE) fill_regions(&o, &re, bufs);
     char path[4096];
     snprintf(path, sizeof path, "%s/restart.bp", o.dir);
 
-    double seconds = o.phase == PHASE_WRITE ? write_phase(&o, &b, bufs, path) : read_phase(&b, bufs, path);
+    /* A writer has one box of every variable (its block of the grid). */
+    double seconds =
+        o.phase == PHASE_WRITE ? write_phase(&o, &re.boxes[0][0], bufs, path) : read_phase(&re, bufs, path);
 
-    uint64_t wrong = 0;
-    if (o.phase == PHASE_READ) {
-        int reported = 0;
-        for (int v = 0; v < NVARS; v++) wrong += check_box(&o, &b, v, bufs[v], rank, PEER, &reported);
-    }
+    uint64_t wrong = o.phase == PHASE_READ ? check_regions(&o, &re, bufs, rank, PEER) : 0;
     for (int v = 0; v < NVARS; v++) free(bufs[v]);
-    uint64_t total_wrong = report(PEER, &o, ranks, rank, points * NVARS * sizeof(double), seconds, wrong);
+    uint64_t total_wrong = report(PEER, &o, ranks, rank, regions_points(&re) * sizeof(double), seconds, wrong);
     MPI_Finalize();
     return total_wrong == 0 ? 0 : 1;
 }

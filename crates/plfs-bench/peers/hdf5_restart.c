@@ -2,13 +2,14 @@
  * The parallel HDF5 restart peer: the canonical self-describing layout
  * (the seed calls it "netCDF"). One file, DIR/restart.h5, holding one
  * contiguous GZ x GY x GX dataset of doubles per variable (var0..var7);
- * each writer writes its block and each reader reads its box as a
- * hyperslab, collectively, through the MPI-IO file driver. The data and the
- * decompositions are restart_common.h's.
+ * each writer writes its block and each reader reads its regions as a
+ * hyperslab (the union of its boxes, in one call per variable),
+ * collectively, through the MPI-IO file driver. The data and the regions
+ * are restart_common.h's.
  *
  * Run under mpirun (N ranks to write, M to read), e.g.
  *   mpirun.openmpi -np 4 hdf5_restart write --dir D --grid 64x64x64 --procs 1x2x2
- *   mpirun.openmpi -np 2 hdf5_restart read --dir D --grid 64x64x64 --procs 1x2x2 --decomp half
+ *   mpirun.openmpi -np 2 hdf5_restart read --dir D --grid 64x64x64 --procs 1x2x2 --decomp half --readers-grid 1x1x2
  */
 #include <hdf5.h>
 
@@ -36,34 +37,25 @@ int main(int argc, char **argv) {
     struct options o;
     parse_options(argc, argv, rank, &o);
 
-    int parts[3];
-    if (o.phase == PHASE_WRITE) {
-        if (writer_grid(&o, ranks, rank, parts) != 0) {
-            MPI_Finalize();
-            return 2;
-        }
-    } else if (reader_grid(&o, ranks, rank, parts) != 0) {
+    struct regions re;
+    if (rank_regions(&o, ranks, rank, &re) != 0) {
         MPI_Finalize();
         return 2;
     }
-    struct box b = grid_box(&o, parts, rank);
-    uint64_t points = box_points(&b);
-    double *bufs[NVARS];
-    for (int v = 0; v < NVARS; v++) {
-        bufs[v] = malloc(points * sizeof(double));
-        if (!bufs[v]) {
-            fprintf(stderr, PEER " rank %d: out of memory for %llu points\n", rank, (unsigned long long)points);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
-        if (o.phase == PHASE_WRITE) fill_box(&o, &b, v, bufs[v]);
+    if (o.phase == PHASE_REGIONS) {
+        int failed = write_regions_file(&o, &re, rank), any;
+        MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return any == 0 ? 0 : 1;
     }
+    double *bufs[NVARS];
+    alloc_buffers(&re, bufs, rank, PEER);
+    if (o.phase == PHASE_WRITE) fill_regions(&o, &re, bufs);
     char path[4096];
     snprintf(path, sizeof path, "%s/restart.h5", o.dir);
 
     /* HDF5 dimensions are C order: z slowest. */
     hsize_t global[3] = {o.global[2], o.global[1], o.global[0]};
-    hsize_t start[3] = {b.start[2], b.start[1], b.start[0]};
-    hsize_t count[3] = {b.count[2], b.count[1], b.count[0]};
 
     MPI_Barrier(MPI_COMM_WORLD);
     double began = MPI_Wtime();
@@ -76,8 +68,6 @@ int main(int argc, char **argv) {
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     CHECK_ID(xfer, "H5Pcreate(H5P_DATASET_XFER)");
     CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
-    hid_t memspace = H5Screate_simple(3, count, NULL);
-    CHECK_ID(memspace, "H5Screate_simple");
     /* Contiguous (no chunking), and no fill pass before the writers' own
      * data: the layout is the plain global array and nothing more. */
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -100,26 +90,37 @@ int main(int argc, char **argv) {
         }
         hid_t filespace = H5Dget_space(set);
         CHECK_ID(filespace, "H5Dget_space");
-        CHECK(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, start, NULL, count, NULL));
+        /* The union of the variable's boxes, whose points HDF5 takes in
+         * file order: the order they sit in the buffer. A rank with none
+         * still joins the collective call, with empty selections. */
+        hsize_t points = re.points[v] ? re.points[v] : 1;
+        hid_t memspace = H5Screate_simple(1, &points, NULL);
+        CHECK_ID(memspace, "H5Screate_simple");
+        if (re.nboxes[v] == 0) {
+            CHECK(H5Sselect_none(filespace));
+            CHECK(H5Sselect_none(memspace));
+        }
+        for (int i = 0; i < re.nboxes[v]; i++) {
+            const struct box *b = &re.boxes[v][i];
+            hsize_t start[3] = {b->start[2], b->start[1], b->start[0]};
+            hsize_t count[3] = {b->count[2], b->count[1], b->count[0]};
+            CHECK(H5Sselect_hyperslab(filespace, i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, start, NULL, count, NULL));
+        }
         if (o.phase == PHASE_WRITE) CHECK(H5Dwrite(set, H5T_NATIVE_DOUBLE, memspace, filespace, xfer, bufs[v]));
         else CHECK(H5Dread(set, H5T_NATIVE_DOUBLE, memspace, filespace, xfer, bufs[v]));
+        CHECK(H5Sclose(memspace));
         CHECK(H5Sclose(filespace));
         CHECK(H5Dclose(set));
     }
     CHECK(H5Pclose(dcpl));
-    CHECK(H5Sclose(memspace));
     CHECK(H5Pclose(xfer));
     CHECK(H5Fclose(file));
     CHECK(H5Pclose(fapl));
     double seconds = MPI_Wtime() - began;
 
-    uint64_t wrong = 0;
-    if (o.phase == PHASE_READ) {
-        int reported = 0;
-        for (int v = 0; v < NVARS; v++) wrong += check_box(&o, &b, v, bufs[v], rank, PEER, &reported);
-    }
+    uint64_t wrong = o.phase == PHASE_READ ? check_regions(&o, &re, bufs, rank, PEER) : 0;
     for (int v = 0; v < NVARS; v++) free(bufs[v]);
-    uint64_t total_wrong = report(PEER, &o, ranks, rank, points * NVARS * sizeof(double), seconds, wrong);
+    uint64_t total_wrong = report(PEER, &o, ranks, rank, regions_points(&re) * sizeof(double), seconds, wrong);
     MPI_Finalize();
     return total_wrong == 0 ? 0 : 1;
 }

@@ -11,7 +11,8 @@
 //!
 //! ```no_run
 //! use plfs_bench::peers::{Decomp, Peer, PeerProgram, PeerRun};
-//! let run = PeerRun::new("/scratch/adios".into(), [64, 64, 64], [2, 2, 2], Decomp::NonInteger);
+//! // 8 writers, 10 readers on their own 1x2x5 grid.
+//! let run = PeerRun::new("/scratch/adios".into(), [64, 64, 64], [2, 2, 2], Decomp::NonInteger, 10);
 //! match PeerProgram::find(Peer::Adios) {
 //!     Ok(program) => {
 //!         let write = program.run_phase(&run, plfs_bench::peers::PeerPhase::Write)?;
@@ -30,6 +31,8 @@ use std::process::{Command, Stdio};
 use std::str::FromStr;
 
 use crate::error::{BenchError, Result};
+pub use crate::restart::Decomp;
+use crate::restart::{Extent, Layout};
 
 /// Where to look for the peer programs first (else target/peers/ next to
 /// the running executable's build directory).
@@ -123,77 +126,14 @@ impl FromStr for PeerPhase {
     }
 }
 
-/// How M readers split the data N writers wrote (restart_common.h defines
-/// each reader's box; [`Decomp::readers`] says how many readers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decomp {
-    /// M = N, reader r reads writer r's block.
-    Uniform,
-    /// M = N / 2: the writer grid with its first even dimension of z, y, x
-    /// halved.
-    Half,
-    /// M = N - k, in the most nearly cubic grid of M.
-    MinusK(usize),
-    /// One more reader along z: PX x PY x (PZ + 1), the seed's 64 -> 80.
-    NonInteger,
-    /// M slabs along z: the global array in M contiguous pieces.
-    Pieces(usize),
-}
-
-impl Decomp {
-    /// Its `--decomp` name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Decomp::Uniform => "uniform",
-            Decomp::Half => "half",
-            Decomp::MinusK(_) => "minus-k",
-            Decomp::NonInteger => "non-integer",
-            Decomp::Pieces(_) => "pieces",
-        }
-    }
-
-    /// The number of readers for writer grid `procs` (x, y, z).
-    pub fn readers(self, procs: [usize; 3]) -> Result<usize> {
-        let writers = procs.iter().product::<usize>();
-        let readers = match self {
-            Decomp::Uniform => writers,
-            Decomp::Half if procs.iter().any(|p| p % 2 == 0) => writers / 2,
-            Decomp::Half => {
-                return Err(BenchError::invalid(format!(
-                    "--decomp half: no dimension of the writer grid {} is even",
-                    grid_text(procs)
-                )));
-            }
-            Decomp::MinusK(k) if (1..writers).contains(&k) => writers - k,
-            Decomp::MinusK(k) => {
-                return Err(BenchError::invalid(format!(
-                    "--decomp minus-k: k = {k} must be in 1..{writers} for {writers} writers"
-                )));
-            }
-            Decomp::NonInteger => procs[0] * procs[1] * (procs[2] + 1),
-            Decomp::Pieces(0) => return Err(BenchError::invalid("--decomp pieces: 0 readers")),
-            Decomp::Pieces(m) => m,
-        };
-        Ok(readers)
-    }
-}
-
-impl fmt::Display for Decomp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Decomp::MinusK(k) => write!(f, "minus-{k}"),
-            Decomp::Pieces(m) => write!(f, "pieces-{m}"),
-            _ => f.write_str(self.name()),
-        }
-    }
-}
-
 fn grid_text<T: fmt::Display>(grid: [T; 3]) -> String {
     format!("{}x{}x{}", grid[0], grid[1], grid[2])
 }
 
 /// One peer checkpoint and restart: where, the data's size, the writers'
-/// grid and how the readers split it.
+/// grid and how the readers split it. The readers' regions are the plfs
+/// bench's own ([`Decomp::reader_grid`], or the file in M contiguous
+/// pieces), handed to the program on its command line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerRun {
     /// The peer's own directory (it writes its file(s) there).
@@ -203,6 +143,8 @@ pub struct PeerRun {
     /// PX, PY, PZ: the writers' process grid.
     pub procs: [usize; 3],
     pub decomp: Decomp,
+    /// M, the readers.
+    pub readers: usize,
     /// Added to every value the readers expect: non-zero only to prove
     /// the check fails.
     pub expect_offset: i64,
@@ -211,8 +153,17 @@ pub struct PeerRun {
 }
 
 impl PeerRun {
-    pub fn new(dir: PathBuf, grid: [u64; 3], procs: [usize; 3], decomp: Decomp) -> PeerRun {
-        PeerRun { dir, grid, procs, decomp, expect_offset: 0, transport: None }
+    pub fn new(dir: PathBuf, grid: [u64; 3], procs: [usize; 3], decomp: Decomp, readers: usize) -> PeerRun {
+        PeerRun { dir, grid, procs, decomp, readers, expect_offset: 0, transport: None }
+    }
+
+    /// The peers' run of a `plfs bench restart` pixie3d checkpoint: the
+    /// same global array, writer grid, decomposition and M (None for the
+    /// strided pattern, which is no array).
+    pub fn of_layout(dir: PathBuf, layout: &Layout, decomp: Decomp, readers: usize) -> Option<PeerRun> {
+        let grid = layout.global()?;
+        let Layout::Pixie3d { grid: procs, .. } = *layout else { return None };
+        Some(PeerRun::new(dir, grid, procs.map(|p| p as usize), decomp, readers))
     }
 
     /// N, the writers.
@@ -229,24 +180,29 @@ impl PeerRun {
     pub fn ranks(&self, phase: PeerPhase) -> Result<usize> {
         match phase {
             PeerPhase::Write => Ok(self.writers()),
-            PeerPhase::Read => self.decomp.readers(self.procs),
+            PeerPhase::Read if self.readers == 0 => {
+                Err(BenchError::invalid(format!("peer read ({}): 0 readers", self.decomp.as_str())))
+            }
+            PeerPhase::Read => Ok(self.readers),
         }
     }
 
-    fn args(&self, phase: PeerPhase) -> Vec<String> {
+    /// The command line of `phase` ("write", "read" or "regions").
+    fn args(&self, phase: &str) -> Vec<String> {
         let mut args = vec![
-            phase.as_str().to_owned(),
+            phase.to_owned(),
             "--dir".to_owned(),
             self.dir.display().to_string(),
             "--grid".to_owned(),
             grid_text(self.grid),
             "--procs".to_owned(),
             grid_text(self.procs),
-            "--decomp".to_owned(),
-            self.decomp.name().to_owned(),
         ];
-        if let Decomp::MinusK(k) = self.decomp {
-            args.extend(["--k".to_owned(), k.to_string()]);
+        if phase != PeerPhase::Write.as_str() {
+            args.extend(["--decomp".to_owned(), self.decomp.as_str().to_owned()]);
+            if let Some(grid) = self.decomp.reader_grid(self.readers as u64) {
+                args.extend(["--readers-grid".to_owned(), grid_text(grid)]);
+            }
         }
         if self.expect_offset != 0 {
             args.extend(["--expect-offset".to_owned(), self.expect_offset.to_string()]);
@@ -307,20 +263,11 @@ impl PeerProgram {
     /// output.
     pub fn run_phase(&self, run: &PeerRun, phase: PeerPhase) -> Result<PeerResult> {
         let ranks = run.ranks(phase)?;
-        let name = format!("{} {} ({}, {ranks} ranks)", self.peer, phase.as_str(), run.decomp);
+        let name = format!("{} {} ({}, {ranks} ranks)", self.peer, phase.as_str(), run.decomp.as_str());
         if phase == PeerPhase::Write {
             std::fs::create_dir_all(&run.dir).map_err(BenchError::io("creating", &run.dir))?;
         }
-        let output = Command::new(&self.mpirun)
-            // Open MPI refuses root without the first; the bench may run
-            // more ranks than this machine has cores.
-            .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
-            .arg(&self.program)
-            .args(run.args(phase))
-            .env_remove("LD_PRELOAD")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| BenchError::io("starting", &self.mpirun)(e).context(name.clone()))?;
+        let output = self.mpirun(ranks, &run.args(phase.as_str()), &name)?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let result = stdout.lines().find_map(|line| line.strip_prefix("RESULT ")).map(PeerResult::parse);
@@ -342,6 +289,55 @@ impl PeerProgram {
                 output.status
             ))),
         }
+    }
+
+    /// What each reader of `run` would read, without reading: the byte
+    /// ranges of the pixie3d file (the variables end to end, as plfs and
+    /// the direct file hold them), in read order, touching ranges merged,
+    /// as [`Layout::reader_extents`] gives them for the plfs readers.
+    pub fn reader_regions(&self, run: &PeerRun) -> Result<Vec<Vec<Extent>>> {
+        let ranks = run.ranks(PeerPhase::Read)?;
+        let name = format!("{} regions ({}, {ranks} ranks)", self.peer, run.decomp.as_str());
+        std::fs::create_dir_all(&run.dir).map_err(BenchError::io("creating", &run.dir))?;
+        let output = self.mpirun(ranks, &run.args("regions"), &name)?;
+        if !output.status.success() {
+            return Err(BenchError::Protocol {
+                phase: name,
+                problem: format!(
+                    "exited with {}: {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+            });
+        }
+        (0..ranks)
+            .map(|rank| {
+                let path = run.dir.join(format!("regions.{rank}"));
+                let text = std::fs::read_to_string(&path).map_err(BenchError::io("reading", &path))?;
+                text.lines()
+                    .map(|line| match line.split_once(' ').map(|(o, l)| (o.parse(), l.parse())) {
+                        Some((Ok(offset), Ok(len))) => Ok(Extent { offset, len }),
+                        _ => Err(BenchError::Protocol {
+                            phase: name.clone(),
+                            problem: format!("{}: bad line {line:?}", path.display()),
+                        }),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn mpirun(&self, ranks: usize, args: &[String], name: &str) -> Result<std::process::Output> {
+        Command::new(&self.mpirun)
+            // Open MPI refuses root without the first; the bench may run
+            // more ranks than this machine has cores.
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+            .arg(&self.program)
+            .args(args)
+            .env_remove("LD_PRELOAD")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| BenchError::io("starting", &self.mpirun)(e).context(name.to_owned()))
     }
 
     /// Writes the checkpoint, then reads it back: the caller that drops
@@ -454,15 +450,15 @@ mod tests {
     }
 
     #[test]
-    fn reader_counts_follow_the_decomposition() {
-        let procs = [1, 2, 2];
-        assert_eq!(Decomp::Uniform.readers(procs).unwrap(), 4);
-        assert_eq!(Decomp::Half.readers(procs).unwrap(), 2);
-        assert_eq!(Decomp::MinusK(1).readers(procs).unwrap(), 3);
-        assert_eq!(Decomp::NonInteger.readers(procs).unwrap(), 6);
-        assert_eq!(Decomp::NonInteger.readers([4, 4, 4]).unwrap(), 80);
-        assert_eq!(Decomp::Pieces(5).readers(procs).unwrap(), 5);
-        assert!(Decomp::Half.readers([1, 3, 3]).is_err());
-        assert!(Decomp::MinusK(4).readers(procs).is_err());
+    fn the_readers_grid_is_the_plfs_readers_and_pieces_need_none() {
+        let run = |decomp, readers| PeerRun::new("/d".into(), [7, 6, 12], [1, 2, 2], decomp, readers);
+        let args = run(Decomp::Half, 2).args("read");
+        assert!(args.windows(2).any(|w| w == ["--readers-grid", "1x1x2"]), "{args:?}");
+        let args = run(Decomp::NonInteger, 5).args("read");
+        assert!(args.windows(2).any(|w| w == ["--readers-grid", "1x1x5"]), "{args:?}");
+        let args = run(Decomp::Pieces, 3).args("read");
+        assert!(!args.contains(&"--readers-grid".to_owned()) && args.contains(&"pieces".to_owned()));
+        assert!(!run(Decomp::Half, 2).args("write").contains(&"--decomp".to_owned()));
+        assert!(run(Decomp::Uniform, 0).ranks(PeerPhase::Read).is_err());
     }
 }

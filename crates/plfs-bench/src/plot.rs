@@ -26,6 +26,7 @@ use crate::error::{BenchError, Result};
 use crate::mdtest::{MdTarget, MdtestReport, MdtestSummary};
 use crate::open::OpenReport;
 use crate::repeat::{RepeatedReport, Spread};
+use crate::restart::RestartReport;
 use crate::store::{StoreRepeatedReport, StoreReport};
 use crate::{BenchReport, StreamingReport};
 
@@ -657,3 +658,90 @@ impl Plot for [StreamingReport] {
 
 #[cfg(test)]
 mod tests;
+
+/// Restart: bandwidth of the write and of each read decomposition, one bar
+/// per format (plfs, the direct file, the peers), like the seed's restart
+/// figures; then the largest reader's peak RSS per decomposition.
+impl Plot for RestartReport {
+    fn figures(&self) -> Vec<Figure> {
+        // The phases in the order the run made them: the write, then each
+        // decomposition; a category names its process count.
+        let mut phases: Vec<(String, Option<String>)> = Vec::new();
+        for point in &self.points {
+            let key = (point.op.clone(), point.decomp.clone());
+            if !phases.contains(&key) {
+                phases.push(key);
+            }
+        }
+        let processes = |op: &str, decomp: &Option<String>| {
+            self.points.iter().find(|p| p.op == op && &p.decomp == decomp).map_or(0, |p| p.processes)
+        };
+        let label = |(op, decomp): &(String, Option<String>)| match decomp {
+            Some(name) => format!("{name} (M={})", processes(op, decomp)),
+            None => format!("{op} (N={})", processes(op, decomp)),
+        };
+        let mut targets: Vec<String> = Vec::new();
+        for point in &self.points {
+            if !targets.contains(&point.target) {
+                targets.push(point.target.clone());
+            }
+        }
+        // One series per format over `phases` (x = the phase's position).
+        let series_of = |phases: &[(String, Option<String>)],
+                         value: &dyn Fn(&crate::restart::RestartPoint) -> Spread| {
+            targets
+                .iter()
+                .map(|target| Series {
+                    name: target.clone(),
+                    points: phases
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(index, (op, decomp))| {
+                            let point = self
+                                .points
+                                .iter()
+                                .find(|p| &p.target == target && &p.op == op && &p.decomp == decomp)?;
+                            Some(Point::of(index as f64, value(point)))
+                        })
+                        .collect(),
+                })
+                .filter(|series| !series.points.is_empty())
+                .collect::<Vec<Series>>()
+        };
+        let reads: Vec<(String, Option<String>)> =
+            phases.iter().filter(|(_, decomp)| decomp.is_some()).cloned().collect();
+        let shape = match (&self.block, self.global) {
+            (Some(block), Some([x, y, z])) => format!("pixie3d {block}, {x}x{y}x{z}"),
+            _ => self.pattern.clone(),
+        };
+        let title = format!(
+            "restart: {shape}, {} writers, {} MiB{}",
+            self.writers,
+            self.file_bytes >> 20,
+            if self.warm { ", warm cache" } else { ", cold cache" }
+        );
+        let mib = |spread: Spread| Spread {
+            median: spread.median / 1024.0,
+            min: spread.min / 1024.0,
+            max: spread.max / 1024.0,
+        };
+        vec![
+            Figure {
+                name: "restart-bandwidth".to_owned(),
+                title: title.clone(),
+                x_label: "phase (processes)".to_owned(),
+                y_label: "bandwidth (MiB/s)".to_owned(),
+                x_axis: XAxis::Categories(phases.iter().map(label).collect()),
+                series: series_of(&phases, &|p| p.mibs),
+            },
+            Figure {
+                name: "restart-memory".to_owned(),
+                title,
+                x_label: "read decomposition (readers)".to_owned(),
+                y_label: "peak RSS, largest reader (MiB)".to_owned(),
+                x_axis: XAxis::Categories(reads.iter().map(label).collect()),
+                series: series_of(&reads, &|p| mib(p.max_rss_kib)),
+            },
+        ]
+    }
+}

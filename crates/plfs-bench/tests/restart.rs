@@ -2,6 +2,7 @@
 //! this test binary re-executed, running only `restart_worker`, which is a
 //! no-op unless the bench set its spec variable.
 
+use plfs_bench::peers::Peer;
 use plfs_bench::restart::{Block, Decomp, Pattern, RestartReport, RestartSpec, run_restart};
 use plfs_bench::{WORKER_SPEC_ENV, WorkerCommand};
 
@@ -16,7 +17,7 @@ fn restart_worker() {
     }
 }
 
-fn run(pattern: Pattern, writers: usize, readers: Option<usize>) -> RestartReport {
+fn run(pattern: Pattern, writers: usize, readers: Option<usize>, peers: Vec<Peer>) -> RestartReport {
     let root = tempfile::tempdir().unwrap();
     let spec = RestartSpec {
         pattern,
@@ -28,6 +29,7 @@ fn run(pattern: Pattern, writers: usize, readers: Option<usize>) -> RestartRepor
         backends: 2,
         repeat: 1,
         keep: false,
+        peers,
     };
     let report = run_restart(&spec, &WorkerCommand::test_binary("restart_worker").unwrap()).unwrap();
     eprintln!("{}", report.to_text());
@@ -69,7 +71,22 @@ fn assert_sound(report: &RestartReport, readers: &[(&str, usize)]) {
 
 #[test]
 fn strided_restart_reads_every_decomposition_back_and_verifies() {
-    let report = run(Pattern::Strided { record_bytes: 4099, total_bytes: 4 * 6 * 4099 }, 4, Some(5));
+    // Peers asked for are not applicable to records: said so, and the rest
+    // runs.
+    let report = run(
+        Pattern::Strided { record_bytes: 4099, total_bytes: 4 * 6 * 4099 },
+        4,
+        Some(5),
+        Peer::ALL.to_vec(),
+    );
+    assert!(report.peers.is_empty());
+    assert_eq!(report.peer_notes.len(), 1);
+    assert!(
+        report.peer_notes[0].contains("not applicable to the strided pattern"),
+        "{:?}",
+        report.peer_notes
+    );
+    assert!(report.to_text().contains("not applicable to the strided pattern"));
     assert_eq!(report.file_bytes, 4 * 6 * 4099);
     assert_eq!(report.index_entries, 4 * 6);
     assert_sound(&report, &[("uniform", 4), ("half", 2), ("minus-k", 3), ("non-integer", 5), ("pieces", 5)]);
@@ -77,7 +94,7 @@ fn strided_restart_reads_every_decomposition_back_and_verifies() {
 
 #[test]
 fn pixie3d_restart_reads_every_decomposition_back_and_verifies() {
-    let report = run(Pattern::Pixie3d { block: Block::Small }, 4, None);
+    let report = run(Pattern::Pixie3d { block: Block::Small }, 4, None, Vec::new());
     // 1x2x2 writers of 16^3 blocks: a 16x32x32 array of 8 variables.
     assert_eq!(report.global, Some([16, 32, 32]));
     assert_eq!(report.file_bytes, 8 * 16 * 32 * 32 * 8);

@@ -144,3 +144,29 @@ fn a_store_run_draws_bandwidth_and_ratio_against_record_size() {
     let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(markdown.contains("| 4099 | 8192 |"), "{markdown}");
 }
+
+#[test]
+fn restart_draws_bandwidth_per_phase_and_reader_memory() {
+    let scratch = tempfile::Builder::new().prefix("plfs-bench-plot.").tempdir().unwrap();
+    let work = scratch.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let png = scratch.path().join("restart.png");
+    let report = scratch.path().join("report");
+    let output = Command::new(PLFS)
+        .args(["bench", "restart", "--writers", "2", "--total-mib", "1", "--size", "4096"])
+        .args(["--decomp", "uniform,pieces", "--peers", "none", "--dir"])
+        .arg(&work)
+        .arg("--plot")
+        .arg(&png)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(png_size(&png), (1600, 500));
+    check_report(&report, &["restart-bandwidth", "restart-memory"]);
+    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
+    for needle in ["write (N=2)", "uniform (M=2)", "pieces (M=2)", "plfs", "direct-n1"] {
+        assert!(markdown.contains(needle), "{needle}:\n{markdown}");
+    }
+}

@@ -91,6 +91,16 @@ impl Decomp {
         }
         Ok(m)
     }
+
+    /// The grid M pixie3d readers place their boxes on (x, y, z; rank x
+    /// fastest), or None for pieces, which cut the file instead: the
+    /// readers' own most cubic grid, so the writers' grid when M = N, half
+    /// of it when M = N/2, otherwise blocks whose edges cut through the
+    /// writers'. The restart peers are handed this grid
+    /// (`--readers-grid`), so they read exactly what plfs's readers read.
+    pub fn reader_grid(self, m: u64) -> Option<[u64; 3]> {
+        (self != Decomp::Pieces).then(|| balanced_grid(m))
+    }
 }
 
 impl std::str::FromStr for Decomp {
@@ -217,10 +227,7 @@ impl Layout {
                 }
                 extents
             }
-            // The readers' own most cubic grid: the writers' grid when
-            // M = N, half of it along z when M = N/2, otherwise blocks
-            // whose edges cut through the writers'.
-            Layout::Pixie3d { .. } => self.box_extents(balanced_grid(m), r),
+            Layout::Pixie3d { .. } => self.box_extents(decomp.reader_grid(m).unwrap_or([1, 1, m]), r),
         }
     }
 

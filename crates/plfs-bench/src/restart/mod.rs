@@ -3,7 +3,10 @@
 //! performance of write-optimized middleware", uniform and non-uniform
 //! restart). The same processes write and read the same bytes through plfs
 //! and, as the peer, as one plain shared file with pwrite/pread (direct
-//! N-1), on the same file system in the same run.
+//! N-1), on the same file system in the same run. The pixie3d pattern also
+//! runs the ADIOS BP and parallel HDF5 peers ([`crate::peers`]) on the same
+//! array, writer grid, reader grid and M, in the same directory tree, with
+//! the page cache dropped the same way.
 //!
 //! A reader's clock runs from the common start instant through its open,
 //! every read and the check of every byte, to its close; the page cache is
@@ -26,6 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use layout::{Decomp, Extent, Layout, PIXIE3D_VARIABLES, balanced_grid, pixie3d_value};
 
 use crate::error::{BenchError, Result};
+use crate::peers::{Peer, PeerPhase, PeerProgram, PeerRun};
 use crate::protocol::{self, Channel, NoPhase, Order, Report};
 use crate::repeat::Spread;
 use crate::runner::drop_page_cache;
@@ -131,6 +135,9 @@ pub struct RestartSpec {
     pub backends: usize,
     pub repeat: u32,
     pub keep: bool,
+    /// The peers to run beside plfs and the direct file (pixie3d only);
+    /// one that is not built is reported and left out.
+    pub peers: Vec<Peer>,
 }
 
 /// What one process does; sent as JSON.
@@ -427,8 +434,9 @@ pub struct PhaseFigures {
     pub seconds: f64,
     pub bytes: u64,
     pub mibs: f64,
-    /// The slowest process's open.
-    pub open_seconds_max: f64,
+    /// The slowest process's open (None for a peer, whose open is inside
+    /// its clock but not timed apart).
+    pub open_seconds_max: Option<f64>,
     /// Peak RSS of the largest process.
     pub max_rss_kib: u64,
     pub bad_bytes: u64,
@@ -445,10 +453,14 @@ pub struct RestartPoint {
     pub decomp: Option<String>,
     pub processes: usize,
     pub mibs: Spread,
-    pub open_seconds_max: Spread,
+    pub open_seconds_max: Option<Spread>,
     pub max_rss_kib: Spread,
     /// plfs over direct N-1 at this point (plfs points).
     pub ratio_vs_direct: Option<Spread>,
+    /// plfs over the ADIOS BP peer at this point (plfs points, when it ran).
+    pub ratio_vs_adios: Option<Spread>,
+    /// plfs over the parallel HDF5 peer at this point.
+    pub ratio_vs_hdf5: Option<Spread>,
     /// A plfs read over plfs's own uniform read (plfs reads, when the
     /// run had a uniform read).
     pub ratio_vs_uniform: Option<Spread>,
@@ -477,6 +489,11 @@ pub struct RestartReport {
     pub warm: bool,
     /// Every byte read, in every run, was what was written.
     pub verified: bool,
+    /// The peers that ran beside plfs and the direct file.
+    pub peers: Vec<String>,
+    /// Why a requested peer did not run (not built, or not applicable to
+    /// the pattern).
+    pub peer_notes: Vec<String>,
     pub points: Vec<RestartPoint>,
     /// Every phase of every run.
     pub phases: Vec<Vec<PhaseFigures>>,
@@ -497,18 +514,52 @@ pub fn run_restart(spec: &RestartSpec, workers: &WorkerCommand) -> Result<Restar
         .collect::<Result<_>>()?;
     std::fs::create_dir_all(&spec.dir).map_err(BenchError::io("creating", &spec.dir))?;
     let parent = std::fs::canonicalize(&spec.dir).map_err(BenchError::io("resolving", &spec.dir))?;
+    let (programs, peer_notes) = find_peers(spec, &layout);
+    for note in &peer_notes {
+        eprintln!("plfs bench restart: {note}");
+    }
     let (mut runs, mut warm) = (Vec::new(), false);
     for _ in 0..spec.repeat {
         let work = WorkDir::create(&parent, spec.keep)?;
-        runs.push(run_once(spec, &layout, &plan, workers, work.path(), &mut warm)?);
+        runs.push(run_once(spec, &layout, &plan, &programs, workers, work.path(), &mut warm)?);
     }
-    Ok(summarize(spec, layout, runs, warm))
+    let mut report = summarize(spec, layout, runs, warm);
+    report.peers = programs.iter().map(|p| p.peer.as_str().to_owned()).collect();
+    report.peer_notes = peer_notes;
+    Ok(report)
+}
+
+/// The requested peers' programs, and a note for each that cannot run: the
+/// strided pattern is a byte stream, which an array format has no way to
+/// hold, and a peer that is not built is left out while the rest runs.
+fn find_peers(spec: &RestartSpec, layout: &Layout) -> (Vec<PeerProgram>, Vec<String>) {
+    if spec.peers.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    if layout.global().is_none() {
+        let names: Vec<&str> = spec.peers.iter().map(|p| p.as_str()).collect();
+        let note = format!(
+            "peers ({}): not applicable to the strided pattern, whose records are no 3-D array for \
+             them to store; --pattern pixie3d runs them",
+            names.join(", ")
+        );
+        return (Vec::new(), vec![note]);
+    }
+    let (mut programs, mut notes) = (Vec::new(), Vec::new());
+    for &peer in &spec.peers {
+        match PeerProgram::find(peer) {
+            Ok(program) => programs.push(program),
+            Err(unavailable) => notes.push(unavailable.to_string()),
+        }
+    }
+    (programs, notes)
 }
 
 fn run_once(
     spec: &RestartSpec,
     layout: &Layout,
     plan: &[(Decomp, usize)],
+    programs: &[PeerProgram],
     workers: &WorkerCommand,
     work: &Path,
     warm: &mut bool,
@@ -531,19 +582,66 @@ fn run_once(
         unsafe { libc::sync() };
         phases.push(phase(spec, layout, workers, work, target, Op::Write, Decomp::Uniform, spec.writers)?);
     }
+    // Each peer in a directory of its own beside plfs's backends and the
+    // direct file: the same file system.
+    let peer_run = |program: &PeerProgram, decomp, readers| {
+        PeerRun::of_layout(work.join(program.peer.as_str()), layout, decomp, readers)
+            .ok_or_else(|| BenchError::invalid("restart: peers need the pixie3d pattern"))
+    };
+    for program in programs {
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
+        let run = peer_run(program, Decomp::Uniform, spec.writers)?;
+        phases.push(peer_phase(program, &run, PeerPhase::Write, layout)?);
+    }
     for &(decomp, readers) in plan {
         for target in targets {
-            if drop_page_cache().is_err() && !*warm {
-                *warm = true;
-                eprintln!(
-                    "plfs bench restart: cannot drop the page cache (not root?): the reads are warm, and \
-                     marked so"
-                );
-            }
+            drop_cache(warm);
             phases.push(phase(spec, layout, workers, work, target, Op::Read, decomp, readers)?);
+        }
+        for program in programs {
+            drop_cache(warm);
+            phases.push(peer_phase(program, &peer_run(program, decomp, readers)?, PeerPhase::Read, layout)?);
         }
     }
     Ok(phases)
+}
+
+/// Drops the page cache before a read; the first time it cannot, warns and
+/// marks the run warm.
+fn drop_cache(warm: &mut bool) {
+    if drop_page_cache().is_err() && !*warm {
+        *warm = true;
+        eprintln!(
+            "plfs bench restart: cannot drop the page cache (not root?): the reads are warm, and marked so"
+        );
+    }
+}
+
+/// One peer phase under mpirun, as the figures of the other targets. A
+/// wrong value read is an error naming it, as is a phase that did not move
+/// the whole file.
+fn peer_phase(program: &PeerProgram, run: &PeerRun, op: PeerPhase, layout: &Layout) -> Result<PhaseFigures> {
+    let result = program.run_phase(run, op)?;
+    if result.bytes != layout.file_bytes() {
+        return Err(BenchError::Data {
+            what: format!("restart {} {} {}", program.peer, op.as_str(), run.decomp.as_str()),
+            problem: format!("moved {} bytes, expected {}", result.bytes, layout.file_bytes()),
+        });
+    }
+    Ok(PhaseFigures {
+        target: program.peer.as_str().to_owned(),
+        op: op.as_str().to_owned(),
+        decomp: (op == PeerPhase::Read).then(|| run.decomp.as_str().to_owned()),
+        processes: result.ranks,
+        seconds: result.seconds,
+        bytes: result.bytes,
+        mibs: result.mibs(),
+        open_seconds_max: None,
+        max_rss_kib: result.max_rss_kib,
+        bad_bytes: result.errors * 8,
+        first_bad: None,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -594,7 +692,7 @@ fn phase(
         seconds,
         bytes,
         mibs: bytes as f64 / MIB / seconds,
-        open_seconds_max: results.iter().map(|r| r.open_ns).max().unwrap_or(0) as f64 / 1e9,
+        open_seconds_max: Some(results.iter().map(|r| r.open_ns).max().unwrap_or(0) as f64 / 1e9),
         max_rss_kib: results.iter().map(|r| r.max_rss_kib).max().unwrap_or(0),
         // A read that came back short counts as wrong too.
         bad_bytes: bad_bytes + if op == Op::Read { expected.saturating_sub(bytes) } else { 0 },
@@ -622,9 +720,16 @@ fn summarize(spec: &RestartSpec, layout: Layout, runs: Vec<Vec<PhaseFigures>>, w
             let is_plfs = point.target == Target::Plfs.as_str();
             let direct =
                 |run: &Vec<PhaseFigures>| find(run, Target::DirectN1.as_str(), &point.op, &point.decomp);
-            let ratio_vs_direct = is_plfs
-                .then(|| Spread::of(runs.iter().map(|run| Some(same(run)?.mibs / direct(run)?.mibs))))
-                .flatten();
+            let ratio_vs = |other: &str| {
+                is_plfs
+                    .then(|| {
+                        Spread::of(runs.iter().map(|run| {
+                            Some(same(run)?.mibs / find(run, other, &point.op, &point.decomp)?.mibs)
+                        }))
+                    })
+                    .flatten()
+            };
+            let ratio_vs_direct = ratio_vs(Target::DirectN1.as_str());
             let rss_over_direct_kib = (is_plfs && point.op == "read")
                 .then(|| {
                     Spread::of(
@@ -647,9 +752,13 @@ fn summarize(spec: &RestartSpec, layout: Layout, runs: Vec<Vec<PhaseFigures>>, w
                 decomp: point.decomp.clone(),
                 processes: point.processes,
                 mibs: figure(|p| p.mibs),
-                open_seconds_max: figure(|p| p.open_seconds_max),
+                open_seconds_max: Spread::of(
+                    runs.iter().map(|run| same(run).and_then(|p| p.open_seconds_max)),
+                ),
                 max_rss_kib: figure(|p| p.max_rss_kib as f64),
                 ratio_vs_direct,
+                ratio_vs_adios: ratio_vs(Peer::Adios.as_str()),
+                ratio_vs_hdf5: ratio_vs(Peer::Hdf5.as_str()),
                 ratio_vs_uniform,
                 rss_over_direct_kib,
             }
@@ -671,6 +780,8 @@ fn summarize(spec: &RestartSpec, layout: Layout, runs: Vec<Vec<PhaseFigures>>, w
         runs: runs.len(),
         warm,
         verified: runs.iter().flatten().all(|p| p.bad_bytes == 0),
+        peers: Vec::new(),
+        peer_notes: Vec::new(),
         points,
         phases: runs,
     }
@@ -722,9 +833,16 @@ impl RestartReport {
         };
         let optional =
             |s: &Option<Spread>, digits: usize| s.as_ref().map_or("-".to_owned(), |s| spread(s, digits));
+        for note in &self.peer_notes {
+            let _ = writeln!(out, "{note}");
+        }
+        // The peers' ratio columns only when a peer ran.
+        let peer_columns = |adios: String, hdf5: String| {
+            if self.peers.is_empty() { String::new() } else { format!(" {adios:>14} {hdf5:>14}") }
+        };
         let _ = writeln!(
             out,
-            "{:<6} {:<10} {:<12} {:>5} {:>24} {:>14} {:>12} {:>14} {:>14}",
+            "{:<6} {:<10} {:<12} {:>5} {:>24} {:>14} {:>12} {:>14}{} {:>14}",
             "op",
             "target",
             "decomp",
@@ -733,20 +851,22 @@ impl RestartReport {
             "open s max",
             "peak RSS KiB",
             "plfs/direct",
+            peer_columns("plfs/adios".to_owned(), "plfs/hdf5".to_owned()),
             "vs uniform"
         );
         for point in &self.points {
             let _ = writeln!(
                 out,
-                "{:<6} {:<10} {:<12} {:>5} {:>24} {:>14} {:>12} {:>14} {:>14}",
+                "{:<6} {:<10} {:<12} {:>5} {:>24} {:>14} {:>12} {:>14}{} {:>14}",
                 point.op,
                 point.target,
                 point.decomp.as_deref().unwrap_or("-"),
                 point.processes,
                 spread(&point.mibs, 1),
-                spread(&point.open_seconds_max, 4),
+                optional(&point.open_seconds_max, 4),
                 spread(&point.max_rss_kib, 0),
                 optional(&point.ratio_vs_direct, 2),
+                peer_columns(optional(&point.ratio_vs_adios, 2), optional(&point.ratio_vs_hdf5, 2)),
                 optional(&point.ratio_vs_uniform, 2)
             );
         }
@@ -762,6 +882,27 @@ impl RestartReport {
             if let Some(ratio) = plfs_read(decomp).and_then(|p| p.ratio_vs_uniform) {
                 let _ = writeln!(out, "goal: plfs {decomp} >= 0.8x plfs uniform: {:.2}x", ratio.median);
             }
+        }
+        if self.peers.iter().any(|p| p == Peer::Adios.as_str()) {
+            let ratios: Vec<(String, f64)> = self
+                .points
+                .iter()
+                .filter_map(|p| {
+                    let name =
+                        format!("{} {}", p.op, p.decomp.as_deref().unwrap_or("")).trim_end().to_owned();
+                    Some((name, p.ratio_vs_adios?.median))
+                })
+                .collect();
+            let missed: Vec<String> =
+                ratios.iter().filter(|(_, r)| *r < 1.0).map(|(name, r)| format!("{name} {r:.2}x")).collect();
+            let lowest = ratios.iter().map(|(_, r)| *r).fold(f64::INFINITY, f64::min);
+            let _ = writeln!(
+                out,
+                "goal: plfs >= ADIOS BP at every point: {} (lowest {lowest:.2}x{}{})",
+                if missed.is_empty() { "met" } else { "NOT met" },
+                if missed.is_empty() { "" } else { "; below at " },
+                missed.join(", ")
+            );
         }
         if let Some(over) =
             self.points.iter().filter_map(|p| p.rss_over_direct_kib.map(|s| s.max)).max_by(f64::total_cmp)

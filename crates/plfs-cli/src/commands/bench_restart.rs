@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
+use plfs_bench::peers::Peer;
 use plfs_bench::restart::{Block, Decomp, Pattern, RESTART_WORKER_ARG, RestartSpec};
 
 use crate::output::print_json;
@@ -20,8 +21,11 @@ use crate::output::print_json;
     minus-k (M = N - k), non-integer (M readers on a grid of their own: 4x4x4 -> 4x4x5; default \
     M = N + N/4), pieces (the whole file in M contiguous pieces; default M = N). pixie3d blocks per \
     process (8 f64 variables): small 16x16x16 = 256 KiB (the paper's), medium 32x32x64 = 4 MiB and \
-    large 64x64x128 = 32 MiB (the paper's 16 MiB and 128 MiB scaled to a 2-core machine). Exits 1 \
-    if a byte read back was wrong.")]
+    large 64x64x128 = 32 MiB (the paper's 16 MiB and 128 MiB scaled to a 2-core machine). With \
+    pixie3d, --peers also writes and reads the same array as ADIOS BP and parallel HDF5 (the \
+    programs `make peers` builds, under mpirun.openmpi) with the same writer grid, reader regions \
+    and M, in the same run directory, the page cache dropped the same way; a peer that is not built \
+    is reported and the rest runs. Exits 1 if a byte read back was wrong.")]
 pub struct Opts {
     /// Writer processes (N).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -62,9 +66,16 @@ pub struct Opts {
     /// Keep the run's files.
     #[arg(long)]
     keep: bool,
+    /// Restart peers beside plfs and the direct file, comma-separated, or
+    /// `none` [default: adios,hdf5 with pixie3d, none with strided, which
+    /// they cannot store].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    peers: Option<Vec<PeerArg>>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plot: super::bench::PlotArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -80,6 +91,16 @@ enum BlockArg {
     Small,
     Medium,
     Large,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PeerArg {
+    /// ADIOS 1.x BP, bounding-box reads.
+    Adios,
+    /// Parallel HDF5, hyperslab reads.
+    Hdf5,
+    /// No peer.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -104,6 +125,7 @@ impl From<DecompArg> for Decomp {
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
+    opts.plot.check()?;
     let pattern = match opts.pattern {
         PatternArg::Strided => {
             Pattern::Strided { record_bytes: opts.size, total_bytes: opts.total_mib << 20 }
@@ -123,6 +145,26 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         }
         decomps.push(decomp);
     }
+    let asked = match (&opts.peers, opts.pattern) {
+        (Some(asked), _) => asked.clone(),
+        (None, PatternArg::Pixie3d) => vec![PeerArg::Adios, PeerArg::Hdf5],
+        (None, PatternArg::Strided) => Vec::new(),
+    };
+    if asked.contains(&PeerArg::None) && asked.len() > 1 {
+        bail!("--peers none cannot be combined with a peer");
+    }
+    let mut peers: Vec<Peer> = Vec::new();
+    for peer in &asked {
+        let peer = match peer {
+            PeerArg::Adios => Peer::Adios,
+            PeerArg::Hdf5 => Peer::Hdf5,
+            PeerArg::None => continue,
+        };
+        if peers.contains(&peer) {
+            bail!("--peers {peer} is given twice");
+        }
+        peers.push(peer);
+    }
     let spec = RestartSpec {
         pattern,
         writers: opts.writers as usize,
@@ -133,15 +175,18 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         backends: opts.backends as usize,
         repeat: opts.repeat,
         keep: opts.keep,
+        peers,
     };
     let mut worker = super::bench::worker_command()?;
     worker.args_prefix.push(RESTART_WORKER_ARG.to_owned());
     let report = plfs_bench::restart::run_restart(&spec, &worker).map_err(|e| anyhow!(e))?;
+    let text = report.to_text();
     if opts.json {
         print_json(&report)?;
     } else {
-        print!("{}", report.to_text());
+        print!("{text}");
     }
+    opts.plot.emit(&text, || plfs_bench::plot::Plot::figures(&report))?;
     Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
