@@ -13,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -261,8 +262,7 @@ impl Store for PosixStore {
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let file = self.open_file(path).map_err(self.fail("open", path))?;
         let what = format!("{}: {path}", self.url);
-        let map = ReadMap::of(&file);
-        Ok(Box::new(PosixReadHandle { file, what, map }))
+        Ok(Box::new(PosixReadHandle { file, what, map: OnceLock::new() }))
     }
 
     fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
@@ -273,7 +273,7 @@ impl Store for PosixStore {
         }
         let file = options.open(self.full(path)).map_err(self.fail("open for writing", path))?;
         let what = format!("{}: {path}", self.url);
-        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what, map: None } }))
+        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what, map: OnceLock::from(None) } }))
     }
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
@@ -405,7 +405,11 @@ impl AppendWriter for PosixAppendWriter {
 struct PosixReadHandle {
     file: File,
     what: String,
-    map: Option<ReadMap>,
+    /// Made on the first `mapped` call, not at open: most handles (index
+    /// logs, n-n files, reads without `verify_reads: whole`) never ask, and
+    /// an open should not pay an fstat, an mmap and an munmap for nothing.
+    /// A read-write handle starts with `None` (its file may shrink).
+    map: OnceLock<Option<ReadMap>>,
 }
 
 /// A read-only shared mapping of a file as long as it was at open (bytes
@@ -506,7 +510,7 @@ impl ReadHandle for PosixReadHandle {
     }
 
     fn mapped(&self, offset: u64, length: usize) -> Option<&[u8]> {
-        self.map.as_ref()?.bytes(offset, length)
+        self.map.get_or_init(|| ReadMap::of(&self.file)).as_ref()?.bytes(offset, length)
     }
 }
 
