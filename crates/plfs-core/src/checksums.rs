@@ -6,12 +6,9 @@
 //! run of write records of one length stored back to back (each record
 //! checkable alone, 4 bytes of CRC each) or one pattern record, whose one
 //! CRC covers the CRCs of all its blocks: a pattern can only be checked
-//! whole. Checking costs a binary search and a CRC32C of the bytes read
-//! ([`data_crc`]): summed in the caller's buffer after the read, or, when
-//! the store maps the log ([`LogChecksums::copy_and_check`]), summed chunk
-//! by chunk as they are copied out of the mapping, while each chunk is
-//! still in L1, so the check adds no second pass over memory. Nothing is
-//! allocated per record (the `always` mode allocates one buffer
+//! whole. Checking costs a binary search and a CRC32C of the bytes read,
+//! already in the caller's buffer ([`data_crc`]); nothing is allocated per
+//! record (the `always` mode allocates one buffer
 //! per record it has to read in full, and keeps the block CRCs of each
 //! pattern it has checked whole, so a pattern block is read once more, not
 //! the whole pattern).
@@ -120,125 +117,32 @@ impl LogChecksums {
         if mode == VerifyReads::Off || buf.is_empty() {
             return Ok(());
         }
-        if mode == VerifyReads::Whole {
-            let mut bytes = Bytes { buf, source: None, copied: 0, chunk: 0 };
-            return self.check_whole(&mut bytes, physical, label);
-        }
         let end = physical + buf.len() as u64;
-        for (position, unit) in self.units.iter().enumerate().skip(self.first_unit(physical)) {
+        // The first unit that ends past `physical`, stepping back over one
+        // that starts before it.
+        let mut at = self.units.partition_point(|unit| unit.physical <= physical);
+        if at > 0 && self.units[at - 1].end() > physical {
+            at -= 1;
+        }
+        for (position, unit) in self.units.iter().enumerate().skip(at) {
             if unit.physical >= end {
                 break;
             }
             if unit.pattern {
-                self.check_pattern(position, unit, buf, physical, label, read_at)?;
+                self.check_pattern(position, unit, buf, physical, mode, label, read_at)?;
             } else {
-                self.check_run(unit, buf, physical, label, read_at)?;
+                self.check_run(unit, buf, physical, mode, label, read_at)?;
             }
         }
         Ok(())
     }
 
-    /// The `whole` check of a read whose bytes are copied into `buf` from
-    /// `source`, the log's bytes at `physical` (a mapping of it): copies a
-    /// chunk, sums it while it is still in L1, copies the next. The same
-    /// check as [`LogChecksums::check`], without its second pass over
-    /// memory. `buf` holds every byte of `source` afterwards, checked or not.
-    pub fn copy_and_check(&self, buf: &mut [u8], source: &[u8], physical: u64, label: &str) -> Result<()> {
-        self.copy_and_check_in(buf, source, physical, label, COPY_CHUNK_BYTES)
-    }
-
-    fn copy_and_check_in(
-        &self,
-        buf: &mut [u8],
-        source: &[u8],
-        physical: u64,
-        label: &str,
-        chunk: usize,
-    ) -> Result<()> {
-        assert_eq!(buf.len(), source.len(), "copy_and_check: buffer and source differ in length");
-        let mut bytes = Bytes { buf, source: Some(source), copied: 0, chunk: chunk.max(1) };
-        let checked = self.check_whole(&mut bytes, physical, label);
-        bytes.copy_to(bytes.buf.len());
-        checked
-    }
-
-    /// The first unit that ends past `physical`, stepping back over one
-    /// that starts before it.
-    fn first_unit(&self, physical: u64) -> usize {
-        let at = self.units.partition_point(|unit| unit.physical <= physical);
-        if at > 0 && self.units[at - 1].end() > physical { at - 1 } else { at }
-    }
-
-    /// `whole`: every record the read holds entirely, and each pattern it
-    /// holds whole or whose blocks it continues in order.
-    fn check_whole(&self, bytes: &mut Bytes<'_, '_>, physical: u64, label: &str) -> Result<()> {
-        let end = physical + bytes.buf.len() as u64;
-        let index = |at: u64| (at - physical) as usize;
-        for (position, unit) in self.units.iter().enumerate().skip(self.first_unit(physical)) {
-            if unit.physical >= end {
-                break;
-            }
-            // The records (blocks) the read holds entirely.
-            let first = physical.saturating_sub(unit.physical).div_ceil(unit.length);
-            let last = ((end.min(unit.end()) - unit.physical) / unit.length).min(unit.count);
-            if first >= last {
-                continue;
-            }
-            let block = |bytes: &mut Bytes<'_, '_>, record: u64| {
-                let start = unit.physical + record * unit.length;
-                (start, bytes.crc(index(start), index(start + unit.length)))
-            };
-            if !unit.pattern {
-                for record in first..last {
-                    let (start, crc) = block(bytes, record);
-                    check_crc(
-                        crc,
-                        self.crcs[unit.crc as usize + record as usize],
-                        start,
-                        unit.length,
-                        label,
-                    )?;
-                }
-                continue;
-            }
-            let pattern_bytes = unit.count * unit.length;
-            let fold = |running: u32, crc: u32| crc32c::crc32c_append(running, &crc.to_le_bytes());
-            if first == 0 && last == unit.count {
-                let crc = (0..last).fold(0, |running, record| fold(running, block(bytes, record).1));
-                check_crc(crc, unit.crc, unit.physical, pattern_bytes, label)?;
-                continue;
-            }
-            // Blocks held whole, in order, continue the sequential check.
-            let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut running = match *progress {
-                _ if first == 0 => 0,
-                Some((known, next, running)) if known == position && next == first => running,
-                // Out of order: this pass cannot check the pattern.
-                _ => {
-                    *progress = None;
-                    continue;
-                }
-            };
-            for record in first..last {
-                running = fold(running, block(bytes, record).1);
-            }
-            if last == unit.count {
-                *progress = None;
-                check_crc(running, unit.crc, unit.physical, pattern_bytes, label)?;
-            } else {
-                *progress = Some((position, last, running));
-            }
-        }
-        Ok(())
-    }
-
-    /// `always`, a run of records: each one the read holds whole is
-    /// checked; one it holds in part is read whole and checked.
     fn check_run(
         &self,
         unit: &Unit,
         buf: &mut [u8],
         physical: u64,
+        mode: VerifyReads,
         label: &str,
         read_at: &ReadAt<'_>,
     ) -> Result<()> {
@@ -252,7 +156,7 @@ impl LogChecksums {
             if start >= physical && record_end <= end {
                 let bytes = &buf[(start - physical) as usize..(record_end - physical) as usize];
                 check_crc(data_crc(bytes), expected, start, unit.length, label)?;
-            } else {
+            } else if mode == VerifyReads::Always {
                 let mut whole = vec![0; unit.length as usize];
                 read_at(&mut whole, start)?;
                 check_crc(data_crc(&whole), expected, start, unit.length, label)?;
@@ -262,63 +166,54 @@ impl LogChecksums {
         Ok(())
     }
 
-    /// `always`, a pattern: checked at once when the read holds it whole,
-    /// else block by block.
+    #[allow(clippy::too_many_arguments)]
     fn check_pattern(
         &self,
         position: usize,
         unit: &Unit,
         buf: &mut [u8],
         physical: u64,
+        mode: VerifyReads,
         label: &str,
         read_at: &ReadAt<'_>,
     ) -> Result<()> {
         let end = physical + buf.len() as u64;
+        let bytes = unit.count * unit.length;
         if unit.physical >= physical && unit.end() <= end {
             let from = (unit.physical - physical) as usize;
-            let crc = crc_of_blocks(&buf[from..from + (unit.count * unit.length) as usize], unit.length);
-            return check_crc(crc, unit.crc, unit.physical, unit.count * unit.length, label);
+            let crc = crc_of_blocks(&buf[from..from + bytes as usize], unit.length);
+            return check_crc(crc, unit.crc, unit.physical, bytes, label);
         }
-        self.check_pattern_blocks(position, unit, buf, physical, label, read_at)
-    }
-}
-
-/// The bytes of a read being checked, and where they come from.
-struct Bytes<'b, 's> {
-    buf: &'b mut [u8],
-    /// Copied into `buf` chunk by chunk as the check reaches them; `None`
-    /// when `buf` holds them already.
-    source: Option<&'s [u8]>,
-    /// `buf[..copied]` holds its bytes.
-    copied: usize,
-    chunk: usize,
-}
-
-impl Bytes<'_, '_> {
-    fn copy_to(&mut self, end: usize) {
-        if let Some(source) = self.source
-            && end > self.copied
-        {
-            self.buf[self.copied..end].copy_from_slice(&source[self.copied..end]);
-            self.copied = end;
+        if mode == VerifyReads::Always {
+            return self.check_pattern_blocks(position, unit, buf, physical, label, read_at);
         }
-    }
-
-    /// The CRC32C of `buf[from..to]`, each chunk copied in just before it
-    /// is summed.
-    fn crc(&mut self, from: usize, to: usize) -> u32 {
-        if self.source.is_none() {
-            return data_crc(&self.buf[from..to]);
+        // Blocks held whole, in order, continue the sequential check.
+        let first = physical.saturating_sub(unit.physical).div_ceil(unit.length);
+        let last = ((end.min(unit.end()) - unit.physical) / unit.length).min(unit.count);
+        if first >= last {
+            return Ok(());
         }
-        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-        let mut at = from;
-        while at < to {
-            let step = to.min(at + self.chunk);
-            self.copy_to(step);
-            digest.update(&self.buf[at..step]);
-            at = step;
+        let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut running = match *progress {
+            _ if first == 0 => 0,
+            Some((known, next, running)) if known == position && next == first => running,
+            // Out of order: this pass cannot check the pattern.
+            _ => {
+                *progress = None;
+                return Ok(());
+            }
+        };
+        for block in first..last {
+            let start = (unit.physical + block * unit.length - physical) as usize;
+            let crc = data_crc(&buf[start..start + unit.length as usize]);
+            running = crc32c::crc32c_append(running, &crc.to_le_bytes());
         }
-        digest.finalize() as u32
+        if last == unit.count {
+            *progress = None;
+            return check_crc(running, unit.crc, unit.physical, bytes, label);
+        }
+        *progress = Some((position, last, running));
+        Ok(())
     }
 }
 
@@ -404,12 +299,6 @@ impl LogChecksums {
 pub fn data_crc(bytes: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
-
-/// Bytes copied at a time when a read is checked while copying: summed
-/// right after the copy, a chunk is still in L1 (48 KiB per core here),
-/// where the CRC runs at about 100 GB/s instead of the ~55 GB/s it gets
-/// over a 47 KB record the kernel has just copied out.
-const COPY_CHUNK_BYTES: usize = 16 << 10;
 
 /// Bytes read at a time when a pattern is checked whole for `always`.
 const PATTERN_CHUNK_BYTES: u64 = 8 << 20;
@@ -577,88 +466,5 @@ mod tests {
         let error = check(&table, &log, 290, 310, VerifyReads::Always).unwrap_err();
         assert!(error.to_string().contains("64 bytes at offset 256"), "{error}");
         assert!(check(&table, &log, 0, 256, VerifyReads::Always).is_ok());
-    }
-
-    /// `copy_and_check` with chunks of `chunk` bytes: the same verdict and
-    /// message as `check` on the same bytes, and every byte copied.
-    fn assert_copying_agrees(log: &[u8], tables: [&LogChecksums; 2], from: usize, to: usize, chunk: usize) {
-        let expected =
-            check(tables[0], log, from, to, VerifyReads::Whole).map(|_| ()).map_err(|e| e.to_string());
-        let mut buf = vec![0xa5; to - from];
-        let got = tables[1].copy_and_check_in(&mut buf, &log[from..to], from as u64, "data log L", chunk);
-        assert_eq!(got.map_err(|e| e.to_string()), expected, "read {from}..{to}, chunks of {chunk}");
-        assert!(buf == log[from..to], "read {from}..{to}, chunks of {chunk}: bytes not all copied");
-    }
-
-    #[test]
-    fn checking_while_copying_finds_a_flipped_byte_in_any_chunk_of_any_record() {
-        // Records of 100 bytes in chunks of 7, 64 or 100 bytes: every
-        // damaged position, every read start and end around it.
-        for chunk in [1, 7, 64, 100, 1000] {
-            let (mut log, table) = log_and_table(100, 6);
-            let (_, other) = log_and_table(100, 6);
-            for damaged in (0..600).step_by(13).chain([99, 100, 101, 299, 300, 599]) {
-                log[damaged] ^= 0x40;
-                for from in [0, 1, 99, 100, 150, 250, 300] {
-                    for to in [from + 1, from + 100, 400, 500, 599, 600] {
-                        if to > from && to <= 600 {
-                            assert_copying_agrees(&log, [&table, &other], from, to, chunk);
-                        }
-                    }
-                }
-                log[damaged] ^= 0x40;
-            }
-        }
-    }
-
-    #[test]
-    fn checking_while_copying_covers_every_byte_of_a_47001_byte_record() {
-        // The bench's records, the real chunk size: a flip at each chunk
-        // boundary and in the middle chunk fails the record, names it.
-        let (mut log, table) = log_and_table(47001, 3);
-        let record = 47001;
-        let chunk = COPY_CHUNK_BYTES;
-        for within in [0, chunk - 1, chunk, chunk + 3617, 2 * chunk - 1, 2 * chunk, 47000] {
-            log[record + within] ^= 1;
-            let mut buf = vec![0; record];
-            let error = table.copy_and_check(&mut buf, &log[record..2 * record], record as u64, "data log L");
-            let error = error.unwrap_err();
-            assert_eq!(error.kind(), crate::error::ErrorKind::Corrupt);
-            assert!(
-                error.to_string().contains("data log L: 47001 bytes at offset 47001"),
-                "{within}: {error}"
-            );
-            assert!(buf == log[record..2 * record]);
-            log[record + within] ^= 1;
-        }
-        let mut buf = vec![0; 3 * record];
-        table.copy_and_check(&mut buf, &log, 0, "data log L").unwrap();
-        assert!(buf == log);
-    }
-
-    #[test]
-    fn checking_while_copying_follows_patterns_whole_and_block_by_block() {
-        for chunk in [5, 64, 1000] {
-            let (mut log, table) = pattern_log(8, 64);
-            let (_, other) = pattern_log(8, 64);
-            for damaged in [None, Some(0), Some(200), Some(511)] {
-                if let Some(at) = damaged {
-                    log[at] ^= 1;
-                }
-                assert_copying_agrees(&log, [&table, &other], 0, 512, chunk);
-                // In order (block by block, then two blocks at a time) the
-                // progress of both tables moves alike.
-                for block in 0..8 {
-                    assert_copying_agrees(&log, [&table, &other], block * 64, block * 64 + 64, chunk);
-                }
-                for pair in 0..4 {
-                    assert_copying_agrees(&log, [&table, &other], pair * 128, pair * 128 + 128, chunk);
-                }
-                assert_copying_agrees(&log, [&table, &other], 448, 512, chunk);
-                if let Some(at) = damaged {
-                    log[at] ^= 1;
-                }
-            }
-        }
     }
 }

@@ -553,13 +553,15 @@ impl OpenFile {
         sources: &ReadSources,
     ) -> Result<()> {
         let cache = &self.mount.log_cache;
+        let readahead = cache.readahead_bytes();
         // A read inside one extent (the usual record-sized read) needs no
         // grouping and no task.
         if let [Piece { source: Source::Data { physical, .. }, .. }] = pieces {
             let source = &sources[0].1;
             let cached =
                 cache.get(source.backend, source.id, self.mount.store(source.backend), &source.path)?;
-            return self.read_checked(source, &cached, buf, *physical);
+            cached.read_exact(buf, *physical, readahead)?;
+            return self.check_data(source, &cached, buf, *physical);
         }
         let mut per_log: HashMap<LogRef, Vec<(u64, &mut [u8])>> = HashMap::new();
         let mut rest = buf;
@@ -580,33 +582,14 @@ impl OpenFile {
                 move || -> Result<()> {
                     let cached = cache.get(source.backend, source.id, store, &source.path)?;
                     for (physical, part) in parts {
-                        self.read_checked(source, &cached, part, physical)?;
+                        cached.read_exact(part, physical, readahead)?;
+                        self.check_data(source, &cached, part, physical)?;
                     }
                     Ok(())
                 }
             })
             .collect();
         self.mount.read_pool.run_all(tasks)
-    }
-
-    /// Reads `buf` from a data log and checks it as `verify_reads` says.
-    /// `whole` over a mapped log copies and sums in one pass; otherwise
-    /// the bytes are read, then summed.
-    fn read_checked(
-        &self,
-        source: &DataLog,
-        cached: &CachedLog,
-        buf: &mut [u8],
-        physical: u64,
-    ) -> Result<()> {
-        let readahead = self.mount.log_cache.readahead_bytes();
-        if self.mount.tuning.verify_reads == VerifyReads::Whole
-            && let Some(bytes) = cached.mapped(buf.len(), physical, readahead)
-        {
-            return source.checksums(&self.mount)?.copy_and_check(buf, bytes, physical, cached.label());
-        }
-        cached.read_exact(buf, physical, readahead)?;
-        self.check_data(source, cached, buf, physical)
     }
 
     /// Checks bytes just read from a data log against their records'

@@ -67,16 +67,6 @@ impl CachedLog {
         &self.label
     }
 
-    /// The log's bytes at `physical` as mapped memory, for a read too
-    /// large for the read-ahead window, when the store maps the log
-    /// (POSIX); `None`: read with [`CachedLog::read_exact`].
-    pub fn mapped(&self, length: usize, physical: u64, readahead_bytes: usize) -> Option<&[u8]> {
-        if window_applies(length, readahead_bytes) {
-            return None;
-        }
-        self.handle.mapped(physical, length)
-    }
-
     /// Fills `buf` with the log's bytes at `physical`. A log that ends first
     /// means the index points past its data: an error, never zeros.
     pub fn read_exact(&self, buf: &mut [u8], physical: u64, readahead_bytes: usize) -> Result<()> {

@@ -449,15 +449,6 @@ pub trait ReadHandle: Send + Sync + fmt::Debug {
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
-
-    /// The object's bytes `[offset, offset + length)` as memory the caller
-    /// may copy from, when the store can hand them out that way (a POSIX
-    /// log mapped read-only); `None` means read them with `read_at`. A
-    /// reader that checks a CRC copies from here in cache-sized chunks and
-    /// sums each while it is hot, one pass over the bytes instead of two.
-    fn mapped(&self, _offset: u64, _length: usize) -> Option<&[u8]> {
-        None
-    }
 }
 
 /// Convenience calls built only from the required ones.

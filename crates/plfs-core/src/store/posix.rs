@@ -8,12 +8,10 @@ use std::ffi::CString;
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -262,7 +260,7 @@ impl Store for PosixStore {
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let file = self.open_file(path).map_err(self.fail("open", path))?;
         let what = format!("{}: {path}", self.url);
-        Ok(Box::new(PosixReadHandle { file, what, map: OnceLock::new() }))
+        Ok(Box::new(PosixReadHandle { file, what }))
     }
 
     fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
@@ -273,7 +271,7 @@ impl Store for PosixStore {
         }
         let file = options.open(self.full(path)).map_err(self.fail("open for writing", path))?;
         let what = format!("{}: {path}", self.url);
-        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what, map: OnceLock::from(None) } }))
+        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what } }))
     }
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
@@ -405,90 +403,6 @@ impl AppendWriter for PosixAppendWriter {
 struct PosixReadHandle {
     file: File,
     what: String,
-    /// Made on the first `mapped` call, not at open: most handles (index
-    /// logs, n-n files, reads without `verify_reads: whole`) never ask, and
-    /// an open should not pay an fstat, an mmap and an munmap for nothing.
-    /// A read-write handle starts with `None` (its file may shrink).
-    map: OnceLock<Option<ReadMap>>,
-}
-
-/// A read-only shared mapping of a file as long as it was at open (bytes
-/// appended later are read with `pread`).
-///
-/// Only a file no one but this process's user can write is mapped: if a
-/// mapped file shrinks, touching the lost pages raises SIGBUS, and plfs
-/// never shrinks a log, so only its owner (by hand) could, hurting no
-/// one's process but their own. A root FUSE daemon reading users' files
-/// therefore keeps using `pread`.
-#[derive(Debug)]
-struct ReadMap {
-    start: *mut libc::c_void,
-    length: usize,
-}
-
-// SAFETY: the mapping is read-only and owned by this value, so moving it
-// to another thread moves nothing shared.
-unsafe impl Send for ReadMap {}
-// SAFETY: shared references only read the read-only mapping.
-unsafe impl Sync for ReadMap {}
-
-impl ReadMap {
-    fn of(file: &File) -> Option<ReadMap> {
-        let meta = file.metadata().ok()?;
-        // SAFETY: geteuid cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        if !meta.is_file() || meta.uid() != euid || meta.mode() & 0o022 != 0 || meta.len() == 0 {
-            return None;
-        }
-        let length = usize::try_from(meta.len()).ok()?;
-        // SAFETY: a fresh read-only mapping of an open descriptor; the
-        // kernel picks the address.
-        let start = unsafe {
-            libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0)
-        };
-        (start != libc::MAP_FAILED).then_some(ReadMap { start, length })
-    }
-
-    /// The mapped bytes of `[offset, offset + length)`, their pages
-    /// faulted in by one `madvise(MADV_POPULATE_READ)` (one system call,
-    /// as a `pread` would be, instead of a page fault per 64 KiB). `None`
-    /// past the mapping or when the kernel cannot populate (before Linux
-    /// 5.14, or the file shrank): the caller reads with `pread`, which
-    /// reports a short file as an error rather than a SIGBUS.
-    fn bytes(&self, offset: u64, length: usize) -> Option<&[u8]> {
-        const MADV_POPULATE_READ: libc::c_int = 22;
-        let offset = usize::try_from(offset).ok()?;
-        if length == 0 || offset.checked_add(length)? > self.length {
-            return None;
-        }
-        let page = offset & !(page_size() - 1);
-        // SAFETY: [page, offset + length) lies inside the mapping.
-        let populated = unsafe {
-            libc::madvise(
-                self.start.cast::<u8>().add(page).cast(),
-                offset + length - page,
-                MADV_POPULATE_READ,
-            )
-        };
-        if populated != 0 {
-            return None;
-        }
-        // SAFETY: inside the mapping, which lives as long as `self`.
-        Some(unsafe { std::slice::from_raw_parts(self.start.cast::<u8>().add(offset), length) })
-    }
-}
-
-impl Drop for ReadMap {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `of` mapped; no slice outlives self.
-        unsafe { libc::munmap(self.start, self.length) };
-    }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 { size as usize } else { 4096 }
 }
 
 impl ReadHandle for PosixReadHandle {
@@ -507,10 +421,6 @@ impl ReadHandle for PosixReadHandle {
     fn len(&self) -> Result<u64> {
         let meta = self.file.metadata().map_err(|error| Error::io(error, self.what.clone()))?;
         Ok(meta.len())
-    }
-
-    fn mapped(&self, offset: u64, length: usize) -> Option<&[u8]> {
-        self.map.get_or_init(|| ReadMap::of(&self.file)).as_ref()?.bytes(offset, length)
     }
 }
 
@@ -817,37 +727,6 @@ mod tests {
     fn conformance_suite() {
         let (_dir, store) = store();
         conformance::run_all(&store);
-    }
-
-    #[test]
-    fn only_a_file_no_other_user_can_write_is_read_through_a_mapping() {
-        let (dir, store) = store();
-        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let full = dir.path().join("log");
-        fs::write(&full, &bytes).unwrap();
-        fs::set_permissions(&full, Permissions::from_mode(0o644)).unwrap();
-        let handle = store.open_read(&p("log")).unwrap();
-        assert_eq!(handle.mapped(4095, 50_000).unwrap(), &bytes[4095..54_095]);
-        assert_eq!(handle.mapped(0, 100_000).unwrap(), &bytes[..]);
-        // Past the end as it was at open: read with pread (which sees
-        // appended bytes, and reports a short log as an error).
-        assert!(handle.mapped(99_999, 2).is_none());
-        assert!(handle.mapped(u64::MAX, 1).is_none());
-        // A log others may write (so truncate under a reader) is not mapped.
-        for mode in [0o664, 0o646] {
-            fs::set_permissions(&full, Permissions::from_mode(mode)).unwrap();
-            assert!(store.open_read(&p("log")).unwrap().mapped(0, 10).is_none(), "{mode:o}");
-        }
-        // Nor one another user owns (the root FUSE daemon reading a user's file).
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } == 0 {
-            fs::set_permissions(&full, Permissions::from_mode(0o644)).unwrap();
-            std::os::unix::fs::chown(&full, Some(65534), None).unwrap();
-            assert!(store.open_read(&p("log")).unwrap().mapped(0, 10).is_none());
-        }
-        // Nor an empty file.
-        fs::write(dir.path().join("empty"), b"").unwrap();
-        assert!(store.open_read(&p("empty")).unwrap().mapped(0, 0).is_none());
     }
 
     #[test]
