@@ -199,8 +199,8 @@ pub struct PlfsFs {
     /// Makes the hidden names of unlinked open files unique.
     hidden_count: AtomicU64,
     capabilities: AbsentCapabilities,
-    /// Held shared by opens, creates and releases, exclusively by renames
-    /// and unlinks: the core
+    /// Held shared by opens, creates, reads, writes and releases,
+    /// exclusively by renames and unlinks: the core
     /// moves a replaced or unlinked file's open handles to its hidden name
     /// only after its switch, and this table learns of it later still, so
     /// an open in between would join the old file's handles on the new
@@ -719,6 +719,12 @@ impl PlfsFs {
     }
 
     fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+        // Not across a rename or unlink: while one moves a replaced file's
+        // open handles to its hidden name, the storage has switched before
+        // the handles learn their new path, and a read in between would
+        // load the new file's index (wrong bytes) or chase its logs as the
+        // name keeps changing (ENOENT on an open descriptor).
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = match self.file(fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
@@ -750,6 +756,9 @@ impl PlfsFs {
         data: &[u8],
         write_flags: WriteFlags,
     ) -> Result<u32, Errno> {
+        // Not across a rename or unlink, as for reads: a writer's first
+        // write makes its logs under the file's current path.
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = self.file(fh)?;
         // Page-cache write-back (mmap) comes from a kernel thread, not the
         // process that wrote the page: charge it to the opener.
