@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 /// `smallfile` is the engine below it).
 const LAYERS: &[(&str, &[&str])] = &[
     // Plain values and the error type: nothing of plfs but errors.
-    ("values", &["error", "clock", "config", "attr", "open", "host"]),
+    ("values", &["error", "clock", "config", "attr", "open", "host", "striping"]),
     // The store seam, where things go on it, and the container's names.
     ("stores", &["placement", "store", "layout", "store::counting"]),
     // The versioned on-disk encodings.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::striping::StripingConfig;
 
 pub mod plfsrc;
 
@@ -281,6 +282,8 @@ pub struct MountConfig {
     pub max_writers: u32,
     /// Small-file directory cache size.
     pub max_smallfile_containers: u32,
+    /// Default layout, pools and placement policy for striped files.
+    pub striping: StripingConfig,
 }
 
 impl MountConfig {
@@ -295,6 +298,7 @@ impl MountConfig {
             syncer_ip: None,
             max_writers: 4,
             max_smallfile_containers: 32,
+            striping: StripingConfig::default(),
         }
     }
 }
