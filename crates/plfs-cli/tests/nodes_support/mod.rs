@@ -78,7 +78,6 @@ pub struct Nodes {
     pub count: usize,
     /// Scratch directory (on the shared disk: every node sees it).
     pub dir: TempDir,
-    hostfile: PathBuf,
     addresses: Vec<String>,
     daemons: Vec<(usize, PathBuf, Child)>,
     _lock: File,
@@ -92,13 +91,13 @@ impl Nodes {
         // SAFETY: flock on a descriptor this function owns.
         let locked = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
         assert_eq!(locked, 0, "flock {LOCK_FILE}: {}", std::io::Error::last_os_error());
-        let output = run(Command::new(script()).args(["up", &count.to_string()]), Duration::from_secs(60));
-        // Whatever `up` made before failing goes.
-        let down = || {
-            let _ = Command::new(script()).arg("down").status();
-        };
+        let output = run(
+            Command::new(script()).args(["up", &count.to_string(), &slots.to_string()]),
+            Duration::from_secs(60),
+        );
         if !output.status.success() {
-            down();
+            // Whatever `up` made before failing goes.
+            let _ = Command::new(script()).arg("down").status();
             panic!("plfs-nodes up {count}: {}", describe(&output));
         }
         let addresses: Vec<String> = fs::read_to_string(Path::new(RUN_DIR).join("addresses"))
@@ -108,10 +107,7 @@ impl Nodes {
             .collect();
         assert_eq!(addresses.len(), count, "{addresses:?}");
         let dir = tempfile::Builder::new().prefix("plfs-nodes-test.").tempdir().unwrap();
-        let hostfile = dir.path().join("hostfile");
-        let text: String = addresses.iter().map(|address| format!("{address} slots={slots}\n")).collect();
-        fs::write(&hostfile, text).unwrap();
-        Nodes { count, dir, hostfile, addresses, daemons: Vec::new(), _lock: lock }
+        Nodes { count, dir, addresses, daemons: Vec::new(), _lock: lock }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -122,12 +118,6 @@ impl Nodes {
         &self.addresses[node]
     }
 
-    /// The nodes' /24, e.g. 10.213.7.0/24.
-    pub fn subnet(&self) -> String {
-        let first = &self.addresses[0];
-        format!("{}.0/24", &first[..first.rfind('.').unwrap()])
-    }
-
     /// `command args...` inside node `node`.
     pub fn exec(&self, node: usize, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new(script());
@@ -135,19 +125,14 @@ impl Nodes {
         command
     }
 
-    /// mpirun.openmpi on node 0, starting `ranks` copies of `program` over
-    /// the nodes (filling each node's slots in turn) through the launch
-    /// agent, over TCP on the nodes' subnet only; `environment` is set in
-    /// every rank. The caller adds the program's arguments.
+    /// mpirun.openmpi on node 0 (`plfs-nodes mpirun`: the nodes' hostfile,
+    /// the launch agent, TCP on the nodes' subnet only), starting `ranks`
+    /// copies of `program` that fill each node's slots in turn, with
+    /// `environment` set in every rank. The caller adds the program's
+    /// arguments.
     pub fn mpirun(&self, ranks: usize, environment: &[(&str, &str)], program: &Path) -> Command {
-        let mut command = self.exec(0, "timeout");
-        let subnet = self.subnet();
-        command
-            .args(["--kill-after=10", &MPI_TIMEOUT_SECONDS.to_string(), "mpirun.openmpi", "--hostfile"])
-            .arg(&self.hostfile)
-            .args(["--mca", "plm_rsh_agent", &format!("{} agent", script().display())])
-            .args(["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", &subnet])
-            .args(["--mca", "oob_tcp_if_include", &subnet]);
+        let mut command = Command::new("timeout");
+        command.args(["--kill-after=10", &MPI_TIMEOUT_SECONDS.to_string()]).arg(script()).arg("mpirun");
         mpi_support::launch(&mut command, "openmpi", None, environment, ranks as u64, program);
         command
     }
