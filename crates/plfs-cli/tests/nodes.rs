@@ -244,6 +244,39 @@ fn library_collective_open_every_strategy_across_nodes() {
     assert!(dirs.len() > 1, "one hostdir for every node:\n{listing}");
 }
 
+/// `plfs bench n1-strided --interface mpiio` starts mpirun.openmpi from
+/// PATH; with the nodes' wrapper (`plfs-nodes up` makes it) first there,
+/// its MPI-IO ranks write and read on the nodes.
+#[test]
+fn bench_n1_strided_mpiio_ranks_run_on_the_nodes() {
+    if !available() {
+        return;
+    }
+    let nodes = Nodes::up(NODES, RANKS_PER_NODE);
+    let work = nodes.path("bench");
+    std::fs::create_dir(&work).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![PathBuf::from("/run/plfs-nodes/bin")];
+    dirs.extend(std::env::split_paths(&path));
+    let mut command = Command::new(PLFS);
+    command
+        .args(["bench", "n1-strided", "--interface", "mpiio", "--writers", &RANKS.to_string()])
+        .args(["--records", &RECORDS.to_string(), "--size", &RECORD_BYTES.to_string(), "--read", "--keep"])
+        .arg("--dir")
+        .arg(&work)
+        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .env_remove("PLFSRC");
+    expect(&mut command, "verified: every byte read back in every phase matched");
+    let listing = run_ok(Command::new("find").arg(&work).args(["-name", "index.*", "-path", "*/hostdir.*"]));
+    let hosts: BTreeSet<String> = listing
+        .lines()
+        .map(|log| {
+            Path::new(log).file_name().unwrap().to_string_lossy().rsplit('.').next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(hosts, (0..NODES).map(host_hash).collect(), "index logs of the MPI-IO phase:\n{listing}");
+}
+
 /// The preload: an unmodified MPI program's open/pwrite/pread on a path
 /// under the mount point, on every node.
 #[test]
