@@ -13,7 +13,9 @@ packages=(
   fio               # N-1 strided writes with verified read-back
   rsync             # rsync -a round trips
   mount             # umount -l, the cleanup of last resort
-  util-linux        # runuser, for the non-root permission test
+  util-linux        # runuser, for the non-root permission test; unshare and
+                    # nsenter, for the simulated nodes (scripts/plfs-nodes)
+  iproute2          # ip netns / veth / bridge, for the simulated nodes
   # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
   # by side, so the tests prove one libplfs serves either. Each is used
   # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).
