@@ -14,6 +14,7 @@ packages=(
   rsync             # rsync -a round trips
   mount             # umount -l, the cleanup of last resort
   util-linux        # runuser, for the non-root permission test
+  strace            # the interposer's start-up test (no plfsrc, no thread)
   # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
   # by side, so the tests prove one libplfs serves either. Each is used
   # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).
