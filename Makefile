@@ -50,14 +50,15 @@ lib: deps
 PREFIX ?= /usr/local
 install: build install-lib
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(PLFS) $(DESTDIR)$(PREFIX)/bin/plfs
+	scripts/install-stripped.sh $(PLFS) $(DESTDIR)$(PREFIX)/bin/plfs
 	@# MPI-IO PMPI wrappers, one per MPI (crates/plfs-mpi/build.rs puts them
 	@# in target/release/mpi/<flavor>/); two levels below libplfs.so, where
 	@# libplfs_mpiio.so looks for it.
 	for flavor in openmpi mpich; do \
 	  if [ -f target/release/mpi/$$flavor/libplfs_mpiio.so ]; then \
 	    install -d $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor && \
-	    install -m 755 target/release/mpi/$$flavor/libplfs_mpiio.so $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor/ || exit 1; \
+	    scripts/install-stripped.sh target/release/mpi/$$flavor/libplfs_mpiio.so \
+	      $(DESTDIR)$(PREFIX)/lib/plfs-mpi/$$flavor/libplfs_mpiio.so || exit 1; \
 	  fi; \
 	done
 
@@ -69,10 +70,12 @@ LIBPLFS_DIR ?= target/release
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 install-lib:
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
-	install -m 755 $(LIBPLFS_DIR)/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
+	@# Programs and shared libraries go in stripped, their debug info in
+	@# .debug/ beside them (scripts/install-stripped.sh says why).
+	scripts/install-stripped.sh $(LIBPLFS_DIR)/libplfs.so $(DESTDIR)$(PREFIX)/lib/libplfs.so
 	# The interposer loads libplfs.so from its own directory.
 	if [ -f $(LIBPLFS_DIR)/libplfs_preload.so ]; then \
-		install -m 755 $(LIBPLFS_DIR)/libplfs_preload.so $(DESTDIR)$(PREFIX)/lib/libplfs_preload.so; fi
+		scripts/install-stripped.sh $(LIBPLFS_DIR)/libplfs_preload.so $(DESTDIR)$(PREFIX)/lib/libplfs_preload.so; fi
 	install -m 644 $(LIBPLFS_DIR)/libplfs.a $(DESTDIR)$(PREFIX)/lib/libplfs.a
 	install -m 644 include/plfs.h include/plfs_error.h include/plfs_mpi.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' crates/plfs-capi/plfs.pc.in \

@@ -16,6 +16,7 @@ packages=(
   util-linux        # runuser, for the non-root permission test; unshare and
                     # nsenter, for the simulated nodes (scripts/plfs-nodes)
   iproute2          # ip netns / veth / bridge, for the simulated nodes
+  strace            # the interposer's start-up test (no plfsrc, no thread)
   # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
   # by side, so the tests prove one libplfs serves either. Each is used
   # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).

@@ -271,6 +271,20 @@ fn pkg_config_finds_an_installed_library() {
     {
         assert!(prefix.join(file).exists(), "make install-lib did not install {file}");
     }
+    // Installed stripped, the debug info kept apart in lib/.debug/ and
+    // named by the library's .gnu_debuglink (where gdb looks).
+    let sections = |file: &Path| -> String {
+        let output = Command::new("readelf").arg("-S").arg("-W").arg(file).output().unwrap();
+        assert!(output.status.success(), "readelf -S {}:\n{}", file.display(), text(&output.stderr));
+        text(&output.stdout)
+    };
+    let library = sections(&prefix.join("lib/libplfs.so"));
+    assert!(!library.contains(".debug_info"), "lib/libplfs.so was installed with its debug info");
+    assert!(library.contains(".gnu_debuglink"), "lib/libplfs.so names no debug file");
+    assert!(
+        sections(&prefix.join("lib/.debug/libplfs.so.debug")).contains(".debug_info"),
+        "lib/.debug/libplfs.so.debug holds no debug info"
+    );
 
     let pkg_config = |args: &[&str]| -> Vec<String> {
         let output = Command::new("pkg-config")

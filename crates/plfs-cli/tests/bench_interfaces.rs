@@ -136,6 +136,63 @@ fn lib_preload_and_mpiio_in_one_run() {
     }
 }
 
+/// mpiio_bench checks a word at a time; a wrong byte must still be named
+/// exactly, inside a word and in a record's tail. Plain files, no plfs: the
+/// program alone under mpirun, 2 ranks, 3 records of 4099 B each (512
+/// words and a 3-byte tail); rank 0 reads rank 1's records 1, 3, 5 and
+/// rank 1 reads records 0, 2, 4.
+#[test]
+fn mpiio_bench_names_the_first_wrong_byte() {
+    if let Some(why) = open_mpi_missing() {
+        assert!(!required(), "PLFS_REQUIRE_MPI=1 but {why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("plfs-bench-interfaces.").tempdir().unwrap();
+    let file = dir.path().join("plain");
+    let run = |op: &str| -> Vec<Value> {
+        let output = Command::new("mpirun.openmpi")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+            .arg(built("mpi/openmpi/mpiio_bench"))
+            .arg(op)
+            .arg(&file)
+            .args(["3", &SIZE.to_string()])
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{op}: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+        let mut results: Vec<Value> = stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix("PLFS-BENCH-RESULT "))
+            .map(|json| serde_json::from_str(json).unwrap())
+            .collect();
+        results.sort_by_key(|result| result["rank"].as_u64());
+        assert_eq!(results.len(), 2, "{op}: {stdout}");
+        results
+    };
+    run("write");
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert_eq!(bytes.len() as u64, 6 * SIZE);
+    bytes[(3 * SIZE + 4097) as usize] ^= 0x40; // record 3, in the tail
+    bytes[(2 * SIZE + 13) as usize] ^= 0x01; // record 2, inside word 1
+    std::fs::write(&file, &bytes).unwrap();
+    let results = run("read");
+    let first_bad = |rank: usize| results[rank]["first_bad"].as_str().unwrap_or("").to_owned();
+    assert_eq!(results[0]["bad_records"], 1, "{:?}", results[0]);
+    assert!(
+        first_bad(0).contains(&format!("record 3 at offset {}: byte 4097 is", 3 * SIZE)),
+        "{}",
+        first_bad(0)
+    );
+    assert_eq!(results[1]["bad_records"], 1, "{:?}", results[1]);
+    assert!(
+        first_bad(1).contains(&format!("record 2 at offset {}: byte 13 is", 2 * SIZE)),
+        "{}",
+        first_bad(1)
+    );
+}
+
 /// Without mpirun on PATH, `--interface mpiio` fails and says what is missing.
 #[test]
 fn mpiio_without_mpirun_names_it() {

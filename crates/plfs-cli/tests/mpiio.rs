@@ -362,6 +362,14 @@ fn mpiio_errors(flavor: &str, io: Option<&str>) {
     let (_, stderr) = run.expect(ranks, &["open-excl", &existing, "file_exists"], &ok("open-excl"));
     quiet(&stderr);
 
+    // Hints that differ between ranks: every rank gets MPI_ERR_INFO_VALUE,
+    // and rank 0 names the hint with its range.
+    let (_, stderr) = run.expect(ranks, &["hints-differ", &existing, "info_value"], &ok("hints-differ"));
+    assert!(
+        stderr.contains("hint plfs_flatten_close differs between ranks (from 0 to 1)"),
+        "{flavor} {io:?}: no word of which hint differs:\n{stderr}"
+    );
+
     // Permission denied: a 0600 file of root's, opened by nobody.
     let secret = mount.join("secret").display().to_string();
     run.expect(ranks, &["create", &secret, "600"], &ok("create"));

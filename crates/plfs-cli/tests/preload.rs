@@ -455,6 +455,86 @@ fn paths_outside_the_mount_pass_through_unchanged() {
     assert_eq!(backend_entries, 0);
 }
 
+/// A process that touches no plfs path does no plfs work: `cat` of plain
+/// files under the interposer has not loaded libplfs.so (its own
+/// /proc/self/maps says so) and runs one thread. The same look at the maps
+/// after a plfs file was read does find libplfs.so, so the check can fail.
+#[test]
+fn a_process_that_touches_no_plfs_path_loads_no_libplfs() {
+    let setup = Setup::new();
+    let plain = setup.scratch("plain");
+    fs::write(&plain, b"plain\n").unwrap();
+    let loaded = |maps: &str| maps.lines().any(|line| line.ends_with("/libplfs.so"));
+
+    let output = setup.run("cat", &[s(&plain), "/proc/self/status", "/proc/self/maps"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("libplfs_preload.so"), "the interposer is not mapped:\n{text}");
+    assert!(!loaded(&text), "cat of plain files loaded libplfs.so:\n{text}");
+    assert!(text.lines().any(|line| line == "Threads:\t1"), "cat of plain files runs threads:\n{text}");
+
+    setup.run("cp", &[s(&plain), &setup.logical("f")]);
+    let output = setup.run("cat", &[&setup.logical("f"), "/proc/self/maps"]);
+    assert!(loaded(&String::from_utf8_lossy(&output.stdout)), "a plfs read did not load libplfs.so");
+}
+
+/// Start-up does nothing eagerly: `true` under the interposer reads no
+/// plfsrc, loads no libplfs.so and starts no thread, and `cat`
+/// of a plain file reads the plfsrc (to know the file is not in a mount)
+/// but still loads no libplfs.so and starts no thread. strace(1) watches
+/// the unmodified programs.
+#[test]
+fn start_up_reads_no_plfsrc_and_starts_no_thread() {
+    let setup = Setup::new();
+    let plain = setup.scratch("plain");
+    fs::write(&plain, b"plain\n").unwrap();
+    let config = s(&setup.config).to_owned();
+    let traced = |name: &str, program: &[&str]| -> Vec<String> {
+        let log = setup.scratch(&format!("{name}.strace"));
+        let output = Command::new("timeout")
+            .arg(TIMEOUT_SECONDS.to_string())
+            .args(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2,clone,clone3,fork,vfork", "-o"])
+            .arg(&log)
+            .arg("-E")
+            .arg(format!("LD_PRELOAD={}", interposer().display()))
+            .args(program)
+            .env("PLFSRC", &setup.config)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
+        assert!(output.status.success(), "strace {program:?}: {}", String::from_utf8_lossy(&output.stderr));
+        fs::read_to_string(&log).unwrap().lines().map(str::to_owned).collect()
+    };
+    let threads =
+        |calls: &[String]| calls.iter().filter(|call| call.contains("clone")).cloned().collect::<Vec<_>>();
+
+    let calls = traced("true", &["true"]);
+    assert!(
+        calls.iter().any(|call| call.contains("libplfs_preload.so")),
+        "no interposer:\n{}",
+        calls.join("\n")
+    );
+    assert!(!calls.iter().any(|call| call.contains(&config)), "true read the plfsrc:\n{}", calls.join("\n"));
+    assert!(
+        !calls.iter().any(|call| call.contains("/libplfs.so")),
+        "true loaded libplfs.so:\n{}",
+        calls.join("\n")
+    );
+    assert_eq!(threads(&calls), Vec::<String>::new());
+
+    let calls = traced("cat", &["cat", s(&plain)]);
+    assert!(
+        calls.iter().any(|call| call.contains(&config)),
+        "cat did not read the plfsrc:\n{}",
+        calls.join("\n")
+    );
+    assert!(
+        !calls.iter().any(|call| call.contains("/libplfs.so")),
+        "cat loaded libplfs.so:\n{}",
+        calls.join("\n")
+    );
+    assert_eq!(threads(&calls), Vec::<String>::new());
+}
+
 /// PLFS 2.5's `plfs:` prefix from unmodified programs: `cp` and `cat` pass
 /// `plfs:/…/mnt/f` to open(2) as it is, and the interposer must take it
 /// as the plfs file (as libplfs and the MPI-IO wrapper do), while a path

@@ -9,6 +9,7 @@
 //! - `guard`: the "inside plfs" flag that sends libplfs's own I/O to libc.
 //! - `real`: the real libc functions (`dlsym(RTLD_NEXT, …)`).
 //! - `libplfs`: loading libplfs.so and calling it.
+//! - `mounts`: the plfsrc's mount points, read without libplfs.
 //! - `paths`: which paths are plfs paths.
 //! - `files`: the descriptor table and open-file state; fork and exit.
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
@@ -29,6 +30,7 @@ mod files;
 mod guard;
 mod libplfs;
 mod meta;
+mod mounts;
 mod paths;
 mod posix;
 mod pump;

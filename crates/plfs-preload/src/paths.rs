@@ -8,6 +8,7 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use crate::files;
 use crate::guard::{Inside, inside};
 use crate::libplfs::library;
+use crate::mounts;
 
 /// PLFS 2.5's MPI-IO prefix for plfs paths (libplfs strips it too).
 const PREFIX: &[u8] = b"plfs:";
@@ -31,14 +32,19 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     if bytes.is_empty() || bytes.len() > PATH_BYTES_MAX {
         return None;
     }
-    let library = library()?;
-    if let Some(points) = &library.mount_points
+    // The common case for every other file: no allocation, and libplfs is
+    // not even loaded. The interposer's own reading of the plfsrc comes
+    // first; libplfs's list only when that failed.
+    let points = match mounts::mount_points() {
+        Some(points) => Some(points),
+        None => library()?.mount_points.as_deref(),
+    };
+    if let Some(points) = points
         && certainly_elsewhere(dirfd, bytes, points)
     {
-        // The common case for every other file: no allocation, no libplfs.
         return None;
     }
-    let is_plfs_path = library.is_plfs_path?;
+    let is_plfs_path = library()?.is_plfs_path?;
     let absolute = absolute(dirfd, bytes)?;
     let absolute = CString::new(absolute).ok()?;
     let _inside = Inside::enter();

@@ -11,6 +11,8 @@
  *   mpiio_errors open-rdonly  PATH CLASS  MPI_MODE_RDONLY
  *   mpiio_errors open-excl    PATH CLASS  MPI_MODE_CREATE|EXCL|WRONLY
  *   mpiio_errors open-create  PATH CLASS  MPI_MODE_CREATE|WRONLY
+ *   mpiio_errors hints-differ PATH CLASS  MPI_MODE_CREATE|WRONLY, the last
+ *                                         rank alone with plfs_flatten_close=1
  *   mpiio_errors delete       PATH CLASS  MPI_File_delete on every rank
  *   mpiio_errors user         PATH CLASS  MPI_MODE_RDONLY with a handler of
  *                                         ours on MPI_FILE_NULL: it must be
@@ -19,7 +21,7 @@
  *                                         MPI_FILE_NULL, then a read-only
  *                                         open: must not return
  *
- * CLASS: no_such_file, file_exists, access. Every rank checks the error
+ * CLASS: no_such_file, file_exists, access, info_value. Every rank checks the error
  * class of the call's return; rank 0 prints "mpiio_errors: OK: ..." when
  * every rank got it, and the program exits 1 otherwise.
  */
@@ -39,6 +41,9 @@ static int class_named(const char *name) {
     }
     if (strcmp(name, "access") == 0) {
         return MPI_ERR_ACCESS;
+    }
+    if (strcmp(name, "info_value") == 0) {
+        return MPI_ERR_INFO_VALUE;
     }
     fprintf(stderr, "mpiio_errors: %s: not an error class this program knows\n", name);
     MPI_Abort(MPI_COMM_WORLD, 2);
@@ -73,7 +78,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     if (argc < 3) {
-        fprintf(stderr, "usage: mpiio_errors create|open-rdonly|open-excl|open-create|delete|user|fatal PATH ...\n");
+        fprintf(stderr, "usage: mpiio_errors create|open-rdonly|open-excl|open-create|hints-differ|delete|user|fatal PATH ...\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *mode = argv[1], *path = argv[2];
@@ -106,6 +111,17 @@ int main(int argc, char **argv) {
             MPI_Errhandler_free(&handler);
             rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
             MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_RETURN);
+        } else if (strcmp(mode, "hints-differ") == 0) {
+            /* The last rank alone asks for plfs_flatten_close. */
+            MPI_Info info = MPI_INFO_NULL;
+            if (rank == ranks - 1) {
+                MPI_Info_create(&info);
+                MPI_Info_set(info, "plfs_flatten_close", "1");
+            }
+            rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &fh);
+            if (info != MPI_INFO_NULL) {
+                MPI_Info_free(&info);
+            }
         } else {
             int amode = strcmp(mode, "open-rdonly") == 0   ? MPI_MODE_RDONLY
                         : strcmp(mode, "open-excl") == 0   ? MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_WRONLY
