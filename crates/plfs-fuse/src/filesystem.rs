@@ -393,6 +393,12 @@ impl PlfsFs {
     /// handle (the kernel asks so when a read reaches its cached size) the
     /// size is the handle's own file's, whichever version that is.
     fn do_getattr(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<(FileAttr, Duration), Errno> {
+        // Not across a rename or unlink: the kernel asks for attributes in
+        // the middle of read(2) on an open descriptor (a read past its
+        // cached size), and fails that read with our errno. A path taken
+        // before an unlink hid the file, stat'ed after, is gone: ENOENT on
+        // an open file (the churn test's last failure).
+        let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let located = lock(&self.inodes).locate(ino);
         let mut attr = match located {
             Some(Located::Replaced { name, hidden }) => {

@@ -1586,3 +1586,146 @@ mod small {
         }
     }
 }
+
+/// Threads of one process (as FUSE's request threads, or a program under
+/// the preload) hold a file open for reading or rewriting while others
+/// publish new files onto its name by rename and hide it as FUSE does an
+/// unlinked open file. Every handle keeps the one file it opened: whole,
+/// one stamp throughout, never the file that took its name, never an
+/// error. (A read between a rename's switch of the storage and the moment
+/// the handle learned its new path loaded the new file's index, or chased
+/// logs that had moved: ENOENT on an open file.)
+#[test]
+fn open_handles_keep_their_file_while_other_threads_rename_over_it() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    const WORDS: usize = 2048;
+    const PUBLISHES: u64 = 120;
+    let stamped = |stamp: u64| -> Vec<u8> { (0..WORDS).flat_map(|_| stamp.to_le_bytes()).collect() };
+    // The stamp of a whole file, or what is wrong with it.
+    let check = |bytes: &[u8]| -> std::result::Result<u64, String> {
+        if bytes.len() != WORDS * 8 {
+            return Err(format!("{} bytes", bytes.len()));
+        }
+        let first = &bytes[..8];
+        match bytes.chunks(8).position(|word| word != first) {
+            Some(word) => Err(format!("mixed at word {word}")),
+            None => Ok(u64::from_le_bytes(first.try_into().unwrap())),
+        }
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (_stores, plfs) = posix_mount(root.path(), 3, Workload::SharedFile);
+    plfs.mkdir("/d", 0o755).unwrap();
+    write_whole(&plfs, "/d/pub", &stamped(1));
+    let done = AtomicBool::new(false);
+    let hidden = AtomicU64::new(0);
+    let (holds, failures) = (AtomicU64::new(0), Mutex::new(Vec::<String>::new()));
+    let fail = |what: String| failures.lock().unwrap().push(what);
+    // Reads the file through `handle` in four pieces, yielding between.
+    let read_in_pieces = |handle: &FileHandle| -> Result<Vec<u8>> {
+        let mut bytes = vec![0; WORDS * 8 + 8];
+        let mut got = 0;
+        for piece in 0..5 {
+            let end = ((piece + 1) * WORDS * 2).min(bytes.len());
+            got += handle.read(&mut bytes[got..end], got as u64)?;
+            std::thread::yield_now();
+        }
+        bytes.truncate(got);
+        Ok(bytes)
+    };
+    std::thread::scope(|scope| {
+        let publishers: Vec<_> = (1..=2u64)
+            .map(|publisher| {
+                let (plfs, stamped, hidden, fail) = (&plfs, &stamped, &hidden, &fail);
+                scope.spawn(move || {
+                    let tmp = format!("/d/tmp.{publisher}");
+                    for n in 0..PUBLISHES {
+                        write_whole(plfs, &tmp, &stamped(publisher << 32 | n));
+                        if let Err(error) = plfs.rename(&tmp, "/d/pub") {
+                            fail(format!("rename {tmp}: {error}"));
+                        }
+                        if n % 4 == 3 {
+                            // An unlink of the name while handles are open.
+                            match plfs.hide("/d/pub", hidden.fetch_add(1, Ordering::Relaxed) << 8 | publisher)
+                            {
+                                Ok(_) => {}
+                                Err(error) if error.kind() == ErrorKind::NotFound => {}
+                                Err(error) => fail(format!("hide: {error}")),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for reader in 0..3 {
+            let (plfs, done, holds, fail, check, read_in_pieces) =
+                (&plfs, &done, &holds, &fail, &check, &read_in_pieces);
+            scope.spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    let handle = match plfs.open("/d/pub", OpenFlags::RDONLY, 0, 100 + reader) {
+                        Ok(handle) => handle,
+                        Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                        Err(error) => return fail(format!("open: {error}")),
+                    };
+                    holds.fetch_add(1, Ordering::Relaxed);
+                    match read_in_pieces(&handle).map(|bytes| check(&bytes)) {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(wrong)) => fail(format!("reader {reader}: {wrong}")),
+                        Err(error) => fail(format!("reader {reader}: {error}")),
+                    }
+                    if let Err(error) = handle.close() {
+                        fail(format!("reader {reader}: close: {error}"));
+                    }
+                }
+            });
+        }
+        // Writes each open file's own stamp back over it in two halves:
+        // the bytes never change, so readers still see one stamp, unless a
+        // half lands in another file.
+        let (plfs_ref, done_ref, check_ref) = (&plfs, &done, &check);
+        let read_in_pieces_ref = &read_in_pieces;
+        let fail_ref = &fail;
+        scope.spawn(move || {
+            while !done_ref.load(Ordering::Acquire) {
+                let handle = match plfs_ref.open("/d/pub", OpenFlags::RDWR, 0, 200) {
+                    Ok(handle) => handle,
+                    Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                    Err(error) => return fail_ref(format!("open rw: {error}")),
+                };
+                let rewritten = read_in_pieces_ref(&handle).and_then(|bytes| {
+                    let Ok(stamp) = check_ref(&bytes) else { return Ok(Err(bytes)) };
+                    let half = WORDS * 4;
+                    handle.write(&bytes[..half], 0)?;
+                    std::thread::yield_now();
+                    handle.write(&bytes[half..], half as u64)?;
+                    let again = read_in_pieces_ref(&handle)?;
+                    Ok(match check_ref(&again) {
+                        Ok(same) if same == stamp => Ok(()),
+                        _ => Err(again),
+                    })
+                });
+                match rewritten {
+                    Ok(Ok(())) => {}
+                    Ok(Err(bytes)) => fail_ref(format!("rewriter: {:?}", check_ref(&bytes))),
+                    Err(error) => fail_ref(format!("rewriter: {error}")),
+                }
+                if let Err(error) = handle.close() {
+                    fail_ref(format!("rewriter: close: {error}"));
+                }
+            }
+        });
+        for publisher in publishers {
+            publisher.join().unwrap();
+        }
+        done.store(true, Ordering::Release);
+    });
+    let failures = failures.into_inner().unwrap();
+    eprintln!("{} holds, {} failures", holds.load(Ordering::Relaxed), failures.len());
+    assert_eq!(failures, Vec::<String>::new());
+    assert!(holds.load(Ordering::Relaxed) > 0, "no reader ever opened the file");
+    // What is at the name last is one whole published file.
+    if plfs.stat("/d/pub").is_ok() {
+        check(&read_whole(&plfs, "/d/pub")).unwrap();
+    }
+}

@@ -5,7 +5,7 @@
 //! open containers: only containers share an open file between handles.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 use super::{
     AttributeChange, ContainerOps, FileDetail, Found, FoundFile, OpenRequest, Workload, WorkloadFile,
@@ -25,23 +25,133 @@ use crate::placement::BackendId;
 use crate::protection::{self, Pieces};
 use crate::store::{EntryKind, Store, StorePath};
 
+/// The open file every handle of one container shares in this process,
+/// behind its gate. A rename or unlink that moves the file's storage holds
+/// the gate exclusively until the open file knows its new path; every call
+/// through a handle holds it shared. Without it a read between the switch
+/// and `set_path` loaded the index of the file that took the name (wrong
+/// bytes) or chased logs that had moved (ENOENT on an open descriptor).
+#[derive(Debug)]
+struct Shared {
+    gate: RwLock<()>,
+    file: OpenFile,
+}
+
+impl Shared {
+    fn gated(&self) -> RwLockReadGuard<'_, ()> {
+        self.gate.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[derive(Debug)]
 struct OpenEntry {
-    file: Arc<OpenFile>,
+    shared: Arc<Shared>,
     opens: usize,
     /// A rename replaced this file while it was open here: it lives on at
     /// a hidden name until its last close here removes it.
     doomed: bool,
 }
 
-/// The containers open in this process, by logical path.
+/// Who holds a logical path while its storage may change under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// Opens looking the file up and registering (shared).
+    Opening(usize),
+    /// A rename or unlink moving the file (exclusive).
+    Moving,
+}
+
 #[derive(Debug, Default)]
-struct Registry(Mutex<HashMap<StorePath, OpenEntry>>);
+struct Tables {
+    entries: HashMap<StorePath, OpenEntry>,
+    claims: HashMap<StorePath, Claim>,
+}
+
+/// The containers open in this process, by logical path, and the paths a
+/// rename or unlink is moving: an open of such a path waits for the move
+/// (it then finds the file the name has after it), and a move waits for
+/// the opens of its paths to register, so the entries of its paths hold
+/// still while it runs.
+#[derive(Debug, Default)]
+struct Registry {
+    tables: Mutex<Tables>,
+    released: Condvar,
+}
 
 impl Registry {
-    fn lock(&self) -> MutexGuard<'_, HashMap<StorePath, OpenEntry>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Waits until no move holds `path`, then holds it for an open.
+    fn claim_open(&self, path: &StorePath) -> ClaimGuard<'_> {
+        let mut tables = self.lock();
+        loop {
+            match tables.claims.get_mut(path) {
+                None => {
+                    tables.claims.insert(path.clone(), Claim::Opening(1));
+                    break;
+                }
+                Some(Claim::Opening(count)) => {
+                    *count += 1;
+                    break;
+                }
+                Some(Claim::Moving) => {
+                    tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+        ClaimGuard { registry: self, paths: vec![path.clone()] }
+    }
+
+    /// Waits until nothing holds any of `paths`, then holds them all for a
+    /// move, and returns the shared files open at them now.
+    fn claim_move(&self, paths: &[&StorePath]) -> (ClaimGuard<'_>, Vec<Arc<Shared>>) {
+        let mut tables = self.lock();
+        while paths.iter().any(|path| tables.claims.contains_key(*path)) {
+            tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
+        }
+        let mut held = Vec::with_capacity(paths.len());
+        let mut open = Vec::new();
+        for path in paths {
+            if tables.claims.insert((*path).clone(), Claim::Moving).is_none() {
+                held.push((*path).clone());
+            }
+            if let Some(entry) = tables.entries.get(*path) {
+                open.push(entry.shared.clone());
+            }
+        }
+        (ClaimGuard { registry: self, paths: held }, open)
+    }
+}
+
+/// Paths held by an open or a move, given back when it drops.
+struct ClaimGuard<'a> {
+    registry: &'a Registry,
+    paths: Vec<StorePath>,
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        let mut tables = self.registry.lock();
+        for path in &self.paths {
+            match tables.claims.get_mut(path) {
+                Some(Claim::Opening(count)) if *count > 1 => *count -= 1,
+                _ => {
+                    tables.claims.remove(path);
+                }
+            }
+        }
+        drop(tables);
+        self.registry.released.notify_all();
+    }
+}
+
+/// Holds the gates of the files a move claimed, exclusively: every call
+/// through their handles finished, none starts until the move is done
+/// (closes too, so the entries of the claimed paths hold still).
+fn hold_gates(open: &[Arc<Shared>]) -> Vec<std::sync::RwLockWriteGuard<'_, ()>> {
+    open.iter().map(|shared| shared.gate.write().unwrap_or_else(PoisonError::into_inner)).collect()
 }
 
 /// The container workload of one mount.
@@ -59,26 +169,30 @@ impl SharedFile {
     /// the open sees what other hosts synced before it, even when the file
     /// was already open here, so a cached index is replaced (by `index` when
     /// a collective open built one) or dropped — except by the first open
-    /// after a collective one, which belongs to it.
+    /// after a collective one, which belongs to it. The caller holds an
+    /// open claim on `logical`.
     fn register_open(
         &self,
         mount: &Arc<MountState>,
         logical: &StorePath,
         index: Option<LoadedIndex>,
     ) -> ContainerFile {
-        let mut registry = self.registry.lock();
-        let entry = registry.entry(logical.clone()).or_insert_with(|| OpenEntry {
-            file: Arc::new(OpenFile::new(mount.clone(), logical.clone())),
+        let mut tables = self.registry.lock();
+        let entry = tables.entries.entry(logical.clone()).or_insert_with(|| OpenEntry {
+            shared: Arc::new(Shared {
+                gate: RwLock::new(()),
+                file: OpenFile::new(mount.clone(), logical.clone()),
+            }),
             opens: 0,
             doomed: false,
         });
         match index {
-            Some(index) => entry.file.seed_read_state(index),
-            None if entry.opens > 0 => entry.file.reopened(),
+            Some(index) => entry.shared.file.seed_read_state(index),
+            None if entry.opens > 0 => entry.shared.file.reopened(),
             None => {}
         }
         entry.opens += 1;
-        ContainerFile { file: entry.file.clone(), mount: mount.clone(), registry: self.registry.clone() }
+        ContainerFile { shared: entry.shared.clone(), mount: mount.clone(), registry: self.registry.clone() }
     }
 
     /// Makes the container vanish in one rename on its canonical backend,
@@ -132,20 +246,24 @@ impl Workload for SharedFile {
 
     fn file_attr(&self, mount: &MountState, logical: &StorePath, file: &FoundFile) -> Result<FileAttr> {
         let access = access_of(logical, file)?;
-        let open = self.registry.lock().get(logical).map(|entry| entry.file.clone());
-        let summary = match open {
+        let open = self.registry.lock().entries.get(logical).map(|entry| entry.shared.clone());
+        let gate = open.as_ref().map(|shared| shared.gated());
+        let summary = match &open {
             // Lazy stat (PLFS's default): a file this process is writing
             // answers from memory, without reading any index log; writes
             // other processes made since it was opened show at close.
-            Some(file) if mount.tuning.lazy_stat && file.has_written() => file.known_summary()?,
-            Some(file) => {
+            Some(shared) if mount.tuning.lazy_stat && shared.file.has_written() => {
+                shared.file.known_summary()?
+            }
+            Some(shared) => {
                 // Records this process still buffers must reach the index
                 // logs first, so the answer is exact.
-                file.flush_index()?;
+                shared.file.flush_index()?;
                 container::size_from_meta(mount, logical)?
             }
             None => container::size_from_meta(mount, logical)?,
         };
+        drop(gate);
         let mtime_ns =
             if summary.last_stamp > access.times_stamp { summary.last_stamp } else { access.mtime_ns };
         Ok(FileAttr {
@@ -169,6 +287,9 @@ impl Workload for SharedFile {
         request: &OpenRequest<'_>,
     ) -> Result<Box<dyn WorkloadFile>> {
         let (path, flags) = (request.shown, request.flags);
+        // The file at the name as of one instant: no rename or unlink of
+        // the name runs until this open has registered.
+        let _claim = self.registry.claim_open(logical);
         let mut created = false;
         if flags.create {
             if !flags.write && !flags.read {
@@ -218,6 +339,12 @@ impl Workload for SharedFile {
     }
 
     fn unlink(&self, mount: &MountState, path: &StorePath, _file: &FoundFile) -> Result<()> {
+        let (_claim, open) = self.registry.claim_move(&[path]);
+        let _gates = hold_gates(&open);
+        // Handles still open here (an interface that does not hide such a
+        // file first) keep their open file, detached: a file created at
+        // the name later must get an open file of its own, never theirs.
+        self.registry.lock().entries.remove(path);
         self.remove_container(mount, path)
     }
 
@@ -227,34 +354,31 @@ impl Workload for SharedFile {
         source: &StorePath,
         target: &StorePath,
     ) -> Result<Option<String>> {
-        let open_here = self.registry.lock().contains_key(target);
+        // Both names are held and the handles of both files wait, from
+        // before the storage switches until they know their new paths; the
+        // entries of both names hold still meanwhile (see `Registry`).
+        let (_claim, open) = self.registry.claim_move(&[source, target]);
+        let _gates = hold_gates(&open);
+        let open_here = self.registry.lock().entries.contains_key(target);
         let displaced = crate::rename::move_file(mount, source, target, open_here)?;
-        let mut registry = self.registry.lock();
+        let mut tables = self.registry.lock();
         let mut kept = None;
         // The replaced file's handles here follow it to its hidden name:
-        // they must never read or write the new file. (A file opened here
-        // only while the rename ran found the name switched: it stays.)
-        let mut orphan = None;
-        if let (true, Some(displaced)) = (open_here, displaced) {
-            match registry.remove(target) {
-                Some(mut entry) => {
-                    entry.file.set_path(displaced.clone());
-                    entry.file.invalidate_read_state();
-                    entry.doomed = true;
-                    kept = Some(format!("/{displaced}"));
-                    registry.insert(displaced, entry);
-                }
-                // Its last handle closed while the rename ran.
-                None => orphan = Some(displaced),
-            }
+        // they must never read or write the new file.
+        if let (true, Some(displaced)) = (open_here, displaced)
+            && let Some(mut entry) = tables.entries.remove(target)
+        {
+            entry.shared.file.set_path(displaced.clone());
+            entry.shared.file.invalidate_read_state();
+            entry.doomed = true;
+            kept = Some(format!("/{displaced}"));
+            tables.entries.insert(displaced, entry);
         }
-        if let Some(entry) = registry.remove(source) {
-            entry.file.set_path(target.clone());
-            registry.insert(target.clone(), entry);
-        }
-        drop(registry);
-        if let Some(orphan) = orphan {
-            crate::rename::remove_everywhere(mount, &orphan)?;
+        if let Some(entry) = tables.entries.remove(source) {
+            entry.shared.file.set_path(target.clone());
+            // Its merged index names logs under the old name.
+            entry.shared.file.invalidate_read_state();
+            tables.entries.insert(target.clone(), entry);
         }
         Ok(kept)
     }
@@ -356,6 +480,7 @@ impl ContainerOps for SharedFile {
         path: &StorePath,
         index: LoadedIndex,
     ) -> Result<Box<dyn WorkloadFile>> {
+        let _claim = self.registry.claim_open(path);
         Ok(Box::new(self.register_open(mount, path, Some(index))))
     }
 
@@ -368,59 +493,71 @@ impl ContainerOps for SharedFile {
 /// the registry until this open's close.
 #[derive(Debug)]
 struct ContainerFile {
-    file: Arc<OpenFile>,
+    shared: Arc<Shared>,
     mount: Arc<MountState>,
     registry: Arc<Registry>,
 }
 
 impl WorkloadFile for ContainerFile {
     fn path(&self) -> StorePath {
-        self.file.path()
+        self.shared.file.path()
     }
 
     fn write(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
-        self.file.write(buf, offset, writer)
+        let _gate = self.shared.gated();
+        self.shared.file.write(buf, offset, writer)
     }
 
     fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.file.read(buf, offset)
+        let _gate = self.shared.gated();
+        self.shared.file.read(buf, offset)
     }
 
     fn flush(&self) -> Result<()> {
-        self.file.flush_index()
+        let _gate = self.shared.gated();
+        self.shared.file.flush_index()
     }
 
     fn sync(&self) -> Result<()> {
-        self.file.sync()
+        let _gate = self.shared.gated();
+        self.shared.file.sync()
     }
 
     fn size(&self) -> Result<u64> {
-        self.file.size()
+        let _gate = self.shared.gated();
+        self.shared.file.size()
     }
 
     fn truncate(&self, size: u64, writer: WriterId) -> Result<()> {
-        let stamp = self.file.truncate(size, writer)?;
+        let _gate = self.shared.gated();
+        let file = &self.shared.file;
+        let stamp = file.truncate(size, writer)?;
         if size == 0 {
-            container::reclaim_before(&self.mount, &self.file.path(), stamp)?;
+            container::reclaim_before(&self.mount, &file.path(), stamp)?;
         }
         Ok(())
     }
 
     fn close(&self) -> Result<()> {
-        let file = &self.file;
+        // Through to the last close's size records: they go into the
+        // container at the file's path, which no move may change meanwhile.
+        let _gate = self.shared.gated();
+        let file = &self.shared.file;
         let mut doomed = None;
         let last = {
-            let mut registry = self.registry.lock();
+            let mut tables = self.registry.lock();
             let path = file.path();
-            match registry.get_mut(&path) {
-                Some(entry) if Arc::ptr_eq(&entry.file, file) => {
+            match tables.entries.get_mut(&path) {
+                Some(entry) if Arc::ptr_eq(&entry.shared, &self.shared) => {
                     entry.opens -= 1;
                     let last = entry.opens == 0;
                     if last {
-                        doomed = registry.remove(&path).is_some_and(|entry| entry.doomed).then_some(path);
+                        doomed =
+                            tables.entries.remove(&path).is_some_and(|entry| entry.doomed).then_some(path);
                     }
                     last
                 }
+                // Detached by an unlink: every close finishes what it can.
                 _ => true,
             }
         };
