@@ -72,6 +72,22 @@ struct plfs_comm_ops {
 plfs_error_t plfs_open_collective_ops(Plfs_fd **fd, const char *path, int flags, pid_t pid,
                                       const struct plfs_comm_ops *comm, const char *strategy);
 
+/*
+ * Flatten on close. plfs_index_retain, called after a write open and
+ * before the first write, makes this process keep the index records it
+ * appends to path (up to index_buffer_mbs of the plfsrc). Once every rank
+ * of comm has closed its writers, each calls plfs_flatten_close_ops
+ * (closed: 1 when its own close succeeded): the ranks' records are
+ * gathered to rank 0, which writes the global index without reading any
+ * index log; when a rank kept nothing (no retain, past its budget, a
+ * failed close) or all of them pass rank 0's index_buffer_mbs, rank 0
+ * reads the index logs as plfs_flatten_index does. Every rank returns the
+ * same result; *gathered (if not NULL) is 1 on the gather path.
+ */
+plfs_error_t plfs_index_retain(const char *path);
+plfs_error_t plfs_flatten_close_ops(const char *path, const struct plfs_comm_ops *comm, int closed,
+                                    int *gathered);
+
 /* ---- The MPI side, compiled into the caller. ---- */
 
 static inline MPI_Comm plfs_mpi_comm_(void *context) { return *(MPI_Comm *)context; }

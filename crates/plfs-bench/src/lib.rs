@@ -49,7 +49,9 @@ pub use plfs::config::VerifyReads;
 
 pub use error::{BenchError, Result};
 
-pub use open::{OPEN_BENCH_PATH, OpenReport, OpenSpec, StrategyReport, run_open};
+pub use open::{
+    OPEN_BENCH_PATH, OpenReport, OpenSpec, OpenSweepReport, StrategyReport, run_open, run_open_sweep,
+};
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
 pub use report::{BenchReport, InterfaceFigures, PhaseReport};

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::error::{BenchError, Result};
 use crate::mdtest::{MdTarget, MdtestReport, MdtestSummary};
-use crate::open::OpenReport;
+use crate::open::{OpenReport, OpenSweepReport, StrategyReport};
 use crate::repeat::{RepeatedReport, Spread};
 use crate::restart::RestartReport;
 use crate::store::{StoreRepeatedReport, StoreReport};
@@ -501,20 +501,26 @@ impl Plot for StoreReport {
     }
 }
 
-/// The open time and the largest reader's memory growth per strategy, the
-/// repeats' range as whiskers (seed 000 §3, Figure 3 at one (N, M)).
+/// One strategy's runs of a figure as a point at `x`.
+fn runs_point(x: f64, runs: &[f64]) -> Option<Point> {
+    Spread::of(runs.iter().map(|value| Some(*value))).map(|spread| Point::of(x, spread))
+}
+
+/// Per strategy, the repeats' range as whiskers (seed 000 §3 at one
+/// (N, M)): the read open (Figure 3), read open + write close (Figure 4),
+/// read bandwidth counting the open (Figure 5), and the largest reader's
+/// memory growth.
 impl Plot for OpenReport {
     fn figures(&self) -> Vec<Figure> {
         let categories: Vec<String> = self.strategies.iter().map(|s| s.strategy.clone()).collect();
-        let open: Vec<Point> = self
-            .strategies
-            .iter()
-            .enumerate()
-            .filter_map(|(index, s)| {
-                Spread::of(s.open_seconds_runs.iter().map(|t| Some(*t)))
-                    .map(|spread| Point::of(index as f64, spread))
-            })
-            .collect();
+        let bars = |runs: fn(&StrategyReport) -> &[f64]| -> Vec<Point> {
+            self.strategies
+                .iter()
+                .enumerate()
+                .filter_map(|(index, s)| runs_point(index as f64, runs(s)))
+                .collect()
+        };
+        let open = bars(|s| &s.open_seconds_runs);
         let memory: Vec<Point> = self
             .strategies
             .iter()
@@ -537,6 +543,28 @@ impl Plot for OpenReport {
                 series: vec![Series { name: format!("median of {}", self.repeat), points: open }],
             },
             Figure {
+                name: "open-close-time".to_owned(),
+                title: title.clone(),
+                x_label: "index strategy".to_owned(),
+                y_label: "read open + write close, slowest rank (s)".to_owned(),
+                x_axis: XAxis::Categories(categories.clone()),
+                series: vec![Series {
+                    name: format!("median of {}", self.repeat),
+                    points: bars(|s| &s.open_close_seconds_runs),
+                }],
+            },
+            Figure {
+                name: "open-read-bandwidth".to_owned(),
+                title: title.clone(),
+                x_label: "index strategy".to_owned(),
+                y_label: "read bandwidth, open + read (MiB/s)".to_owned(),
+                x_axis: XAxis::Categories(categories.clone()),
+                series: vec![Series {
+                    name: format!("median of {}", self.repeat),
+                    points: bars(|s| &s.read_mib_per_s_runs),
+                }],
+            },
+            Figure {
                 name: "open-memory".to_owned(),
                 title,
                 x_label: "index strategy".to_owned(),
@@ -544,6 +572,63 @@ impl Plot for OpenReport {
                 x_axis: XAxis::Categories(categories),
                 series: vec![Series { name: "merged index".to_owned(), points: memory }],
             },
+        ]
+    }
+}
+
+/// The sweep as the paper draws it: against processes (N = M), one line
+/// per strategy, the repeats' range as error bars. One point is drawn as
+/// [`OpenReport`]'s bars.
+impl Plot for OpenSweepReport {
+    fn figures(&self) -> Vec<Figure> {
+        if let [point] = self.points.as_slice() {
+            return point.figures();
+        }
+        let Some(first) = self.points.first() else { return Vec::new() };
+        let names: Vec<String> = first.strategies.iter().map(|s| s.strategy.clone()).collect();
+        let lines = |runs: fn(&StrategyReport) -> &[f64]| -> Vec<Series> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(index, name)| Series {
+                    name: name.clone(),
+                    points: self
+                        .points
+                        .iter()
+                        .filter_map(|point| {
+                            runs_point(point.readers as f64, runs(point.strategies.get(index)?))
+                        })
+                        .collect(),
+                })
+                .collect()
+        };
+        let title = format!(
+            "{} records x {} B per process, {} backends{}",
+            first.records,
+            first.record_bytes,
+            first.backends,
+            if first.caches_dropped { ", cold cache" } else { ", warm cache" }
+        );
+        let figure = |name: &str, y_label: &str, series: Vec<Series>| Figure {
+            name: name.to_owned(),
+            title: title.clone(),
+            x_label: "processes (N writers = M readers)".to_owned(),
+            y_label: y_label.to_owned(),
+            x_axis: XAxis::Log2,
+            series,
+        };
+        vec![
+            figure("open-sweep-open", "read open time, slowest reader (s)", lines(|s| &s.open_seconds_runs)),
+            figure(
+                "open-sweep-open-close",
+                "read open + write close, slowest rank (s)",
+                lines(|s| &s.open_close_seconds_runs),
+            ),
+            figure(
+                "open-sweep-read",
+                "read bandwidth, open + read (MiB/s)",
+                lines(|s| &s.read_mib_per_s_runs),
+            ),
         ]
     }
 }

@@ -1,4 +1,5 @@
-//! `plfs_open_collective_ops`: the Rust half of include/plfs_mpi.h.
+//! `plfs_open_collective_ops`, `plfs_index_retain` and
+//! `plfs_flatten_close_ops`: the Rust half of include/plfs_mpi.h.
 
 use std::ffi::{CStr, c_char, c_int};
 
@@ -7,7 +8,7 @@ use plfs_mpi::{PlfsCommOps, ShimComm};
 use crate::errors::{PLFS_EINVAL, PlfsError, guard, report};
 use crate::files::{PlfsFd, add_reference, open_one, writer_of};
 use crate::mounts::{path_argument, resolve};
-use crate::plfs::collective::{Comm, Strategy, open_collective};
+use crate::plfs::collective::{Comm, Strategy, flatten_on_close, open_collective, retain_index};
 use crate::plfs::open::OpenFlags;
 
 /// Opens on every rank of `comm`. Arguments are checked before any
@@ -47,6 +48,52 @@ pub unsafe extern "C" fn plfs_open_collective_ops(
         let opened = open_on_ranks(path, flags, pid, &comm, strategy)?;
         // SAFETY: fd points to a pointer.
         unsafe { *fd = Box::into_raw(Box::new(opened)) };
+        Ok(())
+    })
+}
+
+/// Keeps the index records this process appends to `path` for
+/// plfs_flatten_close_ops (see include/plfs_mpi.h).
+///
+/// # Safety
+/// `path` is NULL or a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_index_retain(path: *const c_char) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let path = unsafe { path_argument(path) }?;
+        let (plfs, inner) = resolve(path)?;
+        retain_index(&plfs, &inner).map_err(report)
+    })
+}
+
+/// The collective flatten on close (see include/plfs_mpi.h). Arguments
+/// are checked before any communication, as for plfs_open_collective_ops.
+///
+/// # Safety
+/// `path` is NULL or a C string; `comm` NULL or a table built by
+/// plfs_mpi.h whose communicator outlives the call; `gathered` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_flatten_close_ops(
+    path: *const c_char,
+    comm: *const PlfsCommOps,
+    closed: c_int,
+    gathered: *mut c_int,
+) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let path = unsafe { path_argument(path) }?;
+        // SAFETY: NULL or a table.
+        let ops = unsafe { comm.as_ref() }.ok_or(PLFS_EINVAL)?;
+        // SAFETY: plfs_mpi.h builds the table from a live MPI_Comm.
+        let comm = unsafe { ShimComm::from_ops(ops) }.map_err(report)?;
+        let (plfs, inner) = resolve(path)?;
+        let report_of = flatten_on_close(&plfs, &inner, &comm, closed != 0).map_err(report)?;
+        // SAFETY: NULL or writable (the caller's contract).
+        if let Some(gathered) = unsafe { gathered.as_mut() } {
+            *gathered = c_int::from(report_of.gathered);
+        }
         Ok(())
     })
 }

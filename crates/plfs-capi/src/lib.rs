@@ -14,7 +14,7 @@
 //! - `dirs`: `plfs_mkdir`, `plfs_rmdir`, `plfs_readdir`, `plfs_*dir_c`.
 //! - `xattrs`: `plfs_getxattr`, `plfs_setxattr`.
 //! - `info`: file types, `plfs_expand_path`, host name, version.
-//! - `collective`: `plfs_open_collective_ops`.
+//! - `collective`: `plfs_open_collective_ops`, `plfs_index_retain`, `plfs_flatten_close_ops`.
 //! - `interposer`: keeps the LD_PRELOAD interposer out of this library's
 //!   own libc calls.
 

@@ -100,7 +100,7 @@ fn open_without_mpirun_draws_time_and_memory_per_strategy() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    check_report(&report, &["open-time", "open-memory"]);
+    check_report(&report, &["open-time", "open-close-time", "open-read-bandwidth", "open-memory"]);
     let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
     for strategy in ["naive", "broadcast", "parallel", "flatten"] {
         assert!(markdown.contains(strategy), "{strategy}:\n{markdown}");

@@ -110,6 +110,27 @@ impl Run<'_> {
         }
     }
 
+    /// The global index written at close is byte for byte the one
+    /// `plfs flatten` then writes from the index logs.
+    fn assert_flattened_as_from_storage(&self, file: &Path, dir: &Path) {
+        let name = file.file_name().unwrap();
+        let found: Vec<PathBuf> = (0..2)
+            .map(|backend| dir.join(format!("b{backend}")).join(name).join("global.index"))
+            .filter(|path| path.exists())
+            .collect();
+        assert_eq!(found.len(), 1, "one global index for {}: {found:?}", file.display());
+        let at_close = std::fs::read(&found[0]).unwrap();
+        let output =
+            Command::new(PLFS).arg("flatten").arg(file).env("PLFSRC", &self.plfsrc).output().unwrap();
+        assert!(output.status.success(), "plfs flatten: {}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(
+            at_close,
+            std::fs::read(&found[0]).unwrap(),
+            "{}: the index flatten writes differs",
+            file.display()
+        );
+    }
+
     fn map(&self, file: &Path) -> serde_json::Value {
         let output = Command::new(PLFS)
             .args(["map", "--json"])
@@ -288,8 +309,11 @@ fn mpiio(flavor: &str, io: Option<&str>) {
         &["write-view", &file_arg, &records, &size, "hint=plfs_flatten_close=1"],
         &wrote("file view, write_all"),
     );
-    let flattened = format!("flattening the index of {}: Success", file.display());
-    assert!(stderr.contains(&flattened), "no flatten at close:\n{stderr}");
+    // The ranks' in-memory records were gathered to rank 0, and the index
+    // it wrote is the one `plfs flatten` writes from the index logs.
+    let flattened = format!("flattening the index of {} (gathered from the ranks): Success", file.display());
+    assert!(stderr.contains(&flattened), "no flatten from gathered records at close:\n{stderr}");
+    run.assert_flattened_as_from_storage(&file, dir.path());
     assert_eq!(pids_of(&stdout).len() as u64, WRITERS, "{stdout}");
     let writers = slots_and_logs(&run.map(&file));
     assert!(!writers.is_empty());
@@ -300,6 +324,28 @@ fn mpiio(flavor: &str, io: Option<&str>) {
         covered.extend(slots);
     }
     assert_eq!(covered, (0..WRITERS * RECORDS).collect(), "every record was written");
+    let args = read_args(&file_arg, None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run.expect(READERS, &args, &read_ok);
+
+    // 3. The same with index_buffer_mbs: 0, so no rank can keep its
+    // records: rank 0 reads the index logs at close instead (today's path),
+    // and writes the same index.
+    let mut config = std::fs::read_to_string(&run.plfsrc).unwrap();
+    config.insert_str(0, "- global_params:\n  index_buffer_mbs: 0\n");
+    let plfsrc = dir.path().join("plfsrc.no-index-buffer");
+    std::fs::write(&plfsrc, config).unwrap();
+    let run = Run { plfsrc, ..run };
+    let file = mount.join("strided_view_unbuffered");
+    let file_arg = file.display().to_string();
+    let (_, stderr) = run.expect(
+        WRITERS,
+        &["write-view", &file_arg, &records, &size, "hint=plfs_flatten_close=1"],
+        &wrote("file view, write_all"),
+    );
+    let flattened = format!("flattening the index of {} (read from the index logs): Success", file.display());
+    assert!(stderr.contains(&flattened), "no flatten from the index logs at close:\n{stderr}");
+    run.assert_flattened_as_from_storage(&file, dir.path());
     let args = read_args(&file_arg, None);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run.expect(READERS, &args, &read_ok);

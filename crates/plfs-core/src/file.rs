@@ -25,6 +25,7 @@ use crate::open::WriterId;
 use crate::placement::{BackendId, HostdirId};
 use crate::protection::{self, Pieces};
 use crate::reader::CachedLog;
+use crate::retained::Retention;
 use crate::store::{AppendWriter, Store, StoreExt, StorePath};
 
 /// One writer's open log pair.
@@ -50,6 +51,9 @@ struct WriterLogs {
     data_dirty: bool,
     /// Index bytes appended since the last sync.
     index_dirty: bool,
+    /// Every frame appended to the index log, while the file's retention
+    /// for a collective flatten on close has room (see `retained`).
+    retained: Option<(Arc<Retention>, Vec<u8>)>,
 }
 
 #[derive(Debug, Default)]
@@ -318,6 +322,15 @@ impl OpenFile {
         end_run(logs);
         let Some(frame) = logs.frame.finish() else { return Ok(()) };
         let result = logs.index.append(frame);
+        if result.is_ok()
+            && let Some((retention, frames)) = logs.retained.as_mut()
+        {
+            if retention.reserve(frame.len()) {
+                frames.extend_from_slice(frame);
+            } else {
+                logs.retained = None;
+            }
+        }
         logs.frame.clear();
         match result {
             Ok(()) => {
@@ -372,6 +385,9 @@ impl OpenFile {
     fn retire(&self, slot: &mut WriterSlot, error: &Error) {
         if let Some(logs) = slot.logs.take() {
             tracing::warn!("/{}: retiring log pair {} after a failed append", self.path(), logs.id);
+            if let Some((retention, _)) = &logs.retained {
+                retention.abandon();
+            }
             if logs.summary != logs.indexed || logs.data_dirty || logs.index_dirty {
                 slot.lost.get_or_insert_with(|| {
                     (
@@ -466,6 +482,7 @@ impl OpenFile {
             indexed: SizeRecord { log: id, max_end: 0, bytes: 0, last_stamp: 0, truncate: None },
             data_dirty: true,
             index_dirty: true,
+            retained: mount.retained.retention(path).map(|retention| (retention, Vec::new())),
         })
     }
 
@@ -714,8 +731,11 @@ impl OpenFile {
                 first_error.get_or_insert(error);
             }
             let mut finished = std::mem::take(&mut slot.retired);
-            if let Some(logs) = slot.logs.take() {
+            if let Some(mut logs) = slot.logs.take() {
                 finished.push(logs.summary);
+                if let Some((retention, frames)) = logs.retained.take() {
+                    retention.closed(logs.id, frames);
+                }
                 // Data first: on stores that publish a log only when it is
                 // sealed (S3 segments), an index record must never become
                 // visible before the bytes it points at.

@@ -124,6 +124,7 @@ impl Plfs {
             uid: options.uid,
             gid: options.gid,
             stamper: options.stamper,
+            retained: Default::default(),
         };
         let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
         Ok(Plfs { state: Arc::new(Mount { shared: Arc::new(state), files }) })

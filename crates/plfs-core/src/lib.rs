@@ -95,6 +95,7 @@ pub mod placement;
 pub(crate) mod protection;
 pub(crate) mod reader;
 pub(crate) mod rename;
+pub(crate) mod retained;
 pub(crate) mod smallfile;
 pub mod store;
 pub mod striping;

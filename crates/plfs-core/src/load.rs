@@ -345,12 +345,49 @@ pub(crate) fn flatten(mount: &MountState, path: &StorePath) -> Result<(GlobalInd
     }
     let loaded = load_from_logs(mount, path)?;
     let global = loaded.to_global();
+    publish_global(mount, path, &global)?;
+    Ok((global, loaded))
+}
+
+/// [`flatten`] with some index logs' records already in memory (a
+/// collective close gathered them from the writers): only the file's other
+/// logs are read. The logs are listed and merged exactly as `flatten` lists
+/// and merges them, so both write the same global index. Returns it, the
+/// merged index and how many index logs were read.
+pub(crate) fn flatten_with_records(
+    mount: &MountState,
+    path: &StorePath,
+    mut known: std::collections::HashMap<LogId, Vec<Record>>,
+) -> Result<(GlobalIndex, LoadedIndex, usize)> {
+    let meta = container::read_meta(mount, path)?;
+    if !meta.open.is_empty() {
+        return Err(Error::invalid(format!(
+            "{path}: {} writer(s) still have the file open; flatten after they close",
+            meta.open.len()
+        )));
+    }
+    let logs = container::file_logs(mount, path)?;
+    let unknown: Vec<LogLocation> = logs.iter().filter(|log| !known.contains_key(&log.id)).cloned().collect();
+    let mut read = read_all_index_logs(mount, path, &unknown)?.into_iter();
+    let decoded: Vec<Vec<Record>> = logs
+        .iter()
+        .map(|log| known.remove(&log.id).unwrap_or_else(|| read.next().unwrap_or_default()))
+        .collect();
+    check_nothing_lost(mount, path, &logs, &decoded)?;
+    let loaded = LoadedIndex::from_records(mount, path, logs, &decoded)?;
+    let global = loaded.to_global();
+    publish_global(mount, path, &global)?;
+    Ok((global, loaded, unknown.len()))
+}
+
+/// Replaces the file's global index with `global` in one step (readers see
+/// the old one or the new one, never a part).
+fn publish_global(mount: &MountState, path: &StorePath, global: &GlobalIndex) -> Result<()> {
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
     // It lists where every byte is: protected like the logs.
     let protection = Pieces::of(&protection::read_access(mount, path)?).file;
     store
         .replace_protected(&ContainerPaths::new(path.clone()).global_index(), &global.encode(), &protection)
-        .with_context(|| format!("{}: writing {}", store.url(), paths.global_index()))?;
-    Ok((global, loaded))
+        .with_context(|| format!("{}: writing {}", store.url(), paths.global_index()))
 }

@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::layout::ContainerPaths;
 use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
+use crate::retained::RetainedIndexes;
 use crate::store::{SharedStore, Store, StorePath};
 
 /// State shared by every open file of a mount.
@@ -28,6 +29,8 @@ pub(crate) struct MountState {
     pub(crate) stamper: Stamper,
     pub(crate) log_cache: LogCache,
     pub(crate) read_pool: ReadPool,
+    /// Index records kept for a collective flatten on close.
+    pub(crate) retained: RetainedIndexes,
 }
 
 impl MountState {

@@ -19,9 +19,12 @@
  *     plfs_disable_broadcast=1; else naive.
  *   - creating opens: rank 0 creates the container, barrier, then the MPI
  *     library opens (no mkdir storm).
- *   - plfs_flatten_close=1 on a write open: after every rank has closed,
- *     rank 0 writes the global index (plfs_flatten_index); a failure is
- *     a warning (readers then read the index logs).
+ *   - plfs_flatten_close=1 on a write open: each rank keeps the index
+ *     records it writes (plfs_index_retain, up to index_buffer_mbs); after
+ *     every rank has closed, plfs_flatten_close_ops gathers them to rank 0,
+ *     which writes the global index without reading the index logs back
+ *     (or reads them, as plfs_flatten_index does, when the records did not
+ *     fit); a failure is a warning (readers then read the index logs).
  *   - ROMIO's data-sieving writes are turned off (romio_ds_write=disable),
  *     also when the program asked for them, as ad_plfs did.
  *   - MPI_File_delete of a plfs path: plfs_unlink when libplfs has it,
@@ -77,6 +80,10 @@ struct libplfs {
     int (*error_to_errno)(plfs_error_t error);
     const char *(*strerror)(plfs_error_t error);
     plfs_error_t (*unlink)(const char *path); /* optional */
+    /* optional: without them, rank 0 flattens from the index logs */
+    plfs_error_t (*index_retain)(const char *path);
+    plfs_error_t (*flatten_close_ops)(const char *path, const struct plfs_comm_ops *comm, int closed,
+                                      int *gathered);
 };
 
 static struct libplfs plfs;
@@ -145,6 +152,8 @@ static void load_libplfs(void) {
     PLFS_SYMBOL(error_to_errno, "plfs_error_to_errno");
     PLFS_SYMBOL(strerror, "strplfserr");
     *(void **)(&plfs.unlink) = dlsym(handle, "plfs_unlink");
+    *(void **)(&plfs.index_retain) = dlsym(handle, "plfs_index_retain");
+    *(void **)(&plfs.flatten_close_ops) = dlsym(handle, "plfs_flatten_close_ops");
     plfs.loaded = 1;
 }
 
@@ -516,6 +525,15 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         free_file(file);
         return code;
     }
+    if (file->flatten_on_close && plfs.index_retain != NULL && plfs.flatten_close_ops != NULL) {
+        /* Before any write (the MPI library's open made no logs yet): a
+         * failure only means rank 0 reads the index logs at close. */
+        plfs_error_t rc = plfs.index_retain(path);
+        if (rc != PLFS_SUCCESS) {
+            fprintf(stderr, "plfs_mpiio: rank %d: keeping the index records of %s: %s\n", rank, path,
+                    plfs.strerror(rc));
+        }
+    }
     file->handle = *fh;
     remember(file);
     return MPI_SUCCESS;
@@ -530,7 +548,22 @@ int MPI_File_close(MPI_File *fh) {
     if (file->index_fd != NULL) {
         plfs.close(file->index_fd, getpid(), getuid(), O_RDONLY, NULL, NULL);
     }
-    if (file->flatten_on_close) {
+    if (file->flatten_on_close && plfs.flatten_close_ops != NULL) {
+        /* Collective: its first exchange is where every rank's writers are
+         * closed; its last keeps every rank here until rank 0 has
+         * published the index. */
+        int rank = 0;
+        MPI_Comm_rank(file->comm, &rank);
+        struct plfs_comm_ops ops;
+        plfs_mpi_comm_ops(&file->comm, &ops);
+        int gathered = 0;
+        plfs_error_t rc = plfs.flatten_close_ops(file->path, &ops, code == MPI_SUCCESS, &gathered);
+        if (rank == 0 && (verbose() || rc != PLFS_SUCCESS)) {
+            fprintf(stderr, "plfs_mpiio: flattening the index of %s (%s): %s%s\n", file->path,
+                    gathered ? "gathered from the ranks" : "read from the index logs", plfs.strerror(rc),
+                    rc == PLFS_SUCCESS ? "" : " (readers will read the index logs)");
+        }
+    } else if (file->flatten_on_close) {
         /* Every rank's writers are closed once all ranks reach here. */
         int rank = 0;
         MPI_Comm_rank(file->comm, &rank);

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use plfs::collective::{Comm, LocalComm, Strategy};
-use plfs_bench::{OpenReport, OpenSpec};
+use plfs_bench::plot::Plot;
+use plfs_bench::{OpenReport, OpenSpec, OpenSweepReport};
 use plfs_mpi::MpiWorld;
 
 use crate::output::print_json;
@@ -17,7 +18,9 @@ use crate::output::print_json;
 #[command(
     after_help = "Run it under mpirun, e.g.\n  mpirun.openmpi --allow-run-as-root --oversubscribe -np 64 \
     plfs bench open --writers 64 --readers 64\nThe first M ranks read; all ranks share the writing. Without \
-    mpirun the ranks are threads of this process (memory figures are then per process). Exits 1 if an open \
+    mpirun the ranks are threads of this process (memory figures are then per process). With --ranks, \
+    e.g. `mpirun -np 8 plfs bench open --ranks 1,2,4,8`, each count r runs on the first r ranks with \
+    r writers and r readers (the paper's Figures 3-5 against processes). Exits 1 if an open \
     failed or a byte did not verify."
 )]
 pub struct Opts {
@@ -60,6 +63,15 @@ pub struct Opts {
     /// the metadata load the strategies exist to remove.
     #[arg(long, default_value_t = 0)]
     mds_service_us: u64,
+    /// Sweep over these rank counts (comma-separated, each at most the
+    /// ranks started), with as many writers and readers as ranks at each;
+    /// --writers and --readers are then ignored.
+    #[arg(long, value_delimiter = ',')]
+    ranks: Vec<usize>,
+    /// Memory per rank for the index records kept for flatten on close
+    /// (plfsrc index_buffer_mbs); past it rank 0 reads the index logs.
+    #[arg(long, default_value_t = 64)]
+    index_buffer_mbs: u32,
     /// Ranks as threads when not under mpirun.
     #[arg(long, default_value_t = 4)]
     threads: usize,
@@ -95,8 +107,12 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         repeat: opts.repeat,
         drop_caches: !opts.no_drop_caches,
         metadata_service: std::time::Duration::from_micros(opts.mds_service_us),
+        index_buffer_mbs: opts.index_buffer_mbs,
         keep: opts.keep,
     };
+    if !opts.ranks.is_empty() {
+        return run_sweep(opts, &spec);
+    }
     let world = MpiWorld::init().map_err(|e| anyhow!(e))?;
     let (report, mpi) = match &world {
         Some(world) => (plfs_bench::run_open(world.comm(), &spec), Some(world.library().to_owned())),
@@ -118,10 +134,49 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     match report? {
         Some(report) => {
             print_report(&report, mpi.as_deref(), opts.json)?;
-            opts.plot.emit(&report.to_text(), || plfs_bench::plot::Plot::figures(&report))?;
+            opts.plot.emit(&report.to_text(), || report.figures())?;
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `--ranks`: the sweep, under mpirun or on threads.
+fn run_sweep(opts: &Opts, spec: &OpenSpec) -> Result<ExitCode> {
+    let world = MpiWorld::init().map_err(|e| anyhow!(e))?;
+    let (report, mpi) = match &world {
+        Some(world) => {
+            (plfs_bench::run_open_sweep(world.comm(), spec, &opts.ranks), Some(world.library().to_owned()))
+        }
+        None => {
+            let threads = opts.ranks.iter().copied().max().unwrap_or(1).max(opts.threads);
+            let mut results = LocalComm::run(threads, |comm: &LocalComm| {
+                let comm: &dyn Comm = comm;
+                plfs_bench::run_open_sweep(comm, spec, &opts.ranks)
+            });
+            (results.swap_remove(0), None)
+        }
+    };
+    let report = report.map_err(|e| anyhow!(e));
+    if let Some(world) = world {
+        world.finalize().map_err(|e| anyhow!(e))?;
+    }
+    let Some(report) = report? else { return Ok(ExitCode::SUCCESS) };
+    print_sweep(&report, mpi.as_deref(), opts.json)?;
+    opts.plot.emit(&report.to_text(), || report.figures())?;
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_sweep(report: &OpenSweepReport, mpi: Option<&str>, json: bool) -> Result<()> {
+    let transport = mpi.unwrap_or("threads (no mpirun)");
+    if json {
+        let mut value = serde_json::to_value(report)?;
+        value["transport"] = serde_json::Value::String(transport.to_owned());
+        print_json(&value)
+    } else {
+        println!("transport: {transport}");
+        print!("{}", report.to_text());
+        Ok(())
     }
 }
 

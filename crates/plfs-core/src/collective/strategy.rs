@@ -364,7 +364,7 @@ const OUTCOME_ERROR: u8 = 1;
 /// What one rank sends another: a status byte, then the payload, or the
 /// error's kind and text (naming the rank it happened on, since it may be
 /// relayed by a leader).
-fn outcome(result: Result<Vec<u8>, &Error>, rank: usize) -> Vec<u8> {
+pub(super) fn outcome(result: Result<Vec<u8>, &Error>, rank: usize) -> Vec<u8> {
     match result {
         Ok(payload) => {
             let mut bytes = Vec::with_capacity(1 + payload.len());
@@ -381,7 +381,7 @@ fn outcome(result: Result<Vec<u8>, &Error>, rank: usize) -> Vec<u8> {
 }
 
 /// The payload of an outcome, or the error it carries rebuilt here.
-fn from_outcome<'a>(bytes: &'a [u8], path: &str) -> Result<&'a [u8]> {
+pub(super) fn from_outcome<'a>(bytes: &'a [u8], path: &str) -> Result<&'a [u8]> {
     match bytes.split_first() {
         Some((&OUTCOME_OK, payload)) => Ok(payload),
         Some((&OUTCOME_ERROR, rest)) if !rest.is_empty() => {

@@ -233,7 +233,9 @@ pub struct Tuning {
     pub lazy_droppings: bool,
     /// Which reads check data CRCs.
     pub verify_reads: VerifyReads,
-    /// PLFS `index_buffer_mbs`: kept so existing plfsrc files load; PLFS itself ignores it.
+    /// PLFS `index_buffer_mbs`: MiB of index records a process keeps per
+    /// file for a flatten on close under MPI (`plfs_flatten_close=1`), and
+    /// the most rank 0 gathers; past it rank 0 reads the index logs.
     pub index_buffer_mbs: u32,
     /// Total small-file read buffer, MiB.
     pub read_buffer_mbs: u32,
