@@ -14,6 +14,7 @@ packages=(
   rsync             # rsync -a round trips
   mount             # umount -l, the cleanup of last resort
   util-linux        # runuser, for the non-root permission test
+  attr              # setfattr/getfattr, for the user.plfs.layout attribute test
   # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
   # by side, so the tests prove one libplfs serves either. Each is used
   # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).
