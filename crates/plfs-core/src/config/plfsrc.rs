@@ -1256,7 +1256,8 @@ mod tests {
         assert_eq!(
             error_of("- mount_point: /m\n  backend: [/b]\n"),
             "t.plfsrc:2: backend: unknown key in a mount section (valid keys: mount_point, workload, backends, \
-             statfs, glib_buffer_mbs, syncer_ip, max_writers, max_smallfile_containers)"
+             statfs, glib_buffer_mbs, syncer_ip, max_writers, max_smallfile_containers, default_layout, pools, \
+             stripe_imbalance_pct, stripe_reserve)"
         );
         assert_eq!(
             error_of("- mount_point: /m\n  backends:\n    - location: /b\n      kind: shadow\n"),
