@@ -17,6 +17,7 @@ packages=(
                     # nsenter, for the simulated nodes (scripts/plfs-nodes)
   iproute2          # ip netns / veth / bridge, for the simulated nodes
   strace            # the interposer's start-up test (no plfsrc, no thread)
+  attr              # setfattr/getfattr, for the user.plfs.layout attribute test
   # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
   # by side, so the tests prove one libplfs serves either. Each is used
   # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).

@@ -241,6 +241,10 @@ impl Store for MetadataServerStore {
     fn space(&self) -> Result<SpaceInfo> {
         self.inner.space()
     }
+
+    fn filesystem_id(&self) -> Option<u64> {
+        self.inner.filesystem_id()
+    }
 }
 
 #[cfg(test)]

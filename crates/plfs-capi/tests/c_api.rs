@@ -410,3 +410,64 @@ fn small_files_closed_by_another_process_are_seen() {
         );
     }
 }
+
+/// A size-limited tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: PathBuf, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(&path).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -t tmpfs at {} (the test needs root)", path.display());
+        Tmpfs(path)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// plfs_statvfs sums the mount's backends, each file system once: backends
+/// on a 16 MiB and a 48 MiB tmpfs, the second holding two backend
+/// directories, report 64 MiB (not 16, as when only one backend answered,
+/// nor 112, counting the shared one twice).
+#[test]
+fn statvfs_sums_distinct_backend_file_systems() {
+    let fixture = Fixture::new();
+    let small = Tmpfs::mount(fixture.path("fs-small"), "16m");
+    let large = Tmpfs::mount(fixture.path("fs-large"), "48m");
+    let backends = [small.0.join("b0"), large.0.join("b1"), large.0.join("b2")];
+    let mut config = format!("- mount_point: {}\n  backends:\n", fixture.path("striped").display());
+    for backend in &backends {
+        std::fs::create_dir(backend).unwrap();
+        config.push_str(&format!("    - location: posix://{}\n", backend.display()));
+    }
+    let plfsrc = fixture.path("plfsrc-striped");
+    std::fs::write(&plfsrc, config).unwrap();
+    let program = fixture.compile_in_tree("statvfs_sum.c", &[]);
+    let output = Command::new("timeout")
+        .arg(TIMEOUT.as_secs().to_string())
+        .arg(&program)
+        .arg(fixture.path("striped"))
+        .env("PLFSRC", &plfsrc)
+        .output()
+        .unwrap();
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("statvfs_sum: OK"),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    let files = |path: &Path| {
+        let stat = Command::new("stat").args(["-f", "-c", "%c"]).arg(path).output().unwrap();
+        text(&stat.stdout).trim().parse::<u64>().unwrap()
+    };
+    let expected = format!("size {} files {}\n", 64u64 << 20, files(&small.0) + files(&large.0));
+    assert!(stdout.starts_with(&expected), "{stdout} should start with {expected}");
+}

@@ -65,6 +65,12 @@ enum Command {
     Flatten(commands::flatten::Opts),
     /// Find, and with --fix repair, what crashed writers left in a file.
     Recover(commands::recover::Opts),
+    /// Set a directory's layout template, or a new file's layout (lfs setstripe syntax).
+    Setstripe(commands::setstripe::Opts),
+    /// Show the layout of a file or directory and where a file's data is.
+    Getstripe(commands::getstripe::Opts),
+    /// Used and free bytes and inodes per backend and in total.
+    Df(commands::df::Opts),
     /// Run the N-1 strided benchmark on a temporary three-backend mount and
     /// show the container it made; needs no plfsrc.
     Demo(commands::demo::Opts),
@@ -100,6 +106,9 @@ impl Command {
             Command::Cp(_) => "cp",
             Command::Flatten(_) => "flatten",
             Command::Recover(_) => "recover",
+            Command::Setstripe(_) => "setstripe",
+            Command::Getstripe(_) => "getstripe",
+            Command::Df(_) => "df",
             Command::Demo(_) => "demo",
             Command::Bench(_) => "bench",
             Command::Mount(_) => "mount",
@@ -127,6 +136,9 @@ fn main() -> ExitCode {
         Command::Cp(opts) => commands::cp::run(&context, &opts),
         Command::Flatten(opts) => commands::flatten::run(&context, &opts),
         Command::Recover(opts) => commands::recover::run(&context, &opts),
+        Command::Setstripe(opts) => commands::setstripe::run(&context, &opts),
+        Command::Getstripe(opts) => commands::getstripe::run(&context, &opts),
+        Command::Df(opts) => commands::df::run(&context, &opts),
         Command::Demo(opts) => commands::demo::run(&opts),
         Command::Bench(opts) => commands::bench::run(&opts),
         Command::Mount(opts) => commands::mount::run(&context, &opts, cli.verbose),

@@ -1002,3 +1002,108 @@ fn bench_fuse_compares_the_mount_with_the_library() {
     assert!(left.is_empty(), "the scratch directory is removed: {left:?}");
     assert!(!fs::read_to_string("/proc/self/mountinfo").unwrap().contains("plfs-bench-fuse."), "unmounted");
 }
+
+/// A size-limited tmpfs for one test; unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: PathBuf, size: &str) -> Tmpfs {
+        fs::create_dir_all(&path).unwrap();
+        let mut command = Command::new("mount");
+        command.args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path);
+        run_ok(&mut command, Duration::from_secs(30));
+        Tmpfs(path)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The mount over backends on two tmpfs file systems (16 and 48 MiB, the
+/// second holding two backends). Fields drop in order: FUSE first, then
+/// the file systems under it.
+struct TmpfsBackedMount {
+    mount: PlfsMount,
+    _file_systems: [Tmpfs; 2],
+}
+
+fn tmpfs_backed_mount() -> TmpfsBackedMount {
+    let mut mount = PlfsMount::new(&[]);
+    mount.unmount();
+    let small = Tmpfs::mount(mount.root.join("fs-small"), "16m");
+    let large = Tmpfs::mount(mount.root.join("fs-large"), "48m");
+    let backends = [small.0.join("b0"), large.0.join("b1"), large.0.join("b2")];
+    let mut text = format!("- mount_point: {}\n  backends:\n", mount.mountpoint.display());
+    for backend in &backends {
+        fs::create_dir(backend).unwrap();
+        text.push_str(&format!("    - location: posix://{}\n", backend.display()));
+    }
+    fs::write(&mount.config, text).unwrap();
+    mount.backends = backends.to_vec();
+    mount.mount();
+    TmpfsBackedMount { mount, _file_systems: [small, large] }
+}
+
+/// `df` and `stat -f` on the mount see the sum of its backends' file
+/// systems, each once (before, only the root's backend answered: 16 MiB).
+#[test]
+fn statfs_sums_the_backend_file_systems_once() {
+    let _serial = serial();
+    let striped = tmpfs_backed_mount();
+    let mut command = Command::new("stat");
+    command.args(["-f", "-c", "%S %b"]).arg(&striped.mount.mountpoint);
+    let output = run_ok(&mut command, Duration::from_secs(30));
+    let fields: Vec<u64> =
+        String::from_utf8_lossy(&output.stdout).split_whitespace().map(|field| field.parse().unwrap()).collect();
+    assert_eq!(fields[0] * fields[1], 64 << 20, "stat -f: {fields:?}");
+    let mut command = Command::new("df");
+    command.args(["-B1", "--output=size"]).arg(&striped.mount.mountpoint);
+    let output = run_ok(&mut command, Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&output.stdout).contains(&(64u64 << 20).to_string()), "{output:?}");
+}
+
+/// `user.plfs.layout` through setfattr/getfattr: validated, kept in
+/// canonical text, copied to new subdirectories, settable on an empty file
+/// and refused on a file with data.
+#[test]
+fn layout_xattr_through_setfattr_and_getfattr() {
+    let _serial = serial();
+    let mount = PlfsMount::new(&[]);
+    let setfattr = system_tool("setfattr");
+    let getfattr = system_tool("getfattr");
+    let get = |path: &Path| {
+        let mut command = Command::new(&getfattr);
+        command.args(["--only-values", "-n", "user.plfs.layout"]).arg(path);
+        String::from_utf8(run_ok(&mut command, Duration::from_secs(30)).stdout).unwrap()
+    };
+    let set = |path: &Path, value: &str| {
+        let mut command = Command::new(&setfattr);
+        command.args(["-n", "user.plfs.layout", "-v", value]).arg(path);
+        run(&mut command, Duration::from_secs(30))
+    };
+    let dir = mount.path("d");
+    fs::create_dir(&dir).unwrap();
+    let output = set(&dir, "-E 1M -c 1 -E -1 -c -1");
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(get(&dir), "-E 1M -c 1 -S 1M -E -1 -c -1 -S 1M");
+    let refused = set(&dir, "-E 1M -c 0");
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("Invalid argument"));
+    assert_eq!(get(&dir), "-E 1M -c 1 -S 1M -E -1 -c -1 -S 1M");
+
+    let sub = dir.join("sub");
+    fs::create_dir(&sub).unwrap();
+    assert_eq!(get(&sub), "-E 1M -c 1 -S 1M -E -1 -c -1 -S 1M");
+
+    let empty = dir.join("empty");
+    fs::write(&empty, b"").unwrap();
+    assert!(set(&empty, "-c 2 -S 2M").status.success());
+    assert_eq!(get(&empty), "-E -1 -c 2 -S 2M");
+    let full = dir.join("full");
+    fs::write(&full, b"some data").unwrap();
+    let refused = set(&full, "-c 2");
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    assert_eq!(fs::read(&full).unwrap(), b"some data");
+}

@@ -159,6 +159,12 @@ impl Error {
         self.kind.errno()
     }
 
+    /// The context frames, outermost first, without the kind: for
+    /// re-wrapping the text in another error (a plfsrc key's).
+    pub fn message(&self) -> String {
+        self.context.iter().rev().map(String::as_str).collect::<Vec<_>>().join(": ")
+    }
+
     /// Adds an outer frame of context (a logical path, a backend, an offset).
     pub fn context(mut self, frame: impl Into<String>) -> Error {
         self.context.push(frame.into());

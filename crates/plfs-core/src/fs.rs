@@ -17,7 +17,11 @@ use crate::open::{OpenFlags, WriterId};
 use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
 use crate::store::{EntryKind, SharedStore, SpaceInfo, StorePath, posix::PosixStore};
+use crate::striping::StripingConfig;
 use crate::workload::{self, AttributeChange, ContainerOps, Found, OpenRequest, WorkloadFile, no_index};
+
+mod layouts;
+pub use layouts::{BackendData, BackendUsage};
 
 /// Who this process is, as recorded in logs and access files.
 #[derive(Debug, Clone)]
@@ -95,7 +99,7 @@ impl Plfs {
         options: Options,
         workload: Workload,
     ) -> Result<Plfs> {
-        Plfs::build(backends, options, workload, crate::smallfile::DEFAULT_MAX_CONTAINERS)
+        Plfs::build(backends, options, workload, crate::smallfile::DEFAULT_MAX_CONTAINERS, StripingConfig::default())
     }
 
     /// The layout this mount was built for (plfsrc `workload:`).
@@ -108,6 +112,7 @@ impl Plfs {
         options: Options,
         workload: Workload,
         max_smallfile_containers: usize,
+        striping: StripingConfig,
     ) -> Result<Plfs> {
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
         let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
@@ -125,6 +130,7 @@ impl Plfs {
             gid: options.gid,
             stamper: options.stamper,
             retained: Default::default(),
+            striping,
         };
         let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
         Ok(Plfs { state: Arc::new(Mount { shared: Arc::new(state), files }) })
@@ -137,7 +143,7 @@ impl Plfs {
             backends.push((open_store(&backend.location)?, backend.role));
         }
         let max_containers = usize::try_from(mount.max_smallfile_containers).unwrap_or(usize::MAX);
-        Plfs::build(backends, options, mount.workload, max_containers)
+        Plfs::build(backends, options, mount.workload, max_containers, mount.striping.clone())
             .with_context(|| mount.mount_point.display().to_string())
     }
 
@@ -479,7 +485,7 @@ impl Plfs {
                 store.set_owner(&logical, Some(owner.uid), Some(owner.gid)).context(path.to_owned())?;
             }
         }
-        Ok(())
+        self.inherit_layout(path, &logical)
     }
 
     /// Removes an empty directory from every backend, the canonical last.
@@ -689,10 +695,10 @@ impl Plfs {
         self.state.store(backend).read_link(&logical).context(path.to_owned())
     }
 
-    /// Capacity, answered by the backend holding the root's canonical entry.
+    /// Capacity of the whole mount: the sum over its backends, each file
+    /// system counted once (see `layouts::sum_space`).
     pub fn statfs(&self) -> Result<SpaceInfo> {
-        let (backend, _) = container::canonical(&self.state, &StorePath::root());
-        self.state.store(backend).space()
+        Ok(layouts::sum_space(&self.space_per_backend()?))
     }
 
     /// Logs of a file on every backend, for tools.

@@ -12,6 +12,7 @@ use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
 use crate::retained::RetainedIndexes;
 use crate::store::{SharedStore, Store, StorePath};
+use crate::striping::StripingConfig;
 
 /// State shared by every open file of a mount.
 #[derive(Debug)]
@@ -31,6 +32,8 @@ pub(crate) struct MountState {
     pub(crate) read_pool: ReadPool,
     /// Index records kept for a collective flatten on close.
     pub(crate) retained: RetainedIndexes,
+    /// Default layout, pools and placement policy (plfsrc).
+    pub(crate) striping: StripingConfig,
 }
 
 impl MountState {

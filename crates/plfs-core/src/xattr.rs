@@ -12,6 +12,7 @@ use crate::fs::Plfs;
 use crate::layout::{self, ContainerPaths};
 use crate::protection::Pieces;
 use crate::store::{Protection, StoreExt, StorePath};
+use crate::striping::LAYOUT_XATTR;
 use crate::workload::Found;
 
 /// How `set_xattr` treats an existing attribute (setxattr(2) flags).
@@ -34,6 +35,14 @@ impl Plfs {
                 value.len()
             )));
         }
+        // A layout is checked and kept in canonical text (fs/layouts.rs).
+        let canonical;
+        let value = if name == LAYOUT_XATTR {
+            canonical = self.check_layout_value(path, value)?;
+            &canonical[..]
+        } else {
+            value
+        };
         let (store, location, protection) = self.xattr_location(path, name, true)?;
         let store = self.state().store(store);
         let encoded = format::encode(value);

@@ -6,6 +6,7 @@ use clap::Args;
 use plfs::config::plfsrc::PlfsConfig;
 use plfs::config::{BackendLocation, BackendRole, LogSettings, SyslogFacility, Tuning, Workload};
 use plfs::fs::RootState;
+use plfs::striping::syntax::size_text;
 use serde::Serialize;
 
 use crate::output::{count, print_json};
@@ -65,6 +66,18 @@ struct MountReport {
     workload: &'static str,
     statfs: Option<String>,
     backends: Vec<BackendReport>,
+    striping: StripingReport,
+}
+
+/// The mount's layout settings, as the plfsrc gave them (or their defaults).
+#[derive(Serialize)]
+struct StripingReport {
+    /// lfs setstripe text; `None`: one backend per host, as before layouts.
+    default_layout: Option<String>,
+    /// Pool name to backend indexes.
+    pools: std::collections::BTreeMap<String, Vec<usize>>,
+    stripe_imbalance_pct: u32,
+    stripe_reserve: u64,
 }
 
 #[derive(Serialize)]
@@ -168,6 +181,12 @@ fn check(config: &PlfsConfig, mkdir: bool) -> Result<Report> {
             workload: workload_name(mount.workload),
             statfs: mount.statfs.as_ref().map(ToString::to_string),
             backends,
+            striping: StripingReport {
+                default_layout: mount.striping.default_layout.as_ref().map(ToString::to_string),
+                pools: mount.striping.pools.clone(),
+                stripe_imbalance_pct: mount.striping.imbalance_pct,
+                stripe_reserve: mount.striping.reserve_bytes,
+            },
         });
     }
     Ok(Report {
@@ -305,6 +324,14 @@ fn print_text(report: &Report) {
         for backend in &mount.backends {
             println!("    {:<9} {} [{}]", backend.role, backend.location, backend.status.text());
         }
+        let striping = &mount.striping;
+        println!("  default_layout: {}", striping.default_layout.as_deref().unwrap_or("none"));
+        for (name, members) in &striping.pools {
+            let members: Vec<String> = members.iter().map(ToString::to_string).collect();
+            println!("  pool {name}: backends {}", members.join(", "));
+        }
+        println!("  stripe_imbalance_pct: {}", striping.stripe_imbalance_pct);
+        println!("  stripe_reserve: {}", size_text(striping.stripe_reserve));
     }
     for warning in &report.warnings {
         println!("warning: {warning}");

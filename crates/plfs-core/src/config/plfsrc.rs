@@ -20,6 +20,14 @@
 //!       region: us-east-1               # default $AWS_REGION, else us-east-1
 //!       credentials_file: /etc/plfs/s3  # aws_access_key_id / aws_secret_access_key
 //!                                       # lines; default: the AWS_* environment
+//! - mount_point: /mnt/plfs-striped
+//!   backends: [/ssd1, /ssd2, /disk1, /disk2]
+//!   default_layout: -E 1M -c 1 -E 64M -c 4 -E -1 -c -1   # lfs setstripe syntax, or none
+//!   pools:                              # named subsets for -p POOL: backends by
+//!     ssd: [0, 1]                       # index (from 0) or by location as listed
+//!     disk: [/disk1, /disk2]
+//!   stripe_imbalance_pct: 17            # weigh placement by free space past this spread
+//!   stripe_reserve: 10G                 # a backend with this little free gets no new stripes
 //! ```
 //!
 //! A secret is never accepted inline: an S3 backend names the file holding
@@ -37,7 +45,7 @@
 //!   which PLFS listed but never read, is rejected with a note saying so.
 //! - A config with no mount at all is rejected, as PLFS did.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fmt;
 use std::fs;
@@ -51,6 +59,9 @@ use super::{
     SyslogFacility, Tuning, VerifyReads, Workload,
 };
 use crate::error::{Error, ErrorKind, Result};
+use crate::striping::Layout;
+use crate::striping::placement::pool_backends;
+use crate::striping::syntax::{parse_size, valid_pool_name};
 
 /// A whole parsed configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,7 +297,7 @@ const GLOBAL_KEYS: [&str; 25] = [
     "fuse_crash_log",
 ];
 
-const MOUNT_KEYS: [&str; 8] = [
+const MOUNT_KEYS: [&str; 12] = [
     "mount_point",
     "workload",
     "backends",
@@ -295,6 +306,10 @@ const MOUNT_KEYS: [&str; 8] = [
     "syncer_ip",
     "max_writers",
     "max_smallfile_containers",
+    "default_layout",
+    "pools",
+    "stripe_imbalance_pct",
+    "stripe_reserve",
 ];
 
 fn scalar_text(node: &MarkedYaml<'_>) -> Option<String> {
@@ -362,6 +377,23 @@ struct MountDraft {
     mount: MountConfig,
     point: Option<Site>,
     backends: Option<(Vec<BackendEntry>, Site)>,
+    /// Pools as written; resolved to backend indexes once the backends are known.
+    pools: Vec<PoolDraft>,
+    /// Where `default_layout` was written, to name it if it uses an unknown pool.
+    layout: Option<Site>,
+}
+
+/// One `pools:` entry: its name and members as written.
+struct PoolDraft {
+    name: String,
+    site: Site,
+    members: Vec<(PoolMember, Site)>,
+}
+
+/// A pool member: a backend's index in the mount's list, or its location.
+enum PoolMember {
+    Index(usize),
+    Location(BackendLocation),
 }
 
 struct BackendEntry {
@@ -500,6 +532,8 @@ impl Loader {
             mount: MountConfig::new(PathBuf::new(), Workload::SharedFile, Vec::new()),
             point: None,
             backends: None,
+            pools: Vec::new(),
+            layout: None,
         };
         for entry in entries {
             apply_mount(&mut draft, entry, file)?;
@@ -508,7 +542,7 @@ impl Loader {
     }
 
     fn add_mount(&mut self, draft: MountDraft, section: Site) -> Result<()> {
-        let MountDraft { mut mount, point, backends } = draft;
+        let MountDraft { mut mount, point, backends, pools, layout } = draft;
         let Some(point) = point else {
             return Err(section.error("mount_point", "missing: every mount section needs one"));
         };
@@ -517,6 +551,8 @@ impl Loader {
             return Err(point.error("backends", format!("missing: mount {name} needs a backends list")));
         };
         check_roles(&backends, &backends_site)?;
+        mount.striping.pools = resolve_pools(pools, &backends)?;
+        check_layout_pools(&mount, layout.as_ref())?;
         if let Some((_, first)) = self.mounts.iter().find(|(other, _)| other.mount_point == mount.mount_point)
         {
             return Err(point.error("mount_point", format!("{name} is already a mount point (at {first})")));
@@ -739,6 +775,17 @@ fn apply_mount(draft: &mut MountDraft, entry: &Entry<'_, '_>, file: &Rc<Path>) -
         "syncer_ip" => mount.syncer_ip = Some(entry.text("an address")?),
         "max_writers" => mount.max_writers = entry.number(1, MAX)?,
         "max_smallfile_containers" => mount.max_smallfile_containers = entry.number(1, MAX)?,
+        "default_layout" => {
+            mount.striping.default_layout = default_layout(entry)?;
+            draft.layout = Some(entry.site.clone());
+        }
+        "pools" => draft.pools = pool_list(entry, file)?,
+        "stripe_imbalance_pct" => mount.striping.imbalance_pct = entry.number(0, 100)?,
+        "stripe_reserve" => {
+            mount.striping.reserve_bytes = scalar_text(entry.value)
+                .and_then(|text| parse_size(&text))
+                .ok_or_else(|| entry.expected("a size in bytes, or with a K, M, G or T suffix"))?;
+        }
         "mount_type" => return Err(entry.error("PLFS listed this key but never used it; remove it")),
         _ => {
             let valid = MOUNT_KEYS.join(", ");
@@ -779,6 +826,97 @@ fn workload(entry: &Entry<'_, '_>) -> Result<Workload> {
         None | Some("byterange") => Ok(workload),
         Some(other) => Err(entry.error(format!("index type {other:?} is not supported (only byterange)"))),
     }
+}
+
+/// `none` keeps the one-backend-per-host placement; anything else is a
+/// layout in `lfs setstripe` syntax.
+fn default_layout(entry: &Entry<'_, '_>) -> Result<Option<Layout>> {
+    let text = entry.text("a layout such as -E 1M -c 1 -E -1 -c -1, or none")?;
+    if text.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    text.parse::<Layout>().map(Some).map_err(|error| entry.error(error.message()))
+}
+
+/// `pools:` is a mapping of pool names to lists of backends.
+fn pool_list(entry: &Entry<'_, '_>, file: &Rc<Path>) -> Result<Vec<PoolDraft>> {
+    let pools = entries(entry.value, file, "pools", "a mapping of pool names to lists of backends")?;
+    pools
+        .iter()
+        .map(|pool| {
+            if !valid_pool_name(pool.key) {
+                return Err(pool.error("a pool name is letters, digits, '_', '-' and '.'"));
+            }
+            let YamlData::Sequence(items) = &pool.value.data else {
+                return Err(pool.expected("a list of backends (indexes from 0, or locations)"));
+            };
+            if items.is_empty() {
+                return Err(pool.error("empty list: a pool needs at least one backend"));
+            }
+            let members = items
+                .iter()
+                .map(|item| {
+                    let member = Entry { key: pool.key, site: Site::of(file, item), value: item };
+                    let parsed = match &item.data {
+                        YamlData::Value(Scalar::Integer(index)) => usize::try_from(*index)
+                            .map(PoolMember::Index)
+                            .map_err(|_| member.expected("a backend index from 0, or a location"))?,
+                        _ => PoolMember::Location(member.location()?),
+                    };
+                    Ok((parsed, member.site))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(PoolDraft { name: pool.key.to_owned(), site: pool.site.clone(), members })
+        })
+        .collect()
+}
+
+/// Each pool's members as indexes into the mount's backends, each once.
+fn resolve_pools(pools: Vec<PoolDraft>, backends: &[BackendEntry]) -> Result<BTreeMap<String, Vec<usize>>> {
+    let mut resolved = BTreeMap::new();
+    for pool in pools {
+        let mut indexes: Vec<usize> = Vec::with_capacity(pool.members.len());
+        for (member, site) in pool.members {
+            let index = match member {
+                PoolMember::Index(index) if index < backends.len() => index,
+                PoolMember::Index(index) => {
+                    return Err(site.error(
+                        &pool.name,
+                        format!(
+                            "backend index {index} is past the mount's {} backends (0 to {})",
+                            backends.len(),
+                            backends.len() - 1
+                        ),
+                    ));
+                }
+                PoolMember::Location(location) => {
+                    backends.iter().position(|backend| backend.config.location == location).ok_or_else(
+                        || site.error(&pool.name, format!("{location} is not one of this mount's backends")),
+                    )?
+                }
+            };
+            if indexes.contains(&index) {
+                return Err(site.error(&pool.name, format!("backend {index} is listed twice in the pool")));
+            }
+            indexes.push(index);
+        }
+        if resolved.insert(pool.name.clone(), indexes).is_some() {
+            return Err(pool.site.error(&pool.name, "pool given twice"));
+        }
+    }
+    Ok(resolved)
+}
+
+/// A default layout may only name pools the mount defines.
+fn check_layout_pools(mount: &MountConfig, site: Option<&Site>) -> Result<()> {
+    let (Some(layout), Some(site)) = (&mount.striping.default_layout, site) else { return Ok(()) };
+    for component in layout.components() {
+        let pool = component.pool.as_deref();
+        if let Err(error) = pool_backends(&mount.striping, pool, mount.backends.len()) {
+            return Err(site.error("default_layout", error.message()));
+        }
+    }
+    Ok(())
 }
 
 fn backend_list(entry: &Entry<'_, '_>, file: &Rc<Path>) -> Result<Vec<BackendEntry>> {
@@ -1118,7 +1256,8 @@ mod tests {
         assert_eq!(
             error_of("- mount_point: /m\n  backend: [/b]\n"),
             "t.plfsrc:2: backend: unknown key in a mount section (valid keys: mount_point, workload, backends, \
-             statfs, glib_buffer_mbs, syncer_ip, max_writers, max_smallfile_containers)"
+             statfs, glib_buffer_mbs, syncer_ip, max_writers, max_smallfile_containers, default_layout, pools, \
+             stripe_imbalance_pct, stripe_reserve)"
         );
         assert_eq!(
             error_of("- mount_point: /m\n  backends:\n    - location: /b\n      kind: shadow\n"),
@@ -1512,5 +1651,57 @@ mod tests {
         let error = parse_file(&fixture("no-such.plfsrc")).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::NotFound);
         assert!(error.to_string().starts_with(&fixture("no-such.plfsrc").display().to_string()));
+    }
+
+    #[test]
+    fn striping_keys_fill_the_mount_config() {
+        let config = inline(
+            "- mount_point: /mnt/s\n  backends: [/b0, /b1, /b2, /b3]\n  \
+             default_layout: -E 1M -c 1 -E 64M -c 4 -E -1 -c -1 -p disk\n  pools:\n    ssd: [0, 1]\n    \
+             disk: [/b2, 3]\n  stripe_imbalance_pct: 25\n  stripe_reserve: 10G\n",
+        )
+        .unwrap();
+        let striping = &config.mounts[0].striping;
+        assert_eq!(
+            striping.default_layout.as_ref().map(ToString::to_string).as_deref(),
+            Some("-E 1M -c 1 -S 1M -E 64M -c 4 -S 1M -E -1 -c -1 -S 1M -p disk")
+        );
+        assert_eq!(striping.pools["ssd"], vec![0, 1]);
+        assert_eq!(striping.pools["disk"], vec![2, 3]);
+        assert_eq!((striping.imbalance_pct, striping.reserve_bytes), (25, 10 << 30));
+        // `none` and no key at all keep one backend per host.
+        let none = inline("- mount_point: /mnt/s\n  backends: [/b0]\n  default_layout: none\n").unwrap();
+        assert_eq!(none.mounts[0].striping, crate::striping::StripingConfig::default());
+    }
+
+    #[test]
+    fn bad_striping_values_name_the_file_line_and_key() {
+        let mount = "- mount_point: /mnt/s\n  backends: [/b0, /b1]\n";
+        for (extra, expect) in [
+            (
+                "  default_layout: -E 1M -c 0\n",
+                "t.plfsrc:3: default_layout: layout: -c 0: expected a stripe count",
+            ),
+            (
+                "  default_layout: -c 2 -p fast\n",
+                "t.plfsrc:3: default_layout: layout: pool fast: no such pool",
+            ),
+            (
+                "  stripe_imbalance_pct: 101\n",
+                "t.plfsrc:3: stripe_imbalance_pct: expected an integer from 0 to 100",
+            ),
+            ("  stripe_reserve: 10X\n", "t.plfsrc:3: stripe_reserve: expected a size in bytes"),
+            (
+                "  pools:\n    a: [2]\n",
+                "t.plfsrc:4: a: backend index 2 is past the mount's 2 backends (0 to 1)",
+            ),
+            ("  pools:\n    a: [/b9]\n", "t.plfsrc:4: a: posix:///b9 is not one of this mount's backends"),
+            ("  pools:\n    a: [0, /b0]\n", "t.plfsrc:4: a: backend 0 is listed twice in the pool"),
+            ("  pools:\n    a: []\n", "t.plfsrc:4: a: empty list"),
+            ("  pools: [0]\n", "t.plfsrc:3: pools: expected a mapping of pool names"),
+        ] {
+            let error = error_of(&format!("{mount}{extra}"));
+            assert!(error.starts_with(expect), "{extra:?}: {error}\n  should start with {expect}");
+        }
     }
 }

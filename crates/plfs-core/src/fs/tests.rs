@@ -1370,6 +1370,9 @@ mod flat {
             fn space(&self) -> Result<SpaceInfo> {
                 self.0.space()
             }
+            fn filesystem_id(&self) -> Option<u64> {
+                self.0.filesystem_id()
+            }
         }
         let append_only: SharedStore = Arc::new(AppendOnly(MemoryStore::new("hdfs://nn:8020/plfs")));
         crate::store::conformance::random_writes(append_only.as_ref());

@@ -287,6 +287,10 @@ impl Store for CountingStore {
         self.count(|c| &c.space);
         self.inner.space()
     }
+
+    fn filesystem_id(&self) -> Option<u64> {
+        self.inner.filesystem_id()
+    }
 }
 
 #[derive(Debug)]

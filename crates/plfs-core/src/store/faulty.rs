@@ -409,6 +409,10 @@ impl Store for FaultyStore {
         self.faults.guard(Op::Space, &[])?;
         self.inner.space()
     }
+
+    fn filesystem_id(&self) -> Option<u64> {
+        self.inner.filesystem_id()
+    }
 }
 
 #[derive(Debug)]

@@ -231,6 +231,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Capacity of the backend, for statfs.
     fn space(&self) -> Result<SpaceInfo>;
 
+    /// Identifies the file system holding the backend, so backends sharing
+    /// one are counted once when statfs sums them; `None` (the default)
+    /// when the store cannot tell, and it counts as its own.
+    fn filesystem_id(&self) -> Option<u64> {
+        None
+    }
+
     /// Gives an existing piece `protection`: owner first (a chown may clear
     /// set-id bits), then mode; what the store cannot keep
     /// (`capabilities()`) is skipped.

@@ -337,6 +337,12 @@ impl Store for PosixStore {
         self.publish_replacing(path, contents, Some(protection)).map_err(self.fail("replace", path))
     }
 
+    /// The device of the backend's root (`st_dev`): two directories on one
+    /// mounted file system share it, bind mounts included.
+    fn filesystem_id(&self) -> Option<u64> {
+        fs::metadata(&self.root).ok().map(|meta| meta.dev())
+    }
+
     fn space(&self) -> Result<SpaceInfo> {
         let stats = statvfs(&self.root).map_err(self.fail("statvfs", &StorePath::root()))?;
         Ok(SpaceInfo {

@@ -18,6 +18,11 @@ use std::collections::BTreeMap;
 use crate::error::{Error, Result};
 
 pub mod placement;
+pub mod syntax;
+
+/// The extended attribute holding a directory's layout template or a new
+/// file's layout, in `lfs setstripe` text ([`syntax`]).
+pub const LAYOUT_XATTR: &str = "user.plfs.layout";
 
 /// Stripe sizes and component boundaries are multiples of this.
 pub const STRIPE_UNIT: u64 = 64 * 1024;

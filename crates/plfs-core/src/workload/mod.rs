@@ -24,14 +24,15 @@ use std::time::SystemTime;
 use crate::attr::{FileAttr, FileKind, Owner};
 use crate::config::Workload as WorkloadName;
 use crate::container::Inventory;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::access::AccessRecord;
 use crate::load::LoadedIndex;
 use crate::mount_state::MountState;
 use crate::open::{OpenFlags, WriterId};
 use crate::placement::BackendId;
 use crate::smallfile::FileStat;
-use crate::store::{EntryKind, Metadata, Store, StorePath};
+use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
+use crate::striping::{LAYOUT_XATTR, Layout};
 
 /// What a logical path is, as the mount's workload found it.
 #[derive(Debug, Clone)]
@@ -79,6 +80,24 @@ impl FoundFile {
 /// workload).
 fn foreign_file(path: &StorePath) -> Error {
     Error::new(ErrorKind::Internal, format!("/{path}: a file found by another workload"))
+}
+
+/// The layout of a file about to be created in directory `parent`: the
+/// directory's template (`user.plfs.layout`, see fs/layouts.rs), else the
+/// mount's default; `None` keeps the one-backend-per-host placement.
+pub(crate) fn layout_for_new_file(state: &MountState, parent: &StorePath) -> Result<Option<Layout>> {
+    let (backend, _) = crate::mount_state::canonical(state, parent);
+    let store = state.store(backend);
+    let location = parent.join(&crate::layout::dir_xattr_name(LAYOUT_XATTR)?)?;
+    let bytes = match store.read_all(&location) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(state.striping.default_layout.clone()),
+        Err(error) => return Err(error.context(format!("{}: {location}", store.url()))),
+    };
+    let value = crate::format::xattr::decode(&bytes).with_context(|| format!("{}: {location}", store.url()))?;
+    let text = String::from_utf8(value)
+        .map_err(|_| Error::corrupt(format!("{}: {location}: the layout is not UTF-8 text", store.url())))?;
+    text.parse::<Layout>().with_context(|| format!("{}: {location}", store.url())).map(Some)
 }
 
 /// What `open` asks of a workload: the façade has parsed the path and
