@@ -9,6 +9,7 @@ pub mod data_log;
 pub mod frame;
 pub mod global_index;
 pub mod index_log;
+pub mod plfs25;
 pub mod rename;
 pub mod version;
 pub mod xattr;
