@@ -166,7 +166,12 @@ pub(crate) fn hostdirs(mount: &MountState, path: &StorePath, found: &Found25) ->
     Ok(hostdirs)
 }
 
-fn follow_metalink(mount: &MountState, store: &dyn Store, relative: &StorePath, text: &str) -> Result<Location> {
+fn follow_metalink(
+    mount: &MountState,
+    store: &dyn Store,
+    relative: &StorePath,
+    text: &str,
+) -> Result<Location> {
     let (_, backend) = format::parse_metalink(text).ok_or_else(|| {
         Error::corrupt(format!("{}: {relative}: metalink {text:?} names no backend", store.url()))
     })?;
@@ -290,7 +295,12 @@ pub(crate) fn load(mount: &MountState, path: &StorePath, found: &Found25) -> Res
                     };
                     raws.push(Raw {
                         logical: entry.logical,
-                        extent: Extent25 { length: entry.length, chunk, physical: entry.physical, pid: entry.id },
+                        extent: Extent25 {
+                            length: entry.length,
+                            chunk,
+                            physical: entry.physical,
+                            pid: entry.id,
+                        },
                         begin: entry.begin,
                         end: entry.end,
                     });
@@ -368,7 +378,11 @@ fn merge(mut raws: Vec<Raw>) -> (BTreeMap<u64, Extent25>, u64) {
 
 fn lay_down(extents: &mut BTreeMap<u64, Extent25>, start: u64, extent: Extent25) {
     let end = start + extent.length;
-    let cut = |piece: Extent25, by: u64| Extent25 { length: piece.length - by, physical: piece.physical + by, ..piece };
+    let cut = |piece: Extent25, by: u64| Extent25 {
+        length: piece.length - by,
+        physical: piece.physical + by,
+        ..piece
+    };
     if let Some((&before, &piece)) = extents.range(..start).next_back()
         && before + piece.length > start
     {
@@ -582,7 +596,11 @@ pub(crate) fn pieces(mount: &MountState, path: &StorePath, found: &Found25) -> R
                 None => PieceKind25::Unknown,
             };
             let bytes = dir.store.metadata(&child)?.size;
-            pieces.push(Piece25 { location: Location { store: dir.store.clone(), path: child }, kind, bytes });
+            pieces.push(Piece25 {
+                location: Location { store: dir.store.clone(), path: child },
+                kind,
+                bytes,
+            });
         }
     }
     Ok(pieces)
@@ -590,7 +608,11 @@ pub(crate) fn pieces(mount: &MountState, path: &StorePath, found: &Found25) -> R
 
 /// The release and data format named by the container's version dropping
 /// (None when it has none: 2.5 made it after publishing the container).
-pub(crate) fn version(mount: &MountState, path: &StorePath, found: &Found25) -> Result<Option<(String, String)>> {
+pub(crate) fn version(
+    mount: &MountState,
+    path: &StorePath,
+    found: &Found25,
+) -> Result<Option<(String, String)>> {
     Ok(mount
         .store(found.backend)
         .list(path)?
@@ -603,7 +625,12 @@ mod tests {
     use super::*;
 
     fn raw(logical: u64, length: u64, end: f64, pid: i32) -> Raw {
-        Raw { logical, extent: Extent25 { length, chunk: pid as usize, physical: 0, pid }, begin: end - 0.5, end }
+        Raw {
+            logical,
+            extent: Extent25 { length, chunk: pid as usize, physical: 0, pid },
+            begin: end - 0.5,
+            end,
+        }
     }
 
     #[test]
@@ -611,8 +638,10 @@ mod tests {
         // pid 1 wrote 0..100 first, pid 2 then 20..40, pid 3 last 30..120.
         let entries = [raw(30, 90, 3.0, 3), raw(0, 100, 1.0, 1), raw(20, 20, 2.0, 2), raw(200, 0, 0.5, 4)];
         let (extents, eof) = merge(entries.to_vec());
-        let layout: Vec<(u64, u64, i32, u64)> =
-            extents.iter().map(|(offset, extent)| (*offset, extent.length, extent.pid, extent.physical)).collect();
+        let layout: Vec<(u64, u64, i32, u64)> = extents
+            .iter()
+            .map(|(offset, extent)| (*offset, extent.length, extent.pid, extent.physical))
+            .collect();
         assert_eq!(layout, vec![(0, 20, 1, 0), (20, 10, 2, 0), (30, 90, 3, 0)]);
         assert_eq!(eof, 200, "a zero-length entry extends the file");
         // Ties on both stamps: the higher pid wins.

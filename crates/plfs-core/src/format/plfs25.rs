@@ -65,6 +65,8 @@ impl Entry {
         }
     }
 
+    /// For the fixture generator: plfs never writes 2.5's format.
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         for word in [self.logical, self.physical, self.length, self.begin.to_bits(), self.end.to_bits()] {
             out.extend_from_slice(&word.to_le_bytes());
@@ -106,7 +108,8 @@ impl GlobalIndex {
         let paths = &bytes[entries_end..];
         let paths = &paths[..paths.iter().position(|byte| *byte == 0).unwrap_or(paths.len())];
         let text = std::str::from_utf8(paths).map_err(|_| corrupt("a chunk path is not UTF-8"))?;
-        let chunks: Vec<String> = text.split('\n').filter(|path| !path.is_empty()).map(str::to_owned).collect();
+        let chunks: Vec<String> =
+            text.split('\n').filter(|path| !path.is_empty()).map(str::to_owned).collect();
         if let Some(entry) = entries.iter().find(|entry| entry.id < 0 || entry.id as usize >= chunks.len()) {
             return Err(corrupt(&format!(
                 "an entry at offset {} names chunk {} of {}",
@@ -118,6 +121,7 @@ impl GlobalIndex {
         Ok(GlobalIndex { entries, chunks })
     }
 
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = (self.entries.len() as u64).to_le_bytes().to_vec();
         for entry in &self.entries {
@@ -266,13 +270,22 @@ mod tests {
         assert_eq!(name.data_of(7).name(), "dropping.data.1700000000.123456.node1.lanl.gov.7");
         assert_eq!(DroppingName::parse("dropping.data.x.1.h.2"), None);
         let meta = MetaName::parse("4096.4096.1700000000.250000.n1.lanl.gov").unwrap();
-        assert_eq!((meta.last_offset, meta.mtime_ns, meta.host.as_str()), (4096, 1_700_000_000_250_000_000, "n1.lanl.gov"));
+        assert_eq!(
+            (meta.last_offset, meta.mtime_ns, meta.host.as_str()),
+            (4096, 1_700_000_000_250_000_000, "n1.lanl.gov")
+        );
         // A truncate's rename prints nanoseconds.
-        assert_eq!(MetaName::parse("10.10.1700000000.250000000.h").unwrap().mtime_ns, 1_700_000_000_250_000_000);
+        assert_eq!(
+            MetaName::parse("10.10.1700000000.250000000.h").unwrap().mtime_ns,
+            1_700_000_000_250_000_000
+        );
         assert_eq!(open_record_host("open.n1.lanl.gov.77"), Some("n1.lanl.gov"));
         assert_eq!(parse_metalink("23/pana/volume12/.plfs_store"), Some((23, "/pana/volume12/.plfs_store")));
         assert_eq!(parse_metalink("23"), None);
-        assert_eq!(parse_version_name("version-tag.2.5.1-dat.1.0-chk.77"), Some(("2.5.1".into(), "1.0".into())));
+        assert_eq!(
+            parse_version_name("version-tag.2.5.1-dat.1.0-chk.77"),
+            Some(("2.5.1".into(), "1.0".into()))
+        );
         assert_eq!(posix_path("posix:/b/x"), Some("/b/x"));
         assert_eq!(posix_path("hdfs://h:8000/x"), None);
     }
@@ -281,7 +294,8 @@ mod tests {
     fn backend_slot_counts_negative_remainders_from_the_end() {
         // sdbm("a") = 97: positive. A long name overflows into the sign bit.
         assert_eq!(backend_slot("a", 3), 97 % 3);
-        let negative = (0..200).map(|i| format!("file{i}")).find(|name| (sdbm(name) as u32 as i32) < 0).unwrap();
+        let negative =
+            (0..200).map(|i| format!("file{i}")).find(|name| (sdbm(name) as u32 as i32) < 0).unwrap();
         let hash = sdbm(&negative) as u32 as i32;
         assert_eq!(backend_slot(&negative, 5) as i32, 5 + hash % 5);
     }
@@ -289,7 +303,10 @@ mod tests {
     #[test]
     fn entries_and_global_index_round_trip() {
         let entry = Entry { logical: 1, physical: 2, length: 3, begin: 4.5, end: 6.25, id: 0, tail: 99 };
-        let global = GlobalIndex { entries: vec![entry], chunks: vec!["/b0/f/hostdir.1/dropping.data.1.2.h.99".into()] };
+        let global = GlobalIndex {
+            entries: vec![entry],
+            chunks: vec!["/b0/f/hostdir.1/dropping.data.1.2.h.99".into()],
+        };
         let bytes = global.encode();
         assert_eq!(bytes.len(), 8 + ENTRY_BYTES + global.chunks[0].len() + 2);
         assert_eq!(GlobalIndex::decode(&bytes, "g").unwrap(), global);

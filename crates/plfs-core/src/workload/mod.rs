@@ -70,6 +70,15 @@ enum FileDetail {
 impl FoundFile {
     /// A container's access record (for extended attributes, which live
     /// in the container); None for files that have no container.
+    /// The PLFS 2.5 container behind the file, when it is one (read in
+    /// place; the tools show it as such).
+    pub(crate) fn plfs25(&self) -> Option<&Found25> {
+        match &self.detail {
+            FileDetail::Plfs25(found) => Some(found),
+            _ => None,
+        }
+    }
+
     pub(crate) fn access_record(&self) -> Option<&AccessRecord> {
         match &self.detail {
             FileDetail::Access(access) => Some(access),
@@ -196,7 +205,12 @@ pub(crate) trait Workload: Debug + Send + Sync {
     /// The kind readdir lists an entry `name` of `dir` as that is not on
     /// its canonical backend (plfs's placement), or None to hide it: a
     /// container another placement put elsewhere (PLFS 2.5's).
-    fn listed_elsewhere(&self, _mount: &MountState, _dir: &StorePath, _name: &str) -> Result<Option<FileKind>> {
+    fn listed_elsewhere(
+        &self,
+        _mount: &MountState,
+        _dir: &StorePath,
+        _name: &str,
+    ) -> Result<Option<FileKind>> {
         Ok(None)
     }
 

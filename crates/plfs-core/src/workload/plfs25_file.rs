@@ -25,10 +25,7 @@ pub(super) fn found(found: Found25) -> Found {
 
 /// The 2.5 container behind a file `lookup` found, if it is one.
 pub(super) fn detail(file: &FoundFile) -> Option<&Found25> {
-    match &file.detail {
-        FileDetail::Plfs25(found) => Some(found),
-        _ => None,
-    }
+    file.plfs25()
 }
 
 /// Opens a 2.5 file for reading; any open that could change it fails.
@@ -58,7 +55,10 @@ pub(super) fn open(
 pub(super) fn unlink(mount: &MountState, logical: &StorePath, found: &Found25) -> Result<()> {
     for hostdir in plfs25::hostdirs(mount, logical, found)? {
         if hostdir.metalink.is_some() {
-            container::ignore_missing(container::remove_tree(hostdir.location.store.as_ref(), &hostdir.location.path))?;
+            container::ignore_missing(container::remove_tree(
+                hostdir.location.store.as_ref(),
+                &hostdir.location.path,
+            ))?;
         }
     }
     container::remove_tree(mount.store(found.backend), logical)?;
