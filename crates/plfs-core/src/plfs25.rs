@@ -54,6 +54,17 @@ pub(crate) struct Found25 {
 /// to, or on plfs's own canonical backend for it (one or two metadata
 /// calls).
 pub(crate) fn find(mount: &MountState, path: &StorePath) -> Result<Option<Found25>> {
+    find_beyond(mount, path, false)
+}
+
+/// Like [`find`], when plfs's own canonical backend has nothing at `path`:
+/// only 2.5's backend can hold the container, and on a mount where both
+/// hashes pick the same backend a missing name costs no extra call.
+pub(crate) fn find_elsewhere(mount: &MountState, path: &StorePath) -> Result<Option<Found25>> {
+    find_beyond(mount, path, true)
+}
+
+fn find_beyond(mount: &MountState, path: &StorePath, ours_is_empty: bool) -> Result<Option<Found25>> {
     if path.is_root() {
         return Ok(None);
     }
@@ -61,7 +72,13 @@ pub(crate) fn find(mount: &MountState, path: &StorePath) -> Result<Option<Found2
     let hashed = backends[format::backend_slot(placement_name(path), backends.len())];
     let ours = canonical(mount, path).0;
     let access = path.join(ACCESS_FILE)?;
-    for backend in if hashed == ours { vec![hashed] } else { vec![hashed, ours] } {
+    let candidates = match (hashed == ours, ours_is_empty) {
+        (true, true) => vec![],
+        (true, false) => vec![hashed],
+        (false, true) => vec![hashed],
+        (false, false) => vec![hashed, ours],
+    };
+    for backend in candidates {
         match mount.store(backend).metadata(&access) {
             Ok(metadata) if metadata.kind == EntryKind::File => {
                 return Ok(Some(Found25 { backend, access: metadata }));

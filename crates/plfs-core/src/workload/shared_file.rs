@@ -127,7 +127,7 @@ impl Workload for SharedFile {
                 Some(found) => return Ok(plfs25_file::found(found)),
                 None => Lookup::Directory(metadata),
             },
-            Err(error) if error.kind() == ErrorKind::NotFound => match plfs25::find(mount, path)? {
+            Err(error) if error.kind() == ErrorKind::NotFound => match plfs25::find_elsewhere(mount, path)? {
                 Some(found) => return Ok(plfs25_file::found(found)),
                 None => return Err(error),
             },
@@ -376,7 +376,7 @@ impl Workload for SharedFile {
     }
 
     fn listed_elsewhere(&self, mount: &MountState, dir: &StorePath, name: &str) -> Result<Option<FileKind>> {
-        Ok(plfs25::find(mount, &dir.join(name)?)?.map(|_| FileKind::File))
+        Ok(plfs25::find_elsewhere(mount, &dir.join(name)?)?.map(|_| FileKind::File))
     }
 
     fn containers(&self) -> Option<&dyn ContainerOps> {
