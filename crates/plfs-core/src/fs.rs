@@ -534,7 +534,12 @@ impl Plfs {
         for (name, presence) in seen {
             let canonical = self.state.placement.canonical_backend(&name);
             let Some((_, kind)) = presence.iter().find(|(backend, _)| *backend == canonical) else {
-                continue; // a shadow container whose file is gone
+                // A shadow container whose file is gone, or a file another
+                // placement (PLFS 2.5's) put on another backend.
+                if let Some(kind) = self.state.files.listed_elsewhere(&self.state, &logical, &name)? {
+                    result.push(DirEntryInfo { name, kind });
+                }
+                continue;
             };
             let kind = match kind {
                 EntryKind::Symlink => FileKind::Symlink,

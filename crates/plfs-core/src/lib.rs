@@ -92,6 +92,9 @@ pub(crate) mod mount_state;
 pub mod mounts;
 pub mod open;
 pub mod placement;
+pub(crate) mod plfs25;
+#[cfg(test)]
+mod plfs25_fixtures;
 pub(crate) mod protection;
 pub(crate) mod reader;
 pub(crate) mod rename;

@@ -116,6 +116,12 @@ impl Placement {
     }
 
     /// Backends that may hold any hostdir of any file; readers look here.
+    /// Backends that may hold containers, in configured order (PLFS 2.5
+    /// hashed names over this list).
+    pub fn canonical_backends(&self) -> &[BackendId] {
+        &self.canonical
+    }
+
     pub fn shadow_backends(&self) -> &[BackendId] {
         &self.shadow
     }

@@ -23,6 +23,7 @@ use crate::load::{self, Prefer};
 use crate::mount_state::MountState;
 use crate::placement::BackendId;
 pub use crate::placement::HostdirId;
+use crate::plfs25::{self, Found25};
 use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 use crate::workload::Found;
@@ -59,6 +60,10 @@ pub struct MapTotals {
 pub struct FileMap {
     pub entries: Vec<MapEntry>,
     pub totals: MapTotals,
+    /// What the file is when it is not a plfs container: a PLFS 2.5
+    /// container read in place, with its index's size on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 /// What a physical piece of a container is.
@@ -81,6 +86,12 @@ pub enum PieceKind {
     FlatFile,
     /// A rename in progress (or cut short) is moving this container.
     RenameIntent,
+    /// A PLFS 2.5 container (read in place, read-only); its pieces are
+    /// shown with the nearest plfs kinds (index and data droppings as
+    /// index and data logs).
+    Plfs25Container,
+    /// A PLFS 2.5 hostdir that is a symlink to a shadow backend.
+    Metalink,
     Unknown,
 }
 
@@ -186,6 +197,9 @@ impl Plfs {
     /// The merged index of a file, read from its index logs.
     pub fn map(&self, path: &str) -> Result<FileMap> {
         let state = self.state();
+        if let Some((logical, found)) = plfs25_file(self, path)? {
+            return map25(state, &logical, &found).context(path.to_owned());
+        }
         let logical = file_path(self, path)?;
         let loaded = load::load_index(state, &logical, Prefer::IndexLogs).context(path.to_owned())?;
         let log_names: Vec<String> = loaded
@@ -226,7 +240,7 @@ impl Plfs {
             totals.holes += 1;
             totals.hole_bytes += totals.eof - position;
         }
-        Ok(FileMap { entries, totals })
+        Ok(FileMap { entries, totals, format: None })
     }
 
     /// Every physical piece of a file on every backend.
@@ -234,6 +248,10 @@ impl Plfs {
         let state = self.state();
         if let Some(backend) = self.files().plain_file_backend(state, &crate::fs::parse_file_path(path)?) {
             return self.query_plain(path, backend);
+        }
+        if let Some((logical, found)) = plfs25_file(self, path)? {
+            let pieces = plfs25::pieces(state, &logical, &found).context(path.to_owned())?;
+            return Ok(pieces.into_iter().map(piece25).collect());
         }
         let logical = file_path(self, path)?;
         let (canonical, _) = container::canonical(state, &logical);
@@ -295,6 +313,11 @@ impl Plfs {
         Ok(None)
     }
 
+    /// Whether `path` is a PLFS 2.5 container, read in place (read-only).
+    pub fn is_plfs25(&self, path: &str) -> Result<bool> {
+        Ok(plfs25_file(self, path)?.is_some())
+    }
+
     /// Merges every index log into the global index readers then prefer.
     pub fn flatten(&self, path: &str) -> Result<FlattenReport> {
         let logical = file_path(self, path)?;
@@ -310,6 +333,15 @@ impl Plfs {
     /// The format and release that created a file.
     pub fn file_version(&self, path: &str) -> Result<VersionRecord> {
         let state = self.state();
+        if let Some((logical, found)) = plfs25_file(self, path)? {
+            // Format 0: not a plfs format; the release is 2.5's own tag.
+            let (tag, data) = plfs25::version(state, &logical, &found)?
+                .unwrap_or_else(|| ("2.x".to_owned(), "?".to_owned()));
+            return Ok(VersionRecord {
+                format_version: 0,
+                library_version: format!("PLFS {tag} (data format {data})"),
+            });
+        }
         let logical = file_path(self, path)?;
         let (backend, paths) = container::canonical(state, &logical);
         let store = state.store(backend);
@@ -412,10 +444,89 @@ fn verify_data(data: &dyn ReadHandle, records: &[index_log::Record]) -> Result<V
 fn file_path(plfs: &Plfs, path: &str) -> Result<StorePath> {
     let logical = StorePath::parse(path)?;
     match plfs.found(&logical).context(path.to_owned())? {
+        // flatten and recover would write into it.
+        Found::File(file) if file.plfs25().is_some() => Err(plfs25::read_only(path)),
         Found::File(_) if plfs.files().containers().is_some() => Ok(logical),
         Found::File(_) => Err(plfs.files().no_container(path)),
         Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
         Found::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
+    }
+}
+
+/// The PLFS 2.5 container at `path`, if that is what the file is.
+fn plfs25_file(plfs: &Plfs, path: &str) -> Result<Option<(StorePath, Found25)>> {
+    let logical = StorePath::parse(path)?;
+    Ok(match plfs.found(&logical) {
+        Ok(Found::File(file)) => file.plfs25().cloned().map(|found| (logical, found)),
+        _ => None,
+    })
+}
+
+/// `plfs map` of a 2.5 file: its merged index, writers by pid, and what
+/// its index costs on disk.
+fn map25(state: &MountState, logical: &StorePath, found: &Found25) -> Result<FileMap> {
+    let index = plfs25::load(state, logical, found)?;
+    let mut entries = Vec::with_capacity(index.extents.len());
+    let mut totals = MapTotals {
+        writers: index.writers().len(),
+        logs: index.chunks.len(),
+        records: index.entries,
+        extents: index.extents.len(),
+        index_entries: index.extents.len(),
+        index_memory_bytes: index.extents.len() * std::mem::size_of::<(u64, plfs25::Extent25)>(),
+        eof: index.eof,
+        ..MapTotals::default()
+    };
+    let mut position = 0;
+    for (&offset, extent) in &index.extents {
+        if offset > position {
+            totals.holes += 1;
+            totals.hole_bytes += offset - position;
+        }
+        position = offset + extent.length;
+        totals.data_bytes += extent.length;
+        entries.push(MapEntry {
+            logical: offset,
+            length: extent.length,
+            writer: extent.pid as u64,
+            log: index.chunks[extent.chunk].shown(),
+            physical: extent.physical,
+        });
+    }
+    if totals.eof > position {
+        totals.holes += 1;
+        totals.hole_bytes += totals.eof - position;
+    }
+    let source = if index.from_global_index { "global.index" } else { "index droppings" };
+    let format = format!(
+        "PLFS 2.5 container, read-only (`plfs migrate` converts it): index {} entries, {} bytes on disk ({source})",
+        index.entries, index.index_bytes
+    );
+    Ok(FileMap { entries, totals, format: Some(format) })
+}
+
+fn piece25(piece: plfs25::Piece25) -> PhysicalPiece {
+    use plfs25::PieceKind25 as Kind;
+    let kind = match piece.kind {
+        Kind::Container => PieceKind::Plfs25Container,
+        Kind::Access => PieceKind::Access,
+        Kind::Version => PieceKind::Version,
+        Kind::GlobalIndex => PieceKind::GlobalIndex,
+        Kind::MetaDir => PieceKind::MetaDir,
+        Kind::OpenRecord => PieceKind::OpenRecord,
+        Kind::SizeRecord => PieceKind::SizeRecord,
+        Kind::Hostdir => PieceKind::Hostdir,
+        Kind::Metalink => PieceKind::Metalink,
+        Kind::IndexDropping => PieceKind::IndexLog,
+        Kind::DataDropping => PieceKind::DataLog,
+        Kind::Unknown => PieceKind::Unknown,
+    };
+    let location = piece.location;
+    PhysicalPiece {
+        backend: location.store.url().to_owned(),
+        path: location.path.to_string(),
+        kind,
+        bytes: piece.bytes,
     }
 }
 

@@ -39,6 +39,9 @@ pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
                 println!();
             }
             print_totals(&map.totals);
+            if let Some(format) = &map.format {
+                println!("format      {format}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -56,7 +56,11 @@ pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
 }
 
 pub fn print_pieces(logical: &str, pieces: &[PhysicalPiece]) {
-    println!("{logical}:");
+    if pieces.iter().any(|piece| piece.kind == plfs::tools::PieceKind::Plfs25Container) {
+        println!("{logical}: PLFS 2.5 container, read in place (read-only; `plfs migrate` converts it)");
+    } else {
+        println!("{logical}:");
+    }
     println!("{:<18} {:>12}  location", "kind", "bytes");
     for piece in pieces {
         println!(

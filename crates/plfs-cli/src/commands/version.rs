@@ -55,7 +55,15 @@ pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
     } else {
         println!("plfs library {}", report.library_version);
         println!("format version {}", report.format_version);
-        if let Some(file) = &report.file {
+        if let Some(file) = &report.file
+            && file.format_version == 0
+        {
+            // Format 0: no plfs format; the file is a 2.5 container.
+            println!(
+                "{}: {} container, read in place (read-only); `plfs migrate` converts it",
+                file.path, file.library_version
+            );
+        } else if let Some(file) = &report.file {
             println!(
                 "{}: format version {}, created by plfs {}",
                 file.path, file.format_version, file.library_version

@@ -259,6 +259,12 @@ impl PlfsMount {
         PlfsMount::over("shared_file", options, Some(&self.backends))
     }
 
+    /// A shared_file mount over existing backend directories, in order
+    /// (e.g. backends another plfs, or PLFS 2.5, wrote).
+    pub fn over_backends(backends: &[PathBuf], options: &[&str]) -> PlfsMount {
+        PlfsMount::over("shared_file", options, Some(backends))
+    }
+
     fn over(workload: &str, options: &[&str], shared_backends: Option<&[PathBuf]>) -> PlfsMount {
         require_root();
         let dir = tempfile::Builder::new().prefix("plfs-fuse-test.").tempdir().unwrap();

@@ -170,6 +170,12 @@ pub fn open_collective_with(
         plfs.invalidate_read_cache(parent.as_str())?;
         return open_naive(plfs, path, writer);
     }
+    // A PLFS 2.5 file has none of plfs's index logs to share: each rank
+    // reads its 2.5 index itself (every rank sees the same backends, so
+    // all decide alike without talking).
+    if plfs.is_plfs25(path)? {
+        return open_naive(plfs, path, writer);
+    }
     let index = match options.strategy {
         Strategy::Naive => return open_naive(plfs, path, writer),
         Strategy::Broadcast => broadcast_from_root(plfs, path, comm, |plfs| read_whole_index(plfs, path))?,

@@ -2,6 +2,8 @@
 //! a magic and a format version, and ends in (or is framed by) a CRC32C, so a
 //! reader can tell torn, corrupt and too-new bytes apart. docs/FORMAT.md
 //! describes each one field by field; the golden tests pin the bytes.
+//! The exception is `plfs25`: PLFS 2.5's raw, unversioned structs, which
+//! plfs reads in place and never writes (FORMAT.md §15).
 
 pub mod access;
 pub mod codec;
@@ -9,6 +11,7 @@ pub mod data_log;
 pub mod frame;
 pub mod global_index;
 pub mod index_log;
+pub mod plfs25;
 pub mod rename;
 pub mod version;
 pub mod xattr;

@@ -14,6 +14,7 @@
 //! gives the error the caller reports.
 
 mod file_per_proc;
+mod plfs25_file;
 mod shared_file;
 mod small_file;
 
@@ -30,6 +31,7 @@ use crate::load::LoadedIndex;
 use crate::mount_state::MountState;
 use crate::open::{OpenFlags, WriterId};
 use crate::placement::BackendId;
+use crate::plfs25::Found25;
 use crate::smallfile::FileStat;
 use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
 use crate::striping::{LAYOUT_XATTR, Layout};
@@ -62,15 +64,26 @@ enum FileDetail {
     Plain(Metadata),
     /// A small file's entry in its directory's container.
     Small(FileStat),
+    /// A PLFS 2.5 container, read in place (read-only).
+    Plfs25(Found25),
 }
 
 impl FoundFile {
     /// A container's access record (for extended attributes, which live
     /// in the container); None for files that have no container.
+    /// The PLFS 2.5 container behind the file, when it is one (read in
+    /// place; the tools show it as such).
+    pub(crate) fn plfs25(&self) -> Option<&Found25> {
+        match &self.detail {
+            FileDetail::Plfs25(found) => Some(found),
+            _ => None,
+        }
+    }
+
     pub(crate) fn access_record(&self) -> Option<&AccessRecord> {
         match &self.detail {
             FileDetail::Access(access) => Some(access),
-            FileDetail::Plain(_) | FileDetail::Small(_) => None,
+            FileDetail::Plain(_) | FileDetail::Small(_) | FileDetail::Plfs25(_) => None,
         }
     }
 }
@@ -207,6 +220,18 @@ pub(crate) trait Workload: Debug + Send + Sync {
         kind: EntryKind,
         canonical: BackendId,
     ) -> Result<Option<FileKind>>;
+
+    /// The kind readdir lists an entry `name` of `dir` as that is not on
+    /// its canonical backend (plfs's placement), or None to hide it: a
+    /// container another placement put elsewhere (PLFS 2.5's).
+    fn listed_elsewhere(
+        &self,
+        _mount: &MountState,
+        _dir: &StorePath,
+        _name: &str,
+    ) -> Result<Option<FileKind>> {
+        Ok(None)
+    }
 
     /// Files of `dir` that have no backend entry of their own (small
     /// files); readdir lists them beside the backend entries.

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
+use super::plfs25_file;
 use super::{
     AttributeChange, ContainerOps, FileDetail, Found, FoundFile, OpenRequest, Workload, WorkloadFile,
     foreign_file,
@@ -22,6 +23,7 @@ use crate::load::LoadedIndex;
 use crate::mount_state::MountState;
 use crate::open::WriterId;
 use crate::placement::BackendId;
+use crate::plfs25;
 use crate::protection::{self, Pieces};
 use crate::store::{EntryKind, Store, StorePath};
 
@@ -232,7 +234,20 @@ fn access_of<'a>(path: &StorePath, file: &'a FoundFile) -> Result<&'a AccessReco
 
 impl Workload for SharedFile {
     fn lookup(&self, mount: &MountState, path: &StorePath) -> Result<Found> {
-        Ok(match container::lookup(mount, path)? {
+        // A PLFS 2.5 container is a directory to plfs's lookup, or nothing
+        // where 2.5 hashed its name to another backend.
+        let lookup = match container::lookup(mount, path) {
+            Ok(Lookup::Directory(metadata)) => match plfs25::find(mount, path)? {
+                Some(found) => return Ok(plfs25_file::found(found)),
+                None => Lookup::Directory(metadata),
+            },
+            Err(error) if error.kind() == ErrorKind::NotFound => match plfs25::find_elsewhere(mount, path)? {
+                Some(found) => return Ok(plfs25_file::found(found)),
+                None => return Err(error),
+            },
+            other => other?,
+        };
+        Ok(match lookup {
             Lookup::File(access) => Found::File(FoundFile {
                 mode: access.mode,
                 uid: access.uid,
@@ -245,6 +260,9 @@ impl Workload for SharedFile {
     }
 
     fn file_attr(&self, mount: &MountState, logical: &StorePath, file: &FoundFile) -> Result<FileAttr> {
+        if let Some(found) = plfs25_file::detail(file) {
+            return plfs25::attr(mount, logical, found);
+        }
         let access = access_of(logical, file)?;
         let open = self.registry.lock().entries.get(logical).map(|entry| entry.shared.clone());
         let gate = open.as_ref().map(|shared| shared.gated());
@@ -291,6 +309,12 @@ impl Workload for SharedFile {
         // the name runs until this open has registered.
         let _claim = self.registry.claim_open(logical);
         let mut created = false;
+        // Before creating: a 2.5 file of this name (possibly on another
+        // backend than plfs would create it on) must not be shadowed.
+        let existing25 = if flags.create { plfs25::find(mount, logical)? } else { None };
+        if let Some(found) = existing25 {
+            return plfs25_file::open(mount, logical, &found, request);
+        }
         if flags.create {
             if !flags.write && !flags.read {
                 return Err(Error::invalid(format!("{path}: O_CREAT needs an access mode")));
@@ -307,10 +331,14 @@ impl Workload for SharedFile {
             };
             created = container::create(mount, logical, &access, flags.exclusive).context(path.to_owned())?;
         } else {
-            match container::lookup(mount, logical).context(path.to_owned())? {
-                Lookup::File(_) => {}
-                Lookup::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
-                Lookup::Symlink(_) => {
+            match self.lookup(mount, logical).context(path.to_owned())? {
+                Found::File(file) => {
+                    if let Some(found) = plfs25_file::detail(&file) {
+                        return plfs25_file::open(mount, logical, found, request);
+                    }
+                }
+                Found::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
+                Found::Symlink(_) => {
                     return Err(Error::invalid(format!(
                         "{path}: is a symbolic link (the core does not follow links)"
                     )));
@@ -338,7 +366,10 @@ impl Workload for SharedFile {
         Ok(Box::new(file))
     }
 
-    fn unlink(&self, mount: &MountState, path: &StorePath, _file: &FoundFile) -> Result<()> {
+    fn unlink(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<()> {
+        if let Some(found) = plfs25_file::detail(file) {
+            return plfs25_file::unlink(mount, path, found);
+        }
         let (_claim, open) = self.registry.claim_move(&[path]);
         let _gates = hold_gates(&open);
         // Handles still open here (an interface that does not hide such a
@@ -354,6 +385,9 @@ impl Workload for SharedFile {
         source: &StorePath,
         target: &StorePath,
     ) -> Result<Option<String>> {
+        if plfs25::find(mount, source)?.is_some() {
+            return Err(plfs25::read_only(&format!("/{source}")));
+        }
         // Both names are held and the handles of both files wait, from
         // before the storage switches until they know their new paths; the
         // entries of both names hold still meanwhile (see `Registry`).
@@ -395,6 +429,9 @@ impl Workload for SharedFile {
         file: &FoundFile,
         change: &AttributeChange,
     ) -> Result<()> {
+        if plfs25_file::detail(file).is_some() {
+            return Err(plfs25::read_only(path));
+        }
         let before = *access_of(logical, file)?;
         let mut access = before;
         match *change {
@@ -448,7 +485,9 @@ impl Workload for SharedFile {
                     Ok(metadata) if metadata.kind == EntryKind::File => Some(FileKind::File),
                     Ok(_) => Some(FileKind::Directory),
                     Err(error) if error.kind() == ErrorKind::NotFound => {
-                        if container::lost_access_file(store, &paths)? {
+                        if container::lost_access_file(store, &paths)?
+                            || plfs25::find(mount, &dir.join(name)?)?.is_some()
+                        {
                             Some(FileKind::File)
                         } else {
                             Some(FileKind::Directory)
@@ -458,6 +497,10 @@ impl Workload for SharedFile {
                 }
             }
         })
+    }
+
+    fn listed_elsewhere(&self, mount: &MountState, dir: &StorePath, name: &str) -> Result<Option<FileKind>> {
+        Ok(plfs25::find_elsewhere(mount, &dir.join(name)?)?.map(|_| FileKind::File))
     }
 
     fn containers(&self) -> Option<&dyn ContainerOps> {
