@@ -202,13 +202,19 @@ fn library_collective_open_every_strategy_across_nodes() {
     std::fs::create_dir(&work).unwrap();
     let mut command = nodes.mpirun(RANKS, &[], Path::new(PLFS));
     command
-        .args(["bench", "open", "--writers", &RANKS.to_string(), "--readers", &READERS.to_string()])
+        // -v: the parallel read says which group each rank joined.
+        .args(["-v", "bench", "open", "--writers", &RANKS.to_string(), "--readers", &READERS.to_string()])
         .args(["--records", &RECORDS.to_string(), "--size", &RECORD_BYTES.to_string()])
         .args(["--strategy", "all", "--repeat", "1", "--verify", "--json", "--no-drop-caches", "--keep"])
         .arg("--dir")
         .arg(&work)
-        .env_remove("PLFS_MPI_SHIM");
-    let stdout = run_ok(&mut command);
+        .env_remove("PLFS_MPI_SHIM")
+        .env_remove("PLFS_OPEN_GROUP_RANKS");
+    let description = format!("{command:?}");
+    let output = run(&mut command, RUN_TIMEOUT);
+    assert!(output.status.success(), "{description}: {}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    check_node_groups(&String::from_utf8_lossy(&output.stderr));
     let report: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: not one JSON report:\n{stdout}"));
     assert_eq!(report["ranks"], RANKS as u64);
@@ -242,6 +248,33 @@ fn library_collective_open_every_strategy_across_nodes() {
     let expected: BTreeSet<String> = (0..NODES).map(host_hash).collect();
     assert_eq!(hosts, expected, "index logs of the bench file:\n{listing}");
     assert!(dirs.len() > 1, "one hostdir for every node:\n{listing}");
+}
+
+/// The parallel read's groups are the readers' nodes: each reader's line
+/// ("rank R of M on host H: group [..], G groups") names a group that is
+/// exactly the readers on its host, READERS / RANKS_PER_NODE of them, where
+/// √M consecutive ranks ({0,1,2} {3,4,5}) would span nodes.
+fn check_node_groups(stderr: &str) {
+    let mut joined = std::collections::BTreeMap::new();
+    for line in stderr.lines().filter(|line| line.contains("parallel index read: rank ")) {
+        let fields = line.split("parallel index read: rank ").nth(1).unwrap();
+        let (rank, rest) = fields.split_once(" of ").unwrap();
+        let (host, rest) = rest.split_once(" on host ").unwrap().1.split_once(": group ").unwrap();
+        let (group, groups) = rest.split_once("], ").unwrap();
+        let entry = (host.to_owned(), format!("{group}]"), groups.to_owned());
+        let rank: usize = rank.parse().unwrap();
+        assert_eq!(*joined.entry(rank).or_insert_with(|| entry.clone()), entry, "rank {rank}:\n{stderr}");
+    }
+    assert_eq!(joined.keys().copied().collect::<Vec<_>>(), (0..READERS).collect::<Vec<_>>(), "{stderr}");
+    let nodes = READERS / RANKS_PER_NODE;
+    for (host, group, groups) in joined.values() {
+        let on_host: Vec<String> =
+            joined.iter().filter(|(_, other)| other.0 == *host).map(|(rank, _)| rank.to_string()).collect();
+        assert_eq!(*group, format!("[{}]", on_host.join(", ")), "group on {host}:\n{stderr}");
+        assert_eq!(on_host.len(), RANKS_PER_NODE, "readers on {host}:\n{stderr}");
+        assert_eq!(*groups, format!("{nodes} groups"), "{stderr}");
+        assert!(host.starts_with("plfsnode"), "{host}");
+    }
 }
 
 /// `plfs bench n1-strided --interface mpiio` starts mpirun.openmpi from

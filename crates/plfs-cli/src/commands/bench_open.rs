@@ -39,7 +39,7 @@ pub struct Opts {
     /// naive, broadcast, parallel, flatten, or all.
     #[arg(long, default_value = "all")]
     strategy: String,
-    /// Ranks per group of the parallel read (default about the square root of the readers).
+    /// Ranks per group of the parallel read, consecutive ranks forming one (default: the ranks of one node).
     #[arg(long)]
     group: Option<usize>,
     /// Where the run's files go (a fresh subdirectory).

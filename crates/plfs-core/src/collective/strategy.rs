@@ -6,9 +6,9 @@
 //! - [`Strategy::Broadcast`]: rank 0 reads the N index logs, merges, and
 //!   broadcasts the merged index: N opens, all on one rank.
 //! - [`Strategy::Parallel`]: rank 0 lists the logs and broadcasts the
-//!   list; every rank reads its share; groups gather to their leader,
-//!   leaders exchange among themselves, merge, and broadcast to their
-//!   group: N opens, spread over the ranks.
+//!   list; every rank reads its share; groups (the ranks of one node)
+//!   gather to their leader, leaders exchange among themselves, merge,
+//!   and broadcast to their group: N opens, spread over the ranks.
 //! - [`Strategy::Flatten`]: rank 0 reads the global index `plfs flatten`
 //!   wrote (1 open) and broadcasts it; when there is none or it is stale,
 //!   it says why and does what broadcast does.
@@ -27,6 +27,7 @@
 //! as any rank it depends on has failed, and returns an error naming the
 //! path instead of waiting for bytes that will not come.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -42,8 +43,9 @@ use crate::store::StorePath;
 /// rank.
 pub const STRATEGY_ENV: &str = "PLFS_OPEN_STRATEGY";
 
-/// Ranks per group of the parallel index read; the default is about
-/// √(ranks). Must be the same on every rank.
+/// Ranks per group of the parallel index read, consecutive ranks forming
+/// a group; the default is the ranks of one node ([`node_groups`]). Must
+/// be the same on every rank.
 pub const GROUP_RANKS_ENV: &str = "PLFS_OPEN_GROUP_RANKS";
 
 /// How a collective open builds the merged index every rank needs.
@@ -110,7 +112,8 @@ impl FromStr for Strategy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectiveOptions {
     pub strategy: Strategy,
-    /// Ranks per group for [`Strategy::Parallel`]; None: ⌈√ranks⌉.
+    /// Ranks per group for [`Strategy::Parallel`]; None: by node
+    /// ([`node_groups`]).
     pub group_ranks: Option<usize>,
 }
 
@@ -271,10 +274,24 @@ fn parallel_read(
     let part = plfs.read_index_part(path, &list.share(comm.rank(), comm.size()));
     let part_bytes = outcome(part.as_ref().map(IndexPart::encode), comm.rank());
 
-    // 3. Groups of consecutive ranks (on one node under a block mapping)
-    // gather to their leader, so only leaders talk across groups.
-    let group_ranks = group_ranks.unwrap_or_else(|| default_group_ranks(comm.size())).max(1);
-    let color = u32::try_from(comm.rank() / group_ranks).expect("group numbers fit u32");
+    // 3. The ranks of one node gather to their leader, so only leaders
+    // talk across nodes (an explicit group size groups consecutive ranks).
+    let leaders_of = match group_ranks {
+        Some(ranks) => consecutive_groups(comm.size(), ranks),
+        None => {
+            let hosts = comm.allgather(plfs.state().hostname.as_bytes()).context(path.to_owned())?;
+            node_groups(&hosts)
+        }
+    };
+    let color = u32::try_from(leaders_of[comm.rank()]).expect("rank numbers fit u32");
+    tracing::info!(
+        "{path}: parallel index read: rank {} of {} on host {}: group {:?}, {} groups",
+        comm.rank(),
+        comm.size(),
+        plfs.state().hostname,
+        (0..comm.size()).filter(|&rank| leaders_of[rank] == leaders_of[comm.rank()]).collect::<Vec<_>>(),
+        (0..comm.size()).filter(|&rank| leaders_of[rank] == rank).count(),
+    );
     let group = comm.split(color, comm.rank()).context(path.to_owned())?;
     let is_leader = group.rank() == 0;
     let leaders = comm.split(u32::from(!is_leader), comm.rank()).context(path.to_owned())?;
@@ -300,10 +317,41 @@ fn parallel_read(
     }
 }
 
+/// The parallel read's groups by node, as the paper has them: for each
+/// rank (given every rank's host name, in rank order), its group's leader,
+/// the lowest rank on its host. Ranks of a node need not be consecutive
+/// (a cyclic mapping), and nodes may hold different numbers of ranks.
+///
+/// Where grouping by node gains nothing it falls back to
+/// [`default_group_ranks`] consecutive ranks: when every rank is on one
+/// host (one group of M would have one leader gather and merge all M
+/// parts while the others wait: the broadcast strategy's serial step; √M
+/// leaders merge in parallel and no link is crossed either way), and when
+/// every host holds one rank (M groups of one: every rank a leader, so the
+/// leaders' exchange is all M parts to all M ranks).
+pub fn node_groups(hosts: &[impl AsRef<[u8]>]) -> Vec<usize> {
+    let ranks = hosts.len();
+    let mut first_on: HashMap<&[u8], usize> = HashMap::new();
+    let leaders: Vec<usize> =
+        hosts.iter().enumerate().map(|(rank, host)| *first_on.entry(host.as_ref()).or_insert(rank)).collect();
+    let nodes = first_on.len();
+    if ranks > 1 && (nodes == 1 || nodes == ranks) {
+        return consecutive_groups(ranks, default_group_ranks(ranks));
+    }
+    leaders
+}
+
+/// For each of `ranks` ranks, the leader of its group when groups are
+/// `group_ranks` consecutive ranks.
+pub fn consecutive_groups(ranks: usize, group_ranks: usize) -> Vec<usize> {
+    let group_ranks = group_ranks.max(1);
+    (0..ranks).map(|rank| rank - rank % group_ranks).collect()
+}
+
 /// About √ranks per group, so a leader gathers from √M ranks and √M
-/// leaders exchange: both steps grow with √M instead of M. The paper
-/// grouped by node; ranks here do not know their node, and under the
-/// default block mapping consecutive ranks share one anyway.
+/// leaders exchange: both steps grow with √M instead of M. The groups
+/// when [`node_groups`] finds none worth having, and the split of
+/// [`GROUP_RANKS_ENV`]'s default.
 pub fn default_group_ranks(ranks: usize) -> usize {
     let mut root = (ranks as f64).sqrt().floor() as usize;
     while root * root < ranks {

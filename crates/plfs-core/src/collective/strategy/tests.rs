@@ -348,3 +348,182 @@ fn n_n_and_1_n_files_open_on_every_rank_with_every_strategy() {
         }
     }
 }
+
+#[test]
+fn node_groups_follow_hosts_and_fall_back_to_square_root_groups() {
+    let groups = |hosts: &[&str]| node_groups(hosts);
+    // Cyclic mapping: each host's lowest rank leads it.
+    assert_eq!(groups(&["a", "b", "a", "b", "c", "c"]), [0, 1, 0, 1, 4, 4]);
+    // Uneven nodes.
+    assert_eq!(groups(&["a", "a", "a", "b"]), [0, 0, 0, 3]);
+    // One host: ⌈√8⌉ = 3 consecutive ranks, not one group of 8.
+    assert_eq!(groups(&["a"; 8]), [0, 0, 0, 3, 3, 3, 6, 6]);
+    // One rank per host: ⌈√4⌉ = 2, not 4 leaders.
+    assert_eq!(groups(&["a", "b", "c", "d"]), [0, 0, 2, 2]);
+    assert_eq!(groups(&["a"]), [0]);
+    assert_eq!(consecutive_groups(5, 2), [0, 0, 2, 2, 4]);
+    assert_eq!(consecutive_groups(3, 0), [0, 1, 2]);
+}
+
+/// What a collective costs as point-to-point messages in its flat form
+/// (a broadcast: root to each other rank; a gather: each to root; an
+/// allgather or a split, which MPI makes an allgather: each to each),
+/// counted by the sender, per operation, with those between hosts apart.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Messages {
+    sent: u64,
+    between_hosts: u64,
+    bytes_between_hosts: u64,
+}
+
+type Traffic = std::sync::Mutex<std::collections::BTreeMap<&'static str, Messages>>;
+
+/// A communicator that counts [`Messages`] by the hosts its ranks sit on.
+struct HostCountingComm {
+    inner: Box<dyn Comm>,
+    /// The top-level rank of each rank of this group.
+    world: Vec<usize>,
+    hosts: Arc<[String]>,
+    traffic: Arc<Traffic>,
+}
+
+impl HostCountingComm {
+    fn comm(&self) -> &dyn Comm {
+        self.inner.as_ref()
+    }
+
+    fn send(&self, operation: &'static str, to: impl Iterator<Item = usize>, bytes: usize) {
+        let from = &self.hosts[self.world[self.rank()]];
+        let mut traffic = self.traffic.lock().unwrap();
+        let counted = traffic.entry(operation).or_default();
+        for rank in to.filter(|&rank| rank != self.rank()) {
+            counted.sent += 1;
+            if self.hosts[self.world[rank]] != *from {
+                counted.between_hosts += 1;
+                counted.bytes_between_hosts += bytes as u64;
+            }
+        }
+    }
+}
+
+impl Comm for HostCountingComm {
+    fn rank(&self) -> usize {
+        self.comm().rank()
+    }
+
+    fn size(&self) -> usize {
+        self.comm().size()
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.comm().barrier()
+    }
+
+    fn broadcast(&self, root: usize, bytes: &mut Vec<u8>) -> Result<()> {
+        if self.rank() == root {
+            self.send("broadcast", 0..self.size(), bytes.len());
+        }
+        self.comm().broadcast(root, bytes)
+    }
+
+    fn gather(&self, root: usize, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        self.send("gather", std::iter::once(root), mine.len());
+        self.comm().gather(root, mine)
+    }
+
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.send("allgather", 0..self.size(), mine.len());
+        self.comm().allgather(mine)
+    }
+
+    fn split(&self, color: u32, key: usize) -> Result<Box<dyn Comm>> {
+        self.send("split", 0..self.size(), 12);
+        let group = self.comm().split(color, key)?;
+        // Not counted: only the test needs to know who is in the group.
+        let me = (self.world[self.rank()] as u64).to_le_bytes();
+        let world = group
+            .allgather(&me)?
+            .iter()
+            .map(|bytes| u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize)
+            .collect();
+        Ok(Box::new(HostCountingComm {
+            inner: group,
+            world,
+            hosts: self.hosts.clone(),
+            traffic: self.traffic.clone(),
+        }))
+    }
+}
+
+/// A parallel open on ranks placed on `hosts` (one per rank), each rank's
+/// mount naming its host; returns each rank's bytes and the messages sent.
+fn parallel_open_on_hosts(
+    backends: &[SharedStore],
+    hosts: &[String],
+    group_ranks: Option<usize>,
+) -> (Vec<Vec<u8>>, std::collections::BTreeMap<&'static str, Messages>) {
+    let traffic = Arc::new(Traffic::default());
+    let hosts: Arc<[String]> = hosts.into();
+    let open = CollectiveOptions { strategy: Strategy::Parallel, group_ranks };
+    let results = std::thread::scope(|scope| {
+        let ranks: Vec<_> = LocalComm::group(hosts.len())
+            .into_iter()
+            .map(|comm| {
+                let (hosts, traffic) = (hosts.clone(), traffic.clone());
+                scope.spawn(move || {
+                    let world = (0..comm.size()).collect();
+                    let counting = HostCountingComm { inner: Box::new(comm), world, hosts, traffic };
+                    let rank = counting.rank();
+                    let stores = backends.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+                    let mount =
+                        Options { hostname: counting.hosts[rank].clone(), ..options(100 + rank as u32) };
+                    let plfs = Plfs::new(stores, mount).unwrap();
+                    let handle =
+                        open_collective_with(&plfs, PATH, &counting, &open, 1000 + rank as u64).unwrap();
+                    let bytes = read_whole(&handle);
+                    handle.close().unwrap();
+                    bytes
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|rank| rank.join().unwrap()).collect()
+    });
+    let traffic = traffic.lock().unwrap().clone();
+    (results, traffic)
+}
+
+/// 4 nodes × 2 ranks under a cyclic mapping (rank r on node r mod 4), the
+/// shape where consecutive-rank groups span nodes: grouped by node, the
+/// index parts are gathered and the merged index handed back inside each
+/// node, and only the four leaders' exchange crosses nodes.
+#[test]
+fn the_parallel_read_groups_ranks_by_node() {
+    const NODES: usize = 4;
+    const RANKS: usize = 8;
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, RANKS as u64);
+    let expected = read_whole(&plfs.open(PATH, OpenFlags::RDONLY, 0, 500).unwrap());
+    let hosts: Vec<String> = (0..RANKS).map(|rank| format!("node{}", rank % NODES)).collect();
+
+    let (by_node, traffic) = parallel_open_on_hosts(&backends, &hosts, None);
+    let (by_rank, before) = parallel_open_on_hosts(&backends, &hosts, Some(default_group_ranks(RANKS)));
+    for (rank, bytes) in by_node.iter().chain(&by_rank).enumerate() {
+        assert!(*bytes == expected, "run {} rank {}: other bytes", rank / RANKS, rank % RANKS);
+    }
+    eprintln!("by node: {traffic:#?}\n√M consecutive ranks: {before:#?}");
+    // Gather: one part per non-leader, none across nodes.
+    assert_eq!(
+        traffic["gather"],
+        Messages { sent: (RANKS - NODES) as u64, between_hosts: 0, bytes_between_hosts: 0 }
+    );
+    // Host names (the one extra allgather), then the 4 leaders' exchange.
+    let host_names = (RANKS * (RANKS - 1)) as u64;
+    assert_eq!(traffic["allgather"].sent, host_names + (NODES * (NODES - 1)) as u64);
+    // √M = 3 consecutive ranks: groups {0,1,2} {3,4,5} {6,7} span nodes.
+    assert_eq!(before["gather"].between_hosts, 5);
+    let index_bytes = |messages: &std::collections::BTreeMap<&str, Messages>| -> u64 {
+        messages.values().map(|counted| counted.bytes_between_hosts).sum()
+    };
+    assert!(index_bytes(&traffic) < index_bytes(&before), "{traffic:?} vs {before:?}");
+}
