@@ -17,6 +17,7 @@ use crate::open::{OpenFlags, WriterId};
 use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
 use crate::store::{EntryKind, SharedStore, SpaceInfo, StorePath, posix::PosixStore};
+use crate::striping::StripingConfig;
 use crate::workload::{self, AttributeChange, ContainerOps, Found, OpenRequest, WorkloadFile, no_index};
 
 /// Who this process is, as recorded in logs and access files.
@@ -95,7 +96,29 @@ impl Plfs {
         options: Options,
         workload: Workload,
     ) -> Result<Plfs> {
-        Plfs::build(backends, options, workload, crate::smallfile::DEFAULT_MAX_CONTAINERS)
+        Plfs::build(
+            backends,
+            options,
+            workload,
+            crate::smallfile::DEFAULT_MAX_CONTAINERS,
+            StripingConfig::default(),
+        )
+    }
+
+    /// A shared_file mount whose new files are striped as `striping` says
+    /// (what a plfsrc's striping keys give [`Plfs::from_config`]).
+    pub fn with_striping(
+        backends: Vec<(SharedStore, BackendRole)>,
+        options: Options,
+        striping: StripingConfig,
+    ) -> Result<Plfs> {
+        Plfs::build(
+            backends,
+            options,
+            Workload::SharedFile,
+            crate::smallfile::DEFAULT_MAX_CONTAINERS,
+            striping,
+        )
     }
 
     /// The layout this mount was built for (plfsrc `workload:`).
@@ -108,6 +131,7 @@ impl Plfs {
         options: Options,
         workload: Workload,
         max_smallfile_containers: usize,
+        striping: StripingConfig,
     ) -> Result<Plfs> {
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
         let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
@@ -124,6 +148,7 @@ impl Plfs {
             uid: options.uid,
             gid: options.gid,
             stamper: options.stamper,
+            striping,
         };
         let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
         Ok(Plfs { state: Arc::new(Mount { shared: Arc::new(state), files }) })
@@ -136,7 +161,7 @@ impl Plfs {
             backends.push((open_store(&backend.location)?, backend.role));
         }
         let max_containers = usize::try_from(mount.max_smallfile_containers).unwrap_or(usize::MAX);
-        Plfs::build(backends, options, mount.workload, max_containers)
+        Plfs::build(backends, options, mount.workload, max_containers, mount.striping.clone())
             .with_context(|| mount.mount_point.display().to_string())
     }
 

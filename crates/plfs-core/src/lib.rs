@@ -97,6 +97,7 @@ pub(crate) mod reader;
 pub(crate) mod rename;
 pub(crate) mod smallfile;
 pub mod store;
+pub(crate) mod stripes;
 pub mod striping;
 pub mod tools;
 pub(crate) mod workload;

@@ -11,6 +11,7 @@ use crate::layout::ContainerPaths;
 use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
 use crate::store::{SharedStore, Store, StorePath};
+use crate::striping::StripingConfig;
 
 /// State shared by every open file of a mount.
 #[derive(Debug)]
@@ -28,6 +29,8 @@ pub(crate) struct MountState {
     pub(crate) stamper: Stamper,
     pub(crate) log_cache: LogCache,
     pub(crate) read_pool: ReadPool,
+    /// Default layout and placement policy of new striped files.
+    pub(crate) striping: StripingConfig,
 }
 
 impl MountState {

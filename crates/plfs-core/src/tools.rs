@@ -25,6 +25,7 @@ use crate::placement::BackendId;
 pub use crate::placement::HostdirId;
 use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
+use crate::stripes::{self, LayoutProblem};
 use crate::workload::Found;
 
 /// One extent of the merged index.
@@ -81,6 +82,10 @@ pub enum PieceKind {
     FlatFile,
     /// A rename in progress (or cut short) is moving this container.
     RenameIntent,
+    /// A striped file's layout (FORMAT.md §15).
+    Layout,
+    /// The backends of one component of a striped file.
+    Stripes,
     Unknown,
 }
 
@@ -160,6 +165,19 @@ pub enum Problem {
     /// The version file is missing or damaged: `plfs version` cannot say
     /// which format and release created the file (readers do not need it).
     DamagedVersionFile,
+    /// A striped file's layout file or a stripes record does not decode
+    /// (or is newer than this plfs): writers refuse the file; reads do not
+    /// need it.
+    DamagedLayout,
+    /// Data lies in a layout component without a stripes record: the fix
+    /// rebuilds the record from the backends the data is on.
+    MissingStripesRecord,
+    /// A log holds bytes of stripes its component's record puts on other
+    /// backends; reads are unaffected and the bytes stay.
+    StripeOnWrongBackend,
+    /// A stripes record of a component the layout has not got (or of a
+    /// file without a layout): the fix removes it.
+    StrayStripesRecord,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -473,6 +491,8 @@ fn walk_container(store: &dyn Store, container: &StorePath, pieces: &mut Vec<Phy
             ContainerEntry::RenameIntent => {
                 pieces.push(piece(store, &child, PieceKind::RenameIntent, size(&child)))
             }
+            ContainerEntry::Layout => pieces.push(piece(store, &child, PieceKind::Layout, size(&child))),
+            ContainerEntry::Stripes(_) => pieces.push(piece(store, &child, PieceKind::Stripes, size(&child))),
             ContainerEntry::Unknown => pieces.push(piece(store, &child, PieceKind::Unknown, size(&child))),
         }
     }
@@ -520,6 +540,15 @@ impl Recovery<'_> {
             }
         }
         self.check_global_index(&logs)?;
+        for finding in stripes::check(self.state, self.path, &logs, self.fix)? {
+            let problem = match finding.problem {
+                LayoutProblem::Damaged => Problem::DamagedLayout,
+                LayoutProblem::MissingRecord => Problem::MissingStripesRecord,
+                LayoutProblem::WrongBackend => Problem::StripeOnWrongBackend,
+                LayoutProblem::StrayRecord => Problem::StrayStripesRecord,
+            };
+            self.note(problem, finding.location, finding.detail, finding.fixed);
+        }
         for size in sized.values().filter(|size| !present.contains(&size.log)) {
             let (backend, paths) = container::canonical(self.state, self.path);
             let location = format!("{}/{}", self.state.store(backend).url(), paths.meta(&size.name())?);

@@ -28,7 +28,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The state every workload of a mount shares.
     ("mount", &["mount_state"]),
     // The three workloads: containers (n-1), flat files (n-n), small files (1-N).
-    ("workloads", &["container", "file", "load", "protection", "rename", "flat", "smallfile::mount"]),
+    (
+        "workloads",
+        &["container", "file", "load", "protection", "rename", "flat", "smallfile::mount", "stripes"],
+    ),
     // The workload seam: one trait, one implementation per workload, each
     // delegating to the workloads layer. Nothing below it knows it exists.
     ("seam", &["workload"]),

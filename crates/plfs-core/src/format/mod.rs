@@ -10,6 +10,7 @@ pub mod frame;
 pub mod global_index;
 pub mod index_log;
 pub mod rename;
+pub mod striping;
 pub mod version;
 pub mod xattr;
 

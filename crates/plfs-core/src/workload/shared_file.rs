@@ -24,6 +24,7 @@ use crate::open::WriterId;
 use crate::placement::BackendId;
 use crate::protection::{self, Pieces};
 use crate::store::{EntryKind, Store, StorePath};
+use crate::stripes;
 
 #[derive(Debug)]
 struct OpenEntry {
@@ -184,7 +185,9 @@ impl Workload for SharedFile {
                 ctime_ns: now,
                 times_stamp: mount.stamper.next(),
             };
-            created = container::create(mount, logical, &access, flags.exclusive).context(path.to_owned())?;
+            let layout = stripes::layout_for_new_file(mount, logical).context(path.to_owned())?;
+            created = container::create(mount, logical, &access, flags.exclusive, layout.as_ref())
+                .context(path.to_owned())?;
         } else {
             match container::lookup(mount, logical).context(path.to_owned())? {
                 Lookup::File(_) => {}
