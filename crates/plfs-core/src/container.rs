@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::format;
 use crate::format::access::AccessRecord;
 use crate::format::index_log::{self, DecodedIndexLog, Record};
 use crate::format::version::VersionRecord;
@@ -19,6 +20,7 @@ use crate::mount_state::MountState;
 use crate::placement::{BackendId, HostdirId};
 use crate::protection::Pieces;
 use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
+use crate::striping::Layout;
 
 /// Racing creators retry a few times when they lose in a way that leaves no
 /// container behind (e.g. the winner unlinked it again at once).
@@ -139,11 +141,14 @@ pub(crate) fn is_damaged(mount: &MountState, path: &StorePath) -> Result<bool> {
 
 /// Creates the container for `path` unless one exists. Returns whether this
 /// call created it. `exclusive` turns an existing container into an error.
+/// A striped file's `layout` is part of the container from the start, so
+/// no writer ever sees the file without it.
 pub(crate) fn create(
     mount: &MountState,
     path: &StorePath,
     access: &AccessRecord,
     exclusive: bool,
+    layout: Option<&Layout>,
 ) -> Result<bool> {
     let name = path.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
     let (backend, paths) = canonical(mount, path);
@@ -170,9 +175,9 @@ pub(crate) fn create(
             Err(error) => return Err(error.context(format!("parent of {path}"))),
         }
         let published = if store.capabilities().atomic_dir_rename {
-            publish_by_rename(mount, store, &parent, name, &paths, access)?
+            publish_by_rename(mount, store, &parent, name, &paths, access, layout)?
         } else {
-            publish_by_access_file(store, &paths, access)?
+            publish_by_access_file(store, &paths, access, layout)?
         };
         if published {
             return Ok(true);
@@ -202,6 +207,7 @@ fn publish_by_rename(
     name: &str,
     paths: &ContainerPaths,
     access: &AccessRecord,
+    layout: Option<&Layout>,
 ) -> Result<bool> {
     let temporary = parent.join(&layout::new_container_name(name, mount.stamper.next(), mount.pid))?;
     let staged = ContainerPaths::new(temporary.clone());
@@ -231,6 +237,13 @@ fn publish_by_rename(
             let (meta, version) = (joined(meta), joined(version));
             meta.and(version).and(access)
         })?;
+        if let Some(layout) = layout {
+            store.create_new_deferred_protected(
+                &staged.layout(),
+                &format::striping::encode_layout(layout),
+                &pieces.public,
+            )?;
+        }
         store.rename(&temporary, &paths.dir)
     };
     match assemble() {
@@ -246,13 +259,31 @@ fn publish_by_rename(
     }
 }
 
-fn publish_by_access_file(store: &dyn Store, paths: &ContainerPaths, access: &AccessRecord) -> Result<bool> {
+fn publish_by_access_file(
+    store: &dyn Store,
+    paths: &ContainerPaths,
+    access: &AccessRecord,
+    layout: Option<&Layout>,
+) -> Result<bool> {
     let pieces = Pieces::of(access);
     store.create_dir_all(&paths.meta_dir())?;
     match store.create_new_protected(&paths.version(), &VersionRecord::current().encode(), &pieces.public) {
         Ok(()) => {}
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error),
+    }
+    // Before the access file that publishes the container. Racing creators
+    // each try; the first layout stays (creators of one mount agree on it).
+    if let Some(layout) = layout {
+        match store.create_new_protected(
+            &paths.layout(),
+            &format::striping::encode_layout(layout),
+            &pieces.public,
+        ) {
+            Ok(()) => {}
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
+        }
     }
     match store.create_new_protected(&paths.access(), &access.encode(), &pieces.public) {
         // Only the winner sets the directories' protection. (No store
@@ -284,7 +315,7 @@ fn being_created(store: &dyn Store, paths: &ContainerPaths) -> Result<bool> {
         match (layout::classify_container_entry(&entry.name), entry.kind) {
             (ContainerEntry::Access, EntryKind::File) => return Ok(true),
             (ContainerEntry::Meta, EntryKind::Directory) => has_meta = true,
-            (ContainerEntry::Version, EntryKind::File) => {}
+            (ContainerEntry::Version | ContainerEntry::Layout, EntryKind::File) => {}
             _ => return Ok(false),
         }
     }

@@ -6,7 +6,7 @@
 //! read state holds it exclusively, so no record can be half-applied.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checksums::LogChecksums;
@@ -27,6 +27,7 @@ use crate::protection::{self, Pieces};
 use crate::reader::CachedLog;
 use crate::retained::Retention;
 use crate::store::{AppendWriter, Store, StoreExt, StorePath};
+use crate::stripes::{self, Striping};
 
 /// One writer's open log pair.
 #[derive(Debug)]
@@ -58,6 +59,9 @@ struct WriterLogs {
 
 #[derive(Debug, Default)]
 struct WriterSlot {
+    /// This slot's key in the process's run tracker: a writer of a striped
+    /// file has one slot, and one pending run, per backend it writes to.
+    run_key: u64,
     /// None before the first write, and after a failed append retired the
     /// pair (the next write starts a fresh pair rather than append after a
     /// possibly torn tail).
@@ -79,6 +83,10 @@ struct ReadState {
     sources: Vec<Arc<DataLog>>,
     refs: HashMap<LogId, LogRef>,
 }
+
+/// A writer's slot: its id, and for a striped file the backend whose
+/// stripes it writes there (None: the writer's one classic log pair).
+type SlotKey = (WriterId, Option<BackendId>);
 
 /// The data logs one read touches (usually one or a few: searched linearly).
 type ReadSources = Vec<(LogRef, Arc<DataLog>)>;
@@ -138,7 +146,11 @@ pub(crate) struct OpenFile {
     mount: Arc<MountState>,
     path: RwLock<StorePath>,
     write_gate: RwLock<()>,
-    writers: Mutex<HashMap<WriterId, Arc<Mutex<WriterSlot>>>>,
+    writers: Mutex<HashMap<SlotKey, Arc<Mutex<WriterSlot>>>>,
+    /// Run-tracker keys handed to new slots.
+    next_run_key: AtomicU64,
+    /// The file's layout, read at the first write (None: not striped).
+    striping: OnceLock<Option<Striping>>,
     read_state: RwLock<Option<ReadState>>,
     /// Writers' pending runs, so one writer's write ends another's run.
     runs: Mutex<RunTracker>,
@@ -169,6 +181,8 @@ impl OpenFile {
             path: RwLock::new(path),
             write_gate: RwLock::new(()),
             writers: Mutex::new(HashMap::new()),
+            next_run_key: AtomicU64::new(0),
+            striping: OnceLock::new(),
             read_state: RwLock::new(None),
             runs: Mutex::new(RunTracker::default()),
             prepared: AtomicBool::new(false),
@@ -184,8 +198,24 @@ impl OpenFile {
         *write_lock(&self.path) = path;
     }
 
-    fn slot(&self, writer: WriterId) -> Arc<Mutex<WriterSlot>> {
-        lock(&self.writers).entry(writer).or_default().clone()
+    fn slot(&self, key: SlotKey) -> Arc<Mutex<WriterSlot>> {
+        lock(&self.writers)
+            .entry(key)
+            .or_insert_with(|| {
+                let run_key = self.next_run_key.fetch_add(1, Ordering::Relaxed);
+                Arc::new(Mutex::new(WriterSlot { run_key, ..WriterSlot::default() }))
+            })
+            .clone()
+    }
+
+    /// The file's layout, read once (at the first write of this open file).
+    fn striping(&self) -> Result<Option<&Striping>> {
+        if let Some(found) = self.striping.get() {
+            return Ok(found.as_ref());
+        }
+        let path = self.path();
+        let layout = stripes::read_layout(&self.mount, &path).with_context(|| format!("/{path}"))?;
+        Ok(self.striping.get_or_init(|| layout.map(Striping::new)).as_ref())
     }
 
     fn slots(&self) -> Vec<Arc<Mutex<WriterSlot>>> {
@@ -205,9 +235,39 @@ impl OpenFile {
                 ))
             })?;
         let _gate = read_lock(&self.write_gate);
-        let slot = self.slot(writer);
+        let Some(striping) = self.striping()? else {
+            return self.write_piece(buf, offset, end, (writer, None));
+        };
+        // Each stripe unit's bytes go to the log on its backend.
+        let mut done = 0;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let placed = striping.locate(&self.mount, || self.path(), at);
+            let piece = placed.and_then(|(backend, unit_end)| {
+                let length = (unit_end - at).min((buf.len() - done) as u64) as usize;
+                self.write_piece(&buf[done..done + length], at, at + length as u64, (writer, Some(backend)))
+            });
+            match piece {
+                Ok(length) => done += length,
+                // The pieces before are written and indexed: a short
+                // write, as POSIX allows; the next write meets the error.
+                Err(error) if done > 0 => {
+                    tracing::warn!("/{}: short write after {done} bytes: {error}", self.path());
+                    break;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Appends one piece that lies on one backend to the slot's logs; the
+    /// caller holds the write gate.
+    fn write_piece(&self, buf: &[u8], offset: u64, end: u64, key: SlotKey) -> Result<usize> {
+        let writer = key.0;
+        let slot = self.slot(key);
         let mut slot = lock(&slot);
-        let logs = self.ensure_logs(&mut slot, writer)?;
+        let logs = self.ensure_logs(&mut slot, key)?;
         let physical = logs.data.len();
         if let Err(error) = logs.data.append(buf) {
             let path = self.path();
@@ -253,9 +313,14 @@ impl OpenFile {
         // Runs pending in this process end here: a pattern is ordered at
         // its last stamp, which must not pass this truncate.
         lock(&self.runs).cut_all();
-        let slot = self.slot(writer);
+        // A striped file's truncate record goes with the bytes at offset 0.
+        let target = match self.striping()? {
+            Some(striping) => Some(striping.locate(&self.mount, || self.path(), 0)?.0),
+            None => None,
+        };
+        let slot = self.slot((writer, target));
         let mut slot = lock(&slot);
-        self.ensure_logs(&mut slot, writer)?;
+        self.ensure_logs(&mut slot, (writer, target))?;
         let logs = slot.logs.as_mut().expect("present after ensure");
         let stamp = self.mount.stamper.next();
         let record = Record::Truncate(TruncateRecord { size, stamp, sequence: logs.sequence, writer });
@@ -291,13 +356,13 @@ impl OpenFile {
         if patterns {
             // A leaf lock, held for a few comparisons and one record copy.
             let mut runs = lock(&self.runs);
-            if runs.before_write(write.writer, write.logical, write.logical + write.length) {
+            if runs.before_write(slot.run_key, write.logical, write.logical + write.length) {
                 end_run(logs);
             }
             if let Some(ended) = logs.patterns.push(write) {
                 logs.frame.push(&ended);
             }
-            runs.after_write(write.writer, logs.patterns.pending_shape());
+            runs.after_write(slot.run_key, logs.patterns.pending_shape());
         } else {
             logs.frame.push(&Record::Write(write));
         }
@@ -418,18 +483,34 @@ impl OpenFile {
 
     /// Creates the writer's logs on first use: hostdir, open record, then
     /// the index and data logs with their headers.
-    fn ensure_logs<'a>(&self, slot: &'a mut WriterSlot, writer: WriterId) -> Result<&'a mut WriterLogs> {
+    fn ensure_logs<'a>(&self, slot: &'a mut WriterSlot, key: SlotKey) -> Result<&'a mut WriterLogs> {
         if slot.logs.is_none() {
-            slot.logs = Some(self.create_logs(writer, &self.path())?);
+            slot.logs = Some(self.create_logs(key, &self.path())?);
         }
         Ok(slot.logs.as_mut().expect("just created"))
     }
 
-    fn create_logs(&self, writer: WriterId, path: &StorePath) -> Result<WriterLogs> {
+    /// Makes a log pair for `key`: in the writer's host's hostdir, or for a
+    /// stripe on a given backend, in the host's hostdir there.
+    fn create_logs(&self, (writer, target): SlotKey, path: &StorePath) -> Result<WriterLogs> {
         let mount = &self.mount;
         let name = container::placement_name(path);
-        let hostdir = mount.placement.hostdir(&mount.hostname);
-        let backend = mount.placement.hostdir_backend(name, hostdir);
+        let (hostdir, backend) = match target {
+            None => {
+                let hostdir = mount.placement.hostdir(&mount.hostname);
+                (hostdir, mount.placement.hostdir_backend(name, hostdir))
+            }
+            Some(backend) => {
+                let hostdir =
+                    mount.placement.hostdir_on(name, &mount.hostname, backend).ok_or_else(|| {
+                        Error::invalid(format!(
+                            "/{path}: backend {} holds no hostdirs for a stripe",
+                            backend.0
+                        ))
+                    })?;
+                (hostdir, backend)
+            }
+        };
         let store = mount.store(backend);
         let paths = ContainerPaths::new(path.clone());
         let (canonical_backend, _) = container::canonical(mount, path);

@@ -377,3 +377,159 @@ fn v2_fixture_reads_back_byte_for_byte() {
 fn v1_fixture_reads_back_byte_for_byte() {
     check_reads(1);
 }
+
+/// The striped container (`testdata/striped`, FORMAT.md §15): three
+/// backends `b0`..`b2`, the file `/ckpt` under `-E 128K -c 1 -E -1 -c -1`
+/// with 64 KiB stripes. Two writers write a few sparse pieces, one across
+/// the component boundary (split in two logs), so the layout file, a
+/// stripes record per component and stripe logs on every backend are
+/// pinned, small because the file is sparse.
+mod striped {
+    use super::*;
+    use crate::striping::{Component, Layout, StripeCount, StripingConfig};
+
+    const BACKENDS: usize = 3;
+    const UNIT: u64 = 64 * 1024;
+    /// (writer, offset, length, seed)
+    const WRITES: &[(u64, u64, usize, u8)] = &[
+        (1, 0, 100, 1),
+        (2, 2 * UNIT - 16, 32, 2),
+        (1, 3 * UNIT + 100, 40, 3),
+        (2, 4 * UNIT + 7, 20, 4),
+        (1, 10, 5, 5),
+    ];
+
+    fn layout() -> Layout {
+        Layout::new(vec![
+            Component {
+                start: 0,
+                end: Some(2 * UNIT),
+                stripe_count: StripeCount::Count(1),
+                stripe_size: UNIT,
+                pool: None,
+            },
+            Component {
+                start: 2 * UNIT,
+                end: None,
+                stripe_count: StripeCount::All,
+                stripe_size: UNIT,
+                pool: None,
+            },
+        ])
+        .unwrap()
+    }
+
+    fn expected_content() -> Vec<u8> {
+        let mut content = Vec::new();
+        for &(_, offset, length, seed) in WRITES {
+            let end = offset as usize + length;
+            content.resize(content.len().max(end), 0);
+            content[offset as usize..end].copy_from_slice(&data(length, seed));
+        }
+        content
+    }
+
+    fn striped_mount(root: &Path, pid: u32, hostname: &str, layout: Option<Layout>) -> Plfs {
+        let backends = (0..BACKENDS)
+            .map(|index| {
+                let dir = root.join(format!("b{index}"));
+                std::fs::create_dir_all(&dir).unwrap();
+                let store: SharedStore =
+                    Arc::new(PosixStore::new(&dir, format!("file://{}", dir.display())).unwrap());
+                (store, BackendRole::Any)
+            })
+            .collect();
+        let options = Options {
+            hostname: hostname.to_owned(),
+            pid,
+            uid: OWNER_UID,
+            gid: OWNER_GID,
+            stamper: Stamper::new(Arc::new(ManualClock::new(CLOCK_START_NS))),
+            tuning: Tuning { threadpool_size: 1, num_hostdirs: 4, ..Tuning::default() },
+        };
+        let striping = StripingConfig { default_layout: layout, ..StripingConfig::default() };
+        Plfs::with_striping(backends, options, striping).unwrap()
+    }
+
+    fn dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/striped")
+    }
+
+    fn generate() -> BTreeMap<String, Vec<u8>> {
+        let root = tempfile::tempdir().unwrap();
+        let plfs = striped_mount(root.path(), WRITER_PID, WRITER_HOST, Some(layout()));
+        let file = plfs.open(FILE, OpenFlags::WRONLY.create(), MODE, 1).unwrap();
+        for &(writer, offset, length, seed) in WRITES {
+            assert_eq!(file.write_as(&data(length, seed), offset, writer).unwrap(), length);
+        }
+        file.close().unwrap();
+        plfs.flatten(FILE).unwrap();
+        read_tree(root.path())
+    }
+
+    #[test]
+    fn scenario_writes_the_striped_fixture_bytes() {
+        let generated = generate();
+        if std::env::var_os("PLFS_WRITE_FIXTURES").is_some() {
+            let _ = std::fs::remove_dir_all(dir());
+            write_tree(&dir(), &generated);
+            return;
+        }
+        let fixture = read_tree(&dir());
+        let names = |files: &BTreeMap<String, Vec<u8>>| files.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&generated), names(&fixture), "{}: files differ", dir().display());
+        for (name, expected) in &fixture {
+            let mut written = generated[name].clone();
+            if last_component(name) == "version" {
+                let mut record = VersionRecord::decode(&written).unwrap();
+                record.library_version = VersionRecord::decode(expected).unwrap().library_version;
+                written = record.encode();
+            }
+            assert!(written == *expected, "{}/{name}: the scenario now writes other bytes", dir().display());
+        }
+    }
+
+    /// The checked-in container reads back byte for byte in a process with
+    /// no layout configured, through its global index and its index logs,
+    /// and its records decode to the scenario's layout and placements.
+    #[test]
+    fn striped_fixture_reads_back_byte_for_byte() {
+        let fixture = read_tree(&dir());
+        let layouts: Vec<&String> = fixture.keys().filter(|name| name.ends_with("/ckpt/layout")).collect();
+        assert_eq!(layouts.len(), 1, "one layout file, on the canonical backend");
+        assert_eq!(crate::format::striping::decode_layout(&fixture[layouts[0]]).unwrap(), layout());
+        let stripes: Vec<crate::format::striping::StripesRecord> = (0..2)
+            .map(|component| {
+                let name = layouts[0].replace("/layout", &format!("/stripes.{component}"));
+                crate::format::striping::StripesRecord::decode(&fixture[&name]).unwrap()
+            })
+            .collect();
+        assert_eq!((stripes[0].backends.len(), stripes[1].backends.len()), (1, BACKENDS));
+        let data_logs: BTreeSet<&str> = fixture
+            .keys()
+            .filter(|name| last_component(name).starts_with("data."))
+            .map(|name| &name[..2])
+            .collect();
+        assert_eq!(data_logs.len(), BACKENDS, "stripe logs on every backend");
+        let expected = expected_content();
+        let copy = tempfile::tempdir().unwrap();
+        write_tree(copy.path(), &fixture);
+        for from_global_index in [true, false] {
+            if !from_global_index {
+                let global = fixture.keys().find(|name| name.ends_with("/global.index")).unwrap();
+                std::fs::remove_file(copy.path().join(global)).unwrap();
+            }
+            let plfs = striped_mount(copy.path(), 77, "reader-host", None);
+            assert_eq!(plfs.stat(FILE).unwrap().size, expected.len() as u64);
+            let file = plfs.open(FILE, OpenFlags::RDONLY, 0, 5).unwrap();
+            let mut content = vec![0xEE; expected.len() + 10];
+            assert_eq!(file.read(&mut content, 0).unwrap(), expected.len());
+            content.truncate(expected.len());
+            file.close().unwrap();
+            assert!(content == expected, "global index {from_global_index}: content differs");
+            assert!(plfs.recover(FILE, false).unwrap().findings.is_empty());
+        }
+    }
+
+    use std::collections::BTreeSet;
+}

@@ -99,7 +99,29 @@ impl Plfs {
         options: Options,
         workload: Workload,
     ) -> Result<Plfs> {
-        Plfs::build(backends, options, workload, crate::smallfile::DEFAULT_MAX_CONTAINERS, StripingConfig::default())
+        Plfs::build(
+            backends,
+            options,
+            workload,
+            crate::smallfile::DEFAULT_MAX_CONTAINERS,
+            StripingConfig::default(),
+        )
+    }
+
+    /// A shared_file mount whose new files are striped as `striping` says
+    /// (what a plfsrc's striping keys give [`Plfs::from_config`]).
+    pub fn with_striping(
+        backends: Vec<(SharedStore, BackendRole)>,
+        options: Options,
+        striping: StripingConfig,
+    ) -> Result<Plfs> {
+        Plfs::build(
+            backends,
+            options,
+            Workload::SharedFile,
+            crate::smallfile::DEFAULT_MAX_CONTAINERS,
+            striping,
+        )
     }
 
     /// The layout this mount was built for (plfsrc `workload:`).

@@ -39,6 +39,10 @@ pub const GLOBAL_INDEX: &str = "global.index";
 pub const XATTR_DIR: &str = "xattrs";
 /// The rename intent of a container being renamed (format::rename).
 pub const RENAME_INTENT: &str = "renaming";
+/// A striped file's layout (format::striping), fixed at creation.
+pub const LAYOUT: &str = "layout";
+/// `stripes.<c>`: the backends of component `c` of a striped file.
+const STRIPES_PREFIX: &str = "stripes.";
 /// A directory's extended attributes live beside its entries under this prefix.
 const DIR_XATTR_PREFIX: &str = ".plfs-xattr.";
 /// Names starting with this are plfs's own and never shown to users.
@@ -160,6 +164,8 @@ pub enum ContainerEntry {
     GlobalIndex,
     Xattrs,
     RenameIntent,
+    Layout,
+    Stripes(u32),
     Hostdir(HostdirId),
     /// Not a name plfs writes: reported by `plfs recover`, otherwise left alone.
     Unknown,
@@ -173,8 +179,28 @@ pub fn classify_container_entry(name: &str) -> ContainerEntry {
         GLOBAL_INDEX => ContainerEntry::GlobalIndex,
         XATTR_DIR => ContainerEntry::Xattrs,
         RENAME_INTENT => ContainerEntry::RenameIntent,
-        _ => parse_hostdir_name(name).map_or(ContainerEntry::Unknown, ContainerEntry::Hostdir),
+        LAYOUT => ContainerEntry::Layout,
+        _ => match parse_stripes_name(name) {
+            Some(component) => ContainerEntry::Stripes(component),
+            None => parse_hostdir_name(name).map_or(ContainerEntry::Unknown, ContainerEntry::Hostdir),
+        },
     }
+}
+
+pub fn stripes_name(component: u32) -> String {
+    format!("{STRIPES_PREFIX}{component}")
+}
+
+/// `stripes.<c>` with `c` in decimal without leading zeros.
+pub fn parse_stripes_name(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix(STRIPES_PREFIX)?;
+    if digits.is_empty()
+        || !digits.bytes().all(|byte| byte.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+    {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// The summary a writer leaves in `meta/` when it closes, so `stat` of a
@@ -427,6 +453,14 @@ impl ContainerPaths {
         self.child(GLOBAL_INDEX)
     }
 
+    pub fn layout(&self) -> StorePath {
+        self.child(LAYOUT)
+    }
+
+    pub fn stripes(&self, component: u32) -> StorePath {
+        self.child(&stripes_name(component))
+    }
+
     pub fn meta_dir(&self) -> StorePath {
         self.child(META_DIR)
     }
@@ -472,6 +506,11 @@ mod tests {
             let name = record.name();
             prop_assert!(name.len() <= 255, "{} bytes", name.len());
             prop_assert_eq!(parse_meta_name(&name).unwrap().unwrap(), MetaEntry::Size(record));
+        }
+
+        #[test]
+        fn stripes_names_round_trip(c in any::<u32>()) {
+            prop_assert_eq!(classify_container_entry(&stripes_name(c)), ContainerEntry::Stripes(c));
         }
 
         #[test]

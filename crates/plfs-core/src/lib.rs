@@ -101,6 +101,7 @@ pub(crate) mod rename;
 pub(crate) mod retained;
 pub(crate) mod smallfile;
 pub mod store;
+pub(crate) mod stripes;
 pub mod striping;
 pub mod tools;
 pub(crate) mod workload;

@@ -115,6 +115,23 @@ impl Placement {
         self.shadow[(start + hostdir.0 as usize) % self.shadow.len()]
     }
 
+    /// The hostdir on `backend` that writers on `hostname` use for the
+    /// stripes of file `file_name` they write there: the host's own hostdir
+    /// moved up to the next id [`hostdir_backend`] puts on `backend`, so
+    /// hosts stay spread over hostdirs and every name still obeys the
+    /// placement rule. None if `backend` holds no hostdirs (not a shadow
+    /// backend) or no id below [`HOSTDIRS_MAX`] lands there.
+    ///
+    /// [`hostdir_backend`]: Placement::hostdir_backend
+    pub fn hostdir_on(&self, file_name: &str, hostname: &str, backend: BackendId) -> Option<HostdirId> {
+        let position = self.shadow.iter().position(|shadow| *shadow == backend)?;
+        let count = self.shadow.len();
+        let own = self.hostdir(hostname).0 as usize;
+        let lands = (name_hash(file_name) as usize + own) % count;
+        let id = own + (position + count - lands) % count;
+        u32::try_from(id).ok().filter(|id| *id < HOSTDIRS_MAX).map(HostdirId)
+    }
+
     /// Backends that may hold any hostdir of any file; readers look here.
     /// Backends that may hold containers, in configured order (PLFS 2.5
     /// hashed names over this list).
@@ -181,6 +198,33 @@ mod tests {
         // Stable: only the last component decides, and it is pinned.
         let placement = Placement::new(&untyped(4), 32).unwrap();
         assert_eq!(placement.flat_file_backend("a"), BackendId(crc32c::crc32c(b"a") as usize % 4));
+    }
+
+    #[test]
+    fn a_hosts_stripe_hostdir_lands_on_the_asked_backend() {
+        for (count, hostdirs) in [(1, 1), (4, 1), (4, 32), (3, 7)] {
+            let placement = Placement::new(&untyped(count), hostdirs).unwrap();
+            for host in ["node0", "node1", "a-much-longer-host-name"] {
+                for file in ["ckpt", "x", "y.out"] {
+                    for backend in 0..count {
+                        let hostdir = placement.hostdir_on(file, host, BackendId(backend)).unwrap();
+                        assert_eq!(placement.hostdir_backend(file, hostdir), BackendId(backend));
+                        // Never below the host's own id, at most one lap of backends above it.
+                        let own = placement.hostdir(host).0;
+                        assert!(hostdir.0 >= own && hostdir.0 < own + count as u32);
+                    }
+                    // The host's own hostdir is chosen for its own backend.
+                    let own = placement.hostdir(host);
+                    assert_eq!(
+                        placement.hostdir_on(file, host, placement.hostdir_backend(file, own)),
+                        Some(own)
+                    );
+                }
+            }
+        }
+        let typed = Placement::new(&[BackendRole::Canonical, BackendRole::Shadow], 4).unwrap();
+        assert_eq!(typed.hostdir_on("f", "h", BackendId(0)), None);
+        assert!(typed.hostdir_on("f", "h", BackendId(1)).is_some());
     }
 
     #[test]

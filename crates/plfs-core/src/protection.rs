@@ -161,7 +161,13 @@ pub(crate) fn protect_container(mount: &MountState, path: &StorePath, access: &A
             let child = path.join(&entry.name)?;
             match (layout::classify_container_entry(&entry.name), entry.kind) {
                 (_, EntryKind::Symlink) => {}
-                (ContainerEntry::Access | ContainerEntry::Version, EntryKind::File) => {
+                (
+                    ContainerEntry::Access
+                    | ContainerEntry::Version
+                    | ContainerEntry::Layout
+                    | ContainerEntry::Stripes(_),
+                    EntryKind::File,
+                ) => {
                     walk.apply(&child, &pieces.public)?;
                 }
                 (ContainerEntry::Meta, EntryKind::Directory) => {

@@ -26,6 +26,7 @@ pub use crate::placement::HostdirId;
 use crate::plfs25::{self, Found25};
 use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
+use crate::stripes::{self, LayoutProblem};
 use crate::workload::Found;
 
 /// One extent of the merged index.
@@ -92,6 +93,10 @@ pub enum PieceKind {
     Plfs25Container,
     /// A PLFS 2.5 hostdir that is a symlink to a shadow backend.
     Metalink,
+    /// A striped file's layout (FORMAT.md §15).
+    Layout,
+    /// The backends of one component of a striped file.
+    Stripes,
     Unknown,
 }
 
@@ -171,6 +176,19 @@ pub enum Problem {
     /// The version file is missing or damaged: `plfs version` cannot say
     /// which format and release created the file (readers do not need it).
     DamagedVersionFile,
+    /// A striped file's layout file or a stripes record does not decode
+    /// (or is newer than this plfs): writers refuse the file; reads do not
+    /// need it.
+    DamagedLayout,
+    /// Data lies in a layout component without a stripes record: the fix
+    /// rebuilds the record from the backends the data is on.
+    MissingStripesRecord,
+    /// A log holds bytes of stripes its component's record puts on other
+    /// backends; reads are unaffected and the bytes stay.
+    StripeOnWrongBackend,
+    /// A stripes record of a component the layout has not got (or of a
+    /// file without a layout): the fix removes it.
+    StrayStripesRecord,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -584,6 +602,8 @@ fn walk_container(store: &dyn Store, container: &StorePath, pieces: &mut Vec<Phy
             ContainerEntry::RenameIntent => {
                 pieces.push(piece(store, &child, PieceKind::RenameIntent, size(&child)))
             }
+            ContainerEntry::Layout => pieces.push(piece(store, &child, PieceKind::Layout, size(&child))),
+            ContainerEntry::Stripes(_) => pieces.push(piece(store, &child, PieceKind::Stripes, size(&child))),
             ContainerEntry::Unknown => pieces.push(piece(store, &child, PieceKind::Unknown, size(&child))),
         }
     }
@@ -631,6 +651,15 @@ impl Recovery<'_> {
             }
         }
         self.check_global_index(&logs)?;
+        for finding in stripes::check(self.state, self.path, &logs, self.fix)? {
+            let problem = match finding.problem {
+                LayoutProblem::Damaged => Problem::DamagedLayout,
+                LayoutProblem::MissingRecord => Problem::MissingStripesRecord,
+                LayoutProblem::WrongBackend => Problem::StripeOnWrongBackend,
+                LayoutProblem::StrayRecord => Problem::StrayStripesRecord,
+            };
+            self.note(problem, finding.location, finding.detail, finding.fixed);
+        }
         for size in sized.values().filter(|size| !present.contains(&size.log)) {
             let (backend, paths) = container::canonical(self.state, self.path);
             let location = format!("{}/{}", self.state.store(backend).url(), paths.meta(&size.name())?);

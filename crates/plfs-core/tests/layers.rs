@@ -30,7 +30,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The three workloads: containers (n-1), flat files (n-n), small files (1-N).
     (
         "workloads",
-        &["container", "file", "load", "protection", "rename", "flat", "smallfile::mount", "plfs25"],
+        &[
+            "container",
+            "file",
+            "load",
+            "protection",
+            "rename",
+            "flat",
+            "smallfile::mount",
+            "plfs25",
+            "stripes",
+        ],
     ),
     // The workload seam: one trait, one implementation per workload, each
     // delegating to the workloads layer. Nothing below it knows it exists.

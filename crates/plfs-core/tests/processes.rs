@@ -18,6 +18,8 @@ use plfs::fs::{Options, Plfs};
 use plfs::open::OpenFlags;
 use plfs::store::SharedStore;
 use plfs::store::posix::PosixStore;
+use plfs::striping::{Component, Layout, StripeCount, StripingConfig};
+use plfs::tools::Problem;
 use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
 
 fn posix_backends(backends: &[PathBuf]) -> Vec<(SharedStore, BackendRole)> {
@@ -99,12 +101,36 @@ fn child() {
             wait_until(start_at);
             write_strided(&plfs, "/n1/checkpoint", rank, writers, records);
         }
-        "crash-writer" => {
+        "crash-writer" | "striped-crash-writer" => {
             // args: sync_every; writes records until killed, printing the
             // count of records covered by each completed sync.
             let sync_every = args[0];
             let tuning = Tuning { index_flush_bytes: 512, ..Tuning::default() };
-            let plfs = mount(&backends, tuning);
+            let plfs = if role == "striped-crash-writer" {
+                // Every record crosses stripe units: pieces in up to 4 logs.
+                let layout = Layout::new(vec![
+                    Component {
+                        start: 0,
+                        end: Some(128 << 10),
+                        stripe_count: StripeCount::Count(1),
+                        stripe_size: 64 << 10,
+                        pool: None,
+                    },
+                    Component {
+                        start: 128 << 10,
+                        end: None,
+                        stripe_count: StripeCount::All,
+                        stripe_size: 64 << 10,
+                        pool: None,
+                    },
+                ])
+                .unwrap();
+                let striping = StripingConfig { default_layout: Some(layout), ..StripingConfig::default() };
+                Plfs::with_striping(posix_backends(&backends), Options::from_environment(tuning), striping)
+                    .unwrap()
+            } else {
+                mount(&backends, tuning)
+            };
             let handle = plfs.open("/crash", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
             println!("PLFS-READY");
             for record in 0.. {
@@ -292,13 +318,22 @@ fn splitmix(state: &mut u64) -> u64 {
 
 #[test]
 fn sigkilled_writers_lose_nothing_they_synced() {
-    const TRIALS: u64 = 24;
-    let mut seed = 0x5EED;
-    for trial in 0..TRIALS {
+    crash_trials("crash-writer", 2, 24, 0x5EED);
+}
+
+/// The same for a file striped over 4 backends: each record's pieces sit
+/// in up to four stripe logs, each synced and torn on its own.
+#[test]
+fn sigkilled_striped_writers_lose_nothing_they_synced() {
+    crash_trials("striped-crash-writer", 4, 12, 0x57121BE);
+}
+
+fn crash_trials(role: &str, backend_count: usize, trials: u64, mut seed: u64) {
+    for trial in 0..trials {
         let root = tempfile::tempdir().unwrap();
-        let backends = backends_in(root.path(), 2);
+        let backends = backends_in(root.path(), backend_count);
         let sync_every = 1 + splitmix(&mut seed) % 5;
-        let mut child = spawn_child("crash-writer", &backends, &[sync_every.to_string()]);
+        let mut child = spawn_child(role, &backends, &[sync_every.to_string()]);
         let stdout = child.stdout.take().unwrap();
         let (sender, receiver) = std::sync::mpsc::channel();
         let reader_thread = std::thread::spawn(move || {
@@ -328,12 +363,14 @@ fn sigkilled_writers_lose_nothing_they_synced() {
         while let Ok(line) = receiver.try_recv() {
             synced = line.trim_start_matches("PLFS-SYNCED ").parse().unwrap();
         }
-        eprintln!("crash trial {trial}: killed after {kill_after:?}, {synced} records synced");
-        verify_after_crash(&backends, synced, trial);
+        eprintln!("{role} trial {trial}: killed after {kill_after:?}, {synced} records synced");
+        // The striped writer's stripe size (64 KiB).
+        let unit = (role == "striped-crash-writer").then_some(64 << 10);
+        verify_after_crash(&backends, synced, trial, unit);
     }
 }
 
-fn verify_after_crash(backends: &[PathBuf], synced: u64, trial: u64) {
+fn verify_after_crash(backends: &[PathBuf], synced: u64, trial: u64, unit: Option<u64>) {
     let plfs = mount(backends, Tuning::default());
     let handle = plfs.open("/crash", OpenFlags::RDONLY, 0, 0).unwrap();
     let size = plfs.stat("/crash").unwrap().size;
@@ -346,8 +383,24 @@ fn verify_after_crash(backends: &[PathBuf], synced: u64, trial: u64) {
         if slots_synced.contains(&slot) {
             assert!(whole, "trial {trial}: synced record {slot} did not survive");
         } else {
-            let zeros = buf[..count].iter().all(|&b| b == 0);
-            assert!(whole || zeros, "trial {trial}: record {slot} is neither its data nor a hole");
+            // An unsynced write is whole or absent; one cut at stripe units
+            // (`unit`) is so piece by piece: each piece has its own log, and
+            // a crash keeps each log's unsynced tail or not on its own, as
+            // a local file system may keep some blocks of a torn write.
+            let start = slot * RECORD_BYTES as u64;
+            let mut piece = start;
+            while piece < start + count as u64 {
+                let end = unit.map_or(start + count as u64, |unit| {
+                    ((piece / unit + 1) * unit).min(start + count as u64)
+                });
+                let range = (piece - start) as usize..(end - start) as usize;
+                let zeros = buf[range.clone()].iter().all(|&b| b == 0);
+                assert!(
+                    zeros || buf[range.clone()] == expected[range],
+                    "trial {trial}: record {slot} bytes {piece}..{end} are neither its data nor a hole"
+                );
+                piece = end;
+            }
         }
     }
     for slot in &slots_synced {
@@ -357,4 +410,13 @@ fn verify_after_crash(backends: &[PathBuf], synced: u64, trial: u64) {
         );
     }
     handle.close().unwrap();
+    // A crash never leaves stripes where the layout does not put them.
+    let report = plfs.recover("/crash", false).unwrap();
+    let layout_problems =
+        [Problem::StripeOnWrongBackend, Problem::MissingStripesRecord, Problem::DamagedLayout];
+    assert!(
+        !report.findings.iter().any(|finding| layout_problems.contains(&finding.problem)),
+        "trial {trial}: {:?}",
+        report.findings
+    );
 }

@@ -3,7 +3,7 @@
 //! reader can tell torn, corrupt and too-new bytes apart. docs/FORMAT.md
 //! describes each one field by field; the golden tests pin the bytes.
 //! The exception is `plfs25`: PLFS 2.5's raw, unversioned structs, which
-//! plfs reads in place and never writes (FORMAT.md §15).
+//! plfs reads in place and never writes (FORMAT.md §16).
 
 pub mod access;
 pub mod codec;
@@ -13,6 +13,7 @@ pub mod global_index;
 pub mod index_log;
 pub mod plfs25;
 pub mod rename;
+pub mod striping;
 pub mod version;
 pub mod xattr;
 

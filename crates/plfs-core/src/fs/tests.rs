@@ -479,6 +479,51 @@ proptest! {
     }
 }
 
+/// Layouts over 64 KiB units, so the model's offsets (up to 200 KB, and one
+/// huge one) cross stripe units, components and backends.
+fn small_layout() -> impl Strategy<Value = crate::striping::Layout> {
+    use crate::striping::{Component, Layout, STRIPE_UNIT, StripeCount};
+    let count = prop_oneof![Just(StripeCount::Count(1)), Just(StripeCount::Count(2)), Just(StripeCount::All)];
+    (count.clone(), 1u64..3, count, 1u64..3, any::<bool>()).prop_map(|(first, units, rest, size, single)| {
+        let component = |start, end, stripe_count, stripe_size| Component {
+            start,
+            end,
+            stripe_count,
+            stripe_size,
+            pool: None,
+        };
+        if single {
+            return Layout::striped(rest, size * STRIPE_UNIT).unwrap();
+        }
+        let boundary = units * 2 * STRIPE_UNIT;
+        Layout::new(vec![
+            component(0, Some(boundary), first, STRIPE_UNIT),
+            component(boundary, None, rest, size * STRIPE_UNIT),
+        ])
+        .unwrap()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The same, for a file striped over up to 4 backends (writes split at
+    /// stripe units into one log per writer and backend); the fresh reader
+    /// has no layout configured and reads by the index alone.
+    #[test]
+    fn striped_file_matches_byte_model(
+        ops in proptest::collection::vec(op(), 1..60),
+        backends in 1usize..5,
+        layout in small_layout(),
+    ) {
+        let stores = memory_stores(backends);
+        let striping = crate::striping::StripingConfig { default_layout: Some(layout), ..Default::default() };
+        let backends_of = || stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+        let striped = Plfs::with_striping(backends_of(), options(3), striping).unwrap();
+        check_model(&ops, &striped, &mount_over(&stores, options(4)))?;
+    }
+}
+
 mod faults {
     use super::*;
     use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};

@@ -99,18 +99,7 @@ fn foreign_file(path: &StorePath) -> Error {
 /// directory's template (`user.plfs.layout`, see fs/layouts.rs), else the
 /// mount's default; `None` keeps the one-backend-per-host placement.
 pub(crate) fn layout_for_new_file(state: &MountState, parent: &StorePath) -> Result<Option<Layout>> {
-    let (backend, _) = crate::mount_state::canonical(state, parent);
-    let store = state.store(backend);
-    let location = parent.join(&crate::layout::dir_xattr_name(LAYOUT_XATTR)?)?;
-    let bytes = match store.read_all(&location) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(state.striping.default_layout.clone()),
-        Err(error) => return Err(error.context(format!("{}: {location}", store.url()))),
-    };
-    let value = crate::format::xattr::decode(&bytes).with_context(|| format!("{}: {location}", store.url()))?;
-    let text = String::from_utf8(value)
-        .map_err(|_| Error::corrupt(format!("{}: {location}: the layout is not UTF-8 text", store.url())))?;
-    text.parse::<Layout>().with_context(|| format!("{}: {location}", store.url())).map(Some)
+    crate::stripes::layout_of_directory(state, parent)
 }
 
 /// What `open` asks of a workload: the façade has parsed the path and

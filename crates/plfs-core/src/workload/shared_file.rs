@@ -26,6 +26,7 @@ use crate::placement::BackendId;
 use crate::plfs25;
 use crate::protection::{self, Pieces};
 use crate::store::{EntryKind, Store, StorePath};
+use crate::stripes;
 
 /// The open file every handle of one container shares in this process,
 /// behind its gate. A rename or unlink that moves the file's storage holds
@@ -329,7 +330,9 @@ impl Workload for SharedFile {
                 ctime_ns: now,
                 times_stamp: mount.stamper.next(),
             };
-            created = container::create(mount, logical, &access, flags.exclusive).context(path.to_owned())?;
+            let layout = stripes::layout_for_new_file(mount, logical).context(path.to_owned())?;
+            created = container::create(mount, logical, &access, flags.exclusive, layout.as_ref())
+                .context(path.to_owned())?;
         } else {
             match self.lookup(mount, logical).context(path.to_owned())? {
                 Found::File(file) => {
