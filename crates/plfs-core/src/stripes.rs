@@ -650,6 +650,42 @@ mod tests {
         assert!(problems(&other, "/ckpt", false).is_empty());
     }
 
+    /// A directory's template (set with `plfs setstripe DIR`) stripes the
+    /// files created below it, and a file's own layout, set while it is
+    /// still empty, is the one its first writer places stripes by.
+    #[test]
+    fn templates_and_a_files_own_layout_reach_the_data_path() {
+        let stores = stores(4);
+        let plfs = mount(&stores, None);
+        let four = Layout::striped(StripeCount::Count(4), 64 * KIB).unwrap();
+        plfs.mkdir("/wide", 0o755).unwrap();
+        plfs.set_layout("/wide", &four).unwrap();
+        let write = |path: &str| {
+            let handle = plfs.open(path, OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+            handle.write(&pattern(0, MIB as usize), 0).unwrap();
+            handle.close().unwrap();
+        };
+        write("/wide/f");
+        assert_eq!(stripes_of(&plfs, "/wide/f", 0).map(|backends| backends.len()), Some(4));
+        assert_eq!(data_logs(&plfs, "/wide/f").len(), 4);
+        assert_eq!(read_back(&plfs, "/wide/f"), pattern(0, MIB as usize));
+        // Outside the directory: the mount default (none), one data log.
+        write("/plain");
+        assert_eq!(data_logs(&plfs, "/plain").len(), 1);
+        assert_eq!(stripes_of(&plfs, "/plain", 0), None);
+        // An empty file given a layout of its own.
+        plfs.open("/own", OpenFlags::WRONLY.create(), 0o644, 1).unwrap().close().unwrap();
+        let two = Layout::striped(StripeCount::Count(2), 64 * KIB).unwrap();
+        plfs.set_layout("/own", &two).unwrap();
+        write("/own");
+        assert_eq!(stripes_of(&plfs, "/own", 0).map(|backends| backends.len()), Some(2));
+        assert_eq!(data_logs(&plfs, "/own").len(), 2);
+        assert_eq!(read_back(&plfs, "/own"), pattern(0, MIB as usize));
+        assert!(problems(&plfs, "/own", false).is_empty());
+        // Once it has data its layout is fixed.
+        assert!(plfs.set_layout("/own", &four).is_err());
+    }
+
     /// Writers on several hosts reach a component at once, each mount
     /// configured with another pool behind the layout's pool name, so each
     /// would place it elsewhere: the first record wins, every writer

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 use crate::attr::{FileAttr, FileKind, Owner};
 use crate::config::Workload as WorkloadName;
 use crate::container::Inventory;
-use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::access::AccessRecord;
 use crate::load::LoadedIndex;
 use crate::mount_state::MountState;
@@ -33,8 +33,8 @@ use crate::open::{OpenFlags, WriterId};
 use crate::placement::BackendId;
 use crate::plfs25::Found25;
 use crate::smallfile::FileStat;
-use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
-use crate::striping::{LAYOUT_XATTR, Layout};
+use crate::store::{EntryKind, Metadata, Store, StorePath};
+use crate::striping::Layout;
 
 /// What a logical path is, as the mount's workload found it.
 #[derive(Debug, Clone)]
