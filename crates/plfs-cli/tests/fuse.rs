@@ -1056,8 +1056,10 @@ fn statfs_sums_the_backend_file_systems_once() {
     let mut command = Command::new("stat");
     command.args(["-f", "-c", "%S %b"]).arg(&striped.mount.mountpoint);
     let output = run_ok(&mut command, Duration::from_secs(30));
-    let fields: Vec<u64> =
-        String::from_utf8_lossy(&output.stdout).split_whitespace().map(|field| field.parse().unwrap()).collect();
+    let fields: Vec<u64> = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(|field| field.parse().unwrap())
+        .collect();
     assert_eq!(fields[0] * fields[1], 64 << 20, "stat -f: {fields:?}");
     let mut command = Command::new("df");
     command.args(["-B1", "--output=size"]).arg(&striped.mount.mountpoint);
@@ -1090,7 +1092,9 @@ fn layout_xattr_through_setfattr_and_getfattr() {
     assert!(output.status.success(), "{}", describe(&output));
     assert_eq!(get(&dir), "-E 1M -c 1 -S 1M -E -1 -c -1 -S 1M");
     let refused = set(&dir, "-E 1M -c 0");
-    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("Invalid argument"));
+    assert!(
+        !refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("Invalid argument")
+    );
     assert_eq!(get(&dir), "-E 1M -c 1 -S 1M -E -1 -c -1 -S 1M");
 
     let sub = dir.join("sub");

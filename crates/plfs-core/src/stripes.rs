@@ -21,8 +21,8 @@ use crate::mount_state::{MountState, canonical};
 use crate::placement::{BackendId, name_hash, placement_name};
 use crate::protection::{self, Pieces};
 use crate::store::{Store, StoreExt, StorePath};
-use crate::striping::{LAYOUT_XATTR, Layout};
 use crate::striping::placement::{BackendSpace, choose_backends};
+use crate::striping::{LAYOUT_XATTR, Layout};
 
 /// The layout a file created at `path` gets: the mount's default (None
 /// keeps the pre-layout placement, one hostdir backend per host, and writes
@@ -54,7 +54,8 @@ fn read_layout_attribute(store: &dyn Store, location: &StorePath) -> Result<Opti
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error.context(format!("{}: {location}", store.url()))),
     };
-    let value = crate::format::xattr::decode(&bytes).with_context(|| format!("{}: {location}", store.url()))?;
+    let value =
+        crate::format::xattr::decode(&bytes).with_context(|| format!("{}: {location}", store.url()))?;
     let text = String::from_utf8(value)
         .map_err(|_| Error::corrupt(format!("{}: {location}: the layout is not UTF-8 text", store.url())))?;
     text.parse::<Layout>().with_context(|| format!("{}: {location}", store.url())).map(Some)

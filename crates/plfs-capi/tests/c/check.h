@@ -37,7 +37,7 @@ static int checks = 0;
     } while (0)
 
 /* dir + "/" + name, malloc'd; exits on allocation failure. */
-static char *join(const char *dir, const char *name)
+__attribute__((unused)) static char *join(const char *dir, const char *name)
 {
     size_t bytes = strlen(dir) + strlen(name) + 2;
     char *path = malloc(bytes);
