@@ -7,13 +7,16 @@
 //! holds what ranks send each other and the [`Plfs`](crate::fs::Plfs)
 //! steps that produce it;
 //! [`strategy`] combines the steps into the four ways to open
-//! ([`open_collective`]); [`local`] is a communicator over threads.
+//! ([`open_collective`]); [`local`] is a communicator over threads, and
+//! [`counting`] counts what a rank's collectives cost.
 
 pub mod comm;
+pub mod counting;
 pub(crate) mod exchange;
 pub mod local;
 pub mod strategy;
 
 pub use comm::Comm;
+pub use counting::{CommCounts, CountingComm};
 pub use local::LocalComm;
 pub use strategy::{CollectiveOptions, Strategy, open_collective, open_collective_with};
