@@ -269,9 +269,16 @@ fn broadcast(size: u64, bytes: u64) -> CommCost {
     CommCost { calls: size, messages: size - 1, bytes: (size - 1) * bytes, rounds: ceil_log2(size) }
 }
 
+/// A split is a Bruck allgather of 12-byte entries.
 fn split(size: u64) -> CommCost {
-    let messages = size * (size - 1);
-    CommCost { calls: size, messages, bytes: messages * SPLIT_ENTRY_BYTES, rounds: size - 1 }
+    allgather(size, size * SPLIT_ENTRY_BYTES)
+}
+
+/// Bruck's allgather of payloads totalling `total` bytes: every payload
+/// reaches every other rank once, in ⌈log2 P⌉ rounds of one message each.
+fn allgather(size: u64, total: u64) -> CommCost {
+    let rounds = ceil_log2(size);
+    CommCost { calls: size, messages: size * rounds, bytes: (size - 1) * total, rounds }
 }
 
 /// Predicted figures for every operation of [`Operation::ALL`].
@@ -521,13 +528,13 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
 
     // 1. The list broadcast to every reader.
     let mut calls = vec![broadcast(m, list)];
-    // 3. Two splits: into groups, and leaders apart from the others.
+    // 3. Two splits of the readers: into groups, and leaders apart.
     calls.push(split(m));
     calls.push(split(m));
     // Gathers to each leader: every member but the leader sends its part.
     let gathered: u64 = (0..m).filter(|rank| rank % g != 0).map(part).sum();
     calls.push(CommCost { calls: m, messages: m - leaders, bytes: gathered, rounds: u64::from(g.min(m) > 1) });
-    // 4. Leaders allgather their groups' parts (a ring): each leader's
+    // 4. Leaders allgather their groups' parts: each leader's
     // message is its status byte and, per member, a length (8) and the
     // member's part without its own status byte.
     let leader_payloads: Vec<u64> = (0..leaders)
@@ -538,13 +545,7 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
                     .sum::<u64>()
         })
         .collect();
-    let payload_total: u64 = leader_payloads.iter().sum();
-    calls.push(CommCost {
-        calls: leaders,
-        messages: leaders * (leaders - 1),
-        bytes: (leaders - 1) * payload_total,
-        rounds: leaders - 1,
-    });
+    calls.push(allgather(leaders, leader_payloads.iter().sum()));
     // 5. Each leader broadcasts the merged index to its group.
     calls.push(CommCost {
         calls: m,
@@ -558,11 +559,11 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
         let leader = rank % g == 0;
         let group = group_size(rank / g);
         let list = u64::from(rank != 0);
-        let splits = 2 * (m - 1);
+        let splits = 2 * ceil_log2(m);
         let gather = if leader { group - 1 } else { 0 };
-        let ring = if leader { leaders - 1 } else { 0 };
+        let exchange = if leader { ceil_log2(leaders) } else { 0 };
         let index = u64::from(!leader);
-        list + splits + gather + ring + index
+        list + splits + gather + exchange + index
     };
     let max_received = (0..m).map(received).max().unwrap_or(0);
     let max_opens = (0..m).map(|rank| share(rank) + if rank == 0 { 1 } else { 0 }).max().unwrap_or(0);

@@ -9,8 +9,10 @@
 //! - gather: linear, as `MPI_Gatherv` does for unequal payloads: every
 //!   other rank sends its payload straight to the root, P−1 messages, the
 //!   root receiving all of them (one round, but P−1 receives at the root);
-//! - allgather: a ring: P−1 rounds, in each every rank passes one payload
-//!   to its right neighbour, P·(P−1) messages in all;
+//! - allgather: Bruck's algorithm: ⌈log2 P⌉ rounds; in round k every rank
+//!   sends the min(2^k, P − 2^k) payloads it holds to rank − 2^k, so
+//!   P·⌈log2 P⌉ messages in all and every payload reaches every other rank
+//!   once ((P−1)·Σ payload bytes);
 //! - split: an allgather of each rank's color (4 bytes) and key (8 bytes),
 //!   as `MPI_Comm_split` does;
 //! - barrier: a binomial fan-in then fan-out of empty messages, 2·(P−1)
@@ -136,20 +138,26 @@ where
     }
 }
 
-/// What a ring allgather of `all` (every rank's payload, in rank order)
-/// costs rank `me`.
-fn ring(all: &[Vec<u8>], me: usize) -> CommCounts {
+/// What a Bruck allgather of `all` (every rank's payload, in rank order)
+/// costs rank `me`: in round k it sends the payloads of ranks me, me + 1,
+/// …, as many as it holds beyond those it already sent (min(2^k, P − 2^k)).
+fn bruck(all: &[Vec<u8>], me: usize) -> CommCounts {
     let size = all.len();
     let total: u64 = all.iter().map(|bytes| bytes.len() as u64).sum();
-    let steps = size as u64 - 1;
-    // Rank me forwards every payload but its right neighbour's.
-    let not_sent = if size > 1 { all[(me + 1) % size].len() as u64 } else { total };
+    let rounds = ceil_log2(size as u64);
+    let mut sent = 0;
+    let mut held = 1;
+    while held < size {
+        let count = held.min(size - held);
+        sent += (0..count).map(|j| all[(me + j) % size].len() as u64).sum::<u64>();
+        held += count;
+    }
     CommCounts {
-        messages_sent: steps,
-        messages_received: steps,
-        bytes_sent: total - not_sent,
+        messages_sent: rounds,
+        messages_received: rounds,
+        bytes_sent: sent,
         bytes_received: total - all[me].len() as u64,
-        rounds: steps,
+        rounds,
         ..CommCounts::default()
     }
 }
@@ -217,20 +225,21 @@ where
 
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let all = self.inner.allgather(mine)?;
-        self.count(CommCounts { allgathers: 1, ..ring(&all, self.rank()) });
+        self.count(CommCounts { allgathers: 1, ..bruck(&all, self.rank()) });
         Ok(all)
     }
 
     fn split(&self, color: u32, key: usize) -> Result<Box<dyn Comm>> {
         let group = self.inner.split(color, key)?;
-        let steps = self.size_u64() - 1;
+        // Bruck over 12-byte entries: P − 1 entries sent and received.
+        let (size, rounds) = (self.size_u64(), ceil_log2(self.size_u64()));
         self.count(CommCounts {
             splits: 1,
-            messages_sent: steps,
-            messages_received: steps,
-            bytes_sent: steps * SPLIT_ENTRY_BYTES,
-            bytes_received: steps * SPLIT_ENTRY_BYTES,
-            rounds: steps,
+            messages_sent: rounds,
+            messages_received: rounds,
+            bytes_sent: (size - 1) * SPLIT_ENTRY_BYTES,
+            bytes_received: (size - 1) * SPLIT_ENTRY_BYTES,
+            rounds,
             ..CommCounts::default()
         });
         Ok(Box::new(CountingComm { inner: group, counters: Arc::clone(&self.counters) }))
@@ -279,20 +288,21 @@ mod tests {
             (p, p, p, 2 * p, p)
         );
         // Groups of 3 (ranks 0, 2, 4) and 2 (ranks 1, 3) barrier: 2·2 + 2·1.
-        let messages = (p - 1) + (p - 1) + p * (p - 1) + 2 * (p - 1) + p * (p - 1) + 6;
+        let log = ceil_log2(p);
+        let messages = (p - 1) + (p - 1) + p * log + 2 * (p - 1) + p * log + 6;
         assert_eq!(total.messages_sent, messages);
         assert_eq!(total.messages_received, messages);
-        // Broadcast 4·10, gather 0+1+2+3+4 − 0, allgather (p−1)·Σ(r+1), split 12·p·(p−1).
+        // Broadcast 4·10, gather 1+2+3+4, allgather (p−1)·Σ(r+1), split 12·p·(p−1).
         let bytes = 4 * 10 + 10 + (p - 1) * 15 + SPLIT_ENTRY_BYTES * p * (p - 1);
         assert_eq!((total.bytes_sent, total.bytes_received), (bytes, bytes));
         // Rank 2: the broadcast to relative ranks 1, 2 and 4 (3 × 10 bytes),
-        // its 2 gathered bytes, every allgathered payload but rank 3's
-        // (15 − 4), and its split entry to 4 ranks.
-        assert_eq!(per_rank[2].bytes_sent, 30 + 2 + 11 + 4 * SPLIT_ENTRY_BYTES);
-        // Rank 0 received: 1 (broadcast) + 4 (gather root) + 4 (ring) + 3
-        // (barrier, root of 5) + 4 (split) + 2 (barrier, root of its 3).
-        assert_eq!(per_rank[0].messages_received, 18);
-        assert_eq!(per_rank[1].messages_received, 1 + 4 + 1 + 4 + 1);
+        // its 2 gathered bytes, the allgathered payloads of ranks 2, then 2
+        // and 3, then 2 (3 + 7 + 3), and 4 split entries.
+        assert_eq!(per_rank[2].bytes_sent, 30 + 2 + 13 + 4 * SPLIT_ENTRY_BYTES);
+        // Rank 0 received: 1 (broadcast) + 4 (gather root) + 3 (allgather)
+        // + 3 (barrier, root of 5) + 3 (split) + 2 (barrier, root of its 3).
+        assert_eq!(per_rank[0].messages_received, 16);
+        assert_eq!(per_rank[1].messages_received, 1 + 3 + 1 + 3 + 1);
         assert!(per_rank.iter().all(|counts| counts.rounds == per_rank[0].rounds));
     }
 }
