@@ -62,7 +62,8 @@ fn rank_mount(work: &Path, params: &CostParams, rank: u64) -> Result<RankMount> 
         // pool changes when index logs are read, not how many.
         tuning: Tuning { num_hostdirs: params.num_hostdirs, threadpool_size: 1, ..Tuning::default() },
     };
-    let plfs = Plfs::new(stores, options).map_err(BenchError::plfs("mounting", work.display().to_string()))?;
+    let plfs =
+        Plfs::new(stores, options).map_err(BenchError::plfs("mounting", work.display().to_string()))?;
     Ok(RankMount { plfs, counting })
 }
 
@@ -87,8 +88,8 @@ pub fn measure(params: &CostParams, dir: &Path) -> Result<Vec<(Operation, Figure
     params.check()?;
     let work = work_dir(dir)?;
     let ranks = params.ranks as usize;
-    let results = made_backends(&work, params)
-        .map(|()| LocalComm::run(ranks, |world| run_rank(world, params, &work)));
+    let results =
+        made_backends(&work, params).map(|()| LocalComm::run(ranks, |world| run_rank(world, params, &work)));
     // The files are the run's alone; gone whatever happened.
     let _ = std::fs::remove_dir_all(&work);
     let results = results?;
@@ -138,7 +139,8 @@ fn made_backends(work: &Path, params: &CostParams) -> Result<()> {
 fn run_rank(world: &LocalComm, params: &CostParams, work: &Path) -> Result<RankFigures> {
     let rank = world.rank() as u64;
     let mut figures = RankFigures::default();
-    let barrier = |doing: &'static str| world.barrier().map_err(|source| BenchError::Collective { doing, source });
+    let barrier =
+        |doing: &'static str| world.barrier().map_err(|source| BenchError::Collective { doing, source });
 
     // Create: rank 0 makes the file, as a checkpoint library's rank 0 does.
     if rank == 0 {
@@ -194,7 +196,12 @@ fn run_rank(world: &LocalComm, params: &CostParams, work: &Path) -> Result<RankF
         let mount = rank_mount(work, params, rank)?;
         mount.plfs.flatten(COST_PATH).map_err(plfs_error("flattening"))?;
         let flattened = mount.counts();
-        figures.per_op.push((Operation::Flatten, flattened, CommCounts::default(), index_entries(&mount.plfs)?));
+        figures.per_op.push((
+            Operation::Flatten,
+            flattened,
+            CommCounts::default(),
+            index_entries(&mount.plfs)?,
+        ));
     }
     barrier("after flatten")?;
     open_on_readers(world, params, work, Strategy::Flatten, Operation::OpenFlatten, &mut figures)?;

@@ -66,7 +66,9 @@ impl std::str::FromStr for Pattern {
         match text {
             "regular" => Ok(Pattern::Regular),
             "irregular" => Ok(Pattern::Irregular),
-            other => Err(BenchError::invalid(format!("unknown pattern {other:?} (expected regular or irregular)"))),
+            other => {
+                Err(BenchError::invalid(format!("unknown pattern {other:?} (expected regular or irregular)")))
+            }
         }
     }
 }
@@ -121,7 +123,10 @@ impl CostParams {
             )));
         }
         if self.nodes == 0 || self.nodes > self.ranks {
-            return Err(BenchError::invalid(format!("{} nodes: must be 1 to the {} ranks", self.nodes, self.ranks)));
+            return Err(BenchError::invalid(format!(
+                "{} nodes: must be 1 to the {} ranks",
+                self.nodes, self.ranks
+            )));
         }
         if self.record_bytes == 0 || self.num_hostdirs == 0 || self.group_ranks == Some(0) {
             return Err(BenchError::invalid("record size, num_hostdirs and group size must be positive"));
@@ -353,8 +358,17 @@ pub fn index_memory_per_rank(params: &CostParams, operation: Operation) -> Optio
 }
 
 /// Table headings shared by the measured and the extrapolated tables.
-const HEADINGS: [&str; 9] =
-    ["opens", "busiest", "metadata", "index B written", "index B read", "messages", "message B", "rounds", "entries"];
+const HEADINGS: [&str; 9] = [
+    "opens",
+    "busiest",
+    "metadata",
+    "index B written",
+    "index B read",
+    "messages",
+    "message B",
+    "rounds",
+    "entries",
+];
 
 fn cells(figures: &Figures) -> [u64; 9] {
     [
@@ -449,7 +463,12 @@ pub fn extrapolate() -> Vec<ExtrapolatedRow> {
                 };
                 for (operation, predicted) in predict(&params) {
                     let index_memory_per_rank = index_memory_per_rank(&params, operation);
-                    rows.push(ExtrapolatedRow { params: params.clone(), operation, predicted, index_memory_per_rank });
+                    rows.push(ExtrapolatedRow {
+                        params: params.clone(),
+                        operation,
+                        predicted,
+                        index_memory_per_rank,
+                    });
                 }
             }
         }

@@ -68,7 +68,8 @@ impl Placement {
         let file_hash = u64::from(name_hash(name));
         let node_hostdir: Vec<u32> =
             (0..params.nodes).map(|node| name_hash(&node_name(node)) % params.num_hostdirs).collect();
-        let node_backend = node_hostdir.iter().map(|&h| (file_hash + u64::from(h)) % params.backends).collect();
+        let node_backend =
+            node_hostdir.iter().map(|&h| (file_hash + u64::from(h)) % params.backends).collect();
         let hostdirs = node_hostdir.iter().collect::<BTreeSet<_>>().len() as u64;
         Placement { node_hostdir, hostdirs, node_backend, canonical: file_hash % params.backends }
     }
@@ -145,7 +146,8 @@ fn part_frames(records: u64, record_bytes: u64) -> u64 {
     // bytes of records (frames are cut between records; records here are
     // all of one size, so the count per frame is exact).
     let average = record_bytes / records;
-    let per_frame = ((FRAME_PAYLOAD_MAX_BYTES as u64 / 2).saturating_sub(FRAME_BYTES)).div_ceil(average).max(1);
+    let per_frame =
+        ((FRAME_PAYLOAD_MAX_BYTES as u64 / 2).saturating_sub(FRAME_BYTES)).div_ceil(average).max(1);
     records.div_ceil(per_frame) * FRAME_BYTES + record_bytes
 }
 
@@ -533,7 +535,12 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
     calls.push(split(m));
     // Gathers to each leader: every member but the leader sends its part.
     let gathered: u64 = (0..m).filter(|rank| rank % g != 0).map(part).sum();
-    calls.push(CommCost { calls: m, messages: m - leaders, bytes: gathered, rounds: u64::from(g.min(m) > 1) });
+    calls.push(CommCost {
+        calls: m,
+        messages: m - leaders,
+        bytes: gathered,
+        rounds: u64::from(g.min(m) > 1),
+    });
     // 4. Leaders allgather their groups' parts: each leader's
     // message is its status byte and, per member, a length (8) and the
     // member's part without its own status byte.

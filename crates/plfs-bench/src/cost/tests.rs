@@ -83,7 +83,9 @@ fn the_extrapolation_covers_every_scale_and_operation() {
     let naive = rows
         .iter()
         .find(|row| {
-            row.params.ranks == 1 << 16 && row.params.pattern == Pattern::Irregular && row.operation == Operation::OpenNaive
+            row.params.ranks == 1 << 16
+                && row.params.pattern == Pattern::Irregular
+                && row.operation == Operation::OpenNaive
         })
         .unwrap();
     assert_eq!(naive.index_memory_per_rank, Some((1u64 << 16) * 1000 * 32));

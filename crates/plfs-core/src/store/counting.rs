@@ -551,7 +551,10 @@ mod tests {
         let counts = store.counts();
         assert_eq!((counts.bytes_appended, counts.index_bytes_appended), (15, 5));
         assert_eq!(counts.global_index_bytes_written, 6);
-        assert_eq!((counts.bytes_read, counts.index_log_bytes_read, counts.global_index_bytes_read), (21, 5, 6));
+        assert_eq!(
+            (counts.bytes_read, counts.index_log_bytes_read, counts.global_index_bytes_read),
+            (21, 5, 6)
+        );
         let twice: OpCounts = [counts, counts].into_iter().sum();
         assert_eq!((twice.opens, twice.index_bytes_appended), (6, 10));
         assert_eq!(twice - counts, counts);
