@@ -434,7 +434,7 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
         // under the parallel open every rank but the group leaders.
         Operation::RestartRead => {
             let g = group_ranks(params);
-            let unchecked: Vec<u64> = (0..m).filter(|rank| rank % g != 0).collect();
+            let unchecked: Vec<u64> = (0..m).filter(|rank| !rank.is_multiple_of(g)).collect();
             let crc_bytes: u64 = unchecked.iter().map(|&rank| t.index_log(rank)).sum();
             let window = window_bytes(params, Tuning::default().readahead_bytes as u64);
             Figures {
@@ -534,7 +534,7 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
     calls.push(split(m));
     calls.push(split(m));
     // Gathers to each leader: every member but the leader sends its part.
-    let gathered: u64 = (0..m).filter(|rank| rank % g != 0).map(part).sum();
+    let gathered: u64 = (0..m).filter(|rank| !rank.is_multiple_of(g)).map(part).sum();
     calls.push(CommCost {
         calls: m,
         messages: m - leaders,
@@ -563,7 +563,7 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
 
     // The busiest receiver: per rank, what it receives in each step.
     let received = |rank: u64| -> u64 {
-        let leader = rank % g == 0;
+        let leader = rank.is_multiple_of(g);
         let group = group_size(rank / g);
         let list = u64::from(rank != 0);
         let splits = 2 * ceil_log2(m);
