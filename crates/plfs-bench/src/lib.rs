@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cost;
 mod error;
 pub mod host;
 pub mod index;

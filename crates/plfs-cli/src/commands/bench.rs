@@ -217,6 +217,9 @@ enum BenchCommand {
     /// decomposition (uniform and non-uniform restart), plfs against the
     /// direct N-1 file.
     Restart(super::bench_restart::Opts),
+    /// The cost model (docs/COST_MODEL.md) against exact counts of every
+    /// operation at 1 to 128 thread ranks, or extrapolated to 64K ranks.
+    Cost(super::bench_cost::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -251,6 +254,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         Some(BenchCommand::Open(open)) => return super::bench_open::run(open),
         Some(BenchCommand::Mdtest(mdtest)) => return super::bench_mdtest::run(mdtest),
         Some(BenchCommand::Restart(restart)) => return super::bench_restart::run(restart),
+        Some(BenchCommand::Cost(cost)) => return super::bench_cost::run(cost),
         None => {}
     }
     if !opts.backend.is_empty() {

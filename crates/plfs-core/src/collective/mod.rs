@@ -7,17 +7,20 @@
 //! holds what ranks send each other and the [`Plfs`](crate::fs::Plfs)
 //! steps that produce it;
 //! [`strategy`] combines the steps into the four ways to open
-//! ([`open_collective`]); [`local`] is a communicator over threads;
-//! [`close`] is the other end, flatten on close: the writers' in-memory
-//! index records gathered to the rank that writes the global index.
+//! ([`open_collective`]); [`local`] is a communicator over threads and
+//! [`counting`] counts what a rank's collectives cost; [`close`] is the
+//! other end, flatten on close: the writers' in-memory index records
+//! gathered to the rank that writes the global index.
 
 pub mod close;
 pub mod comm;
+pub mod counting;
 pub(crate) mod exchange;
 pub mod local;
 pub mod strategy;
 
 pub use close::{CloseFlatten, flatten_on_close, retain_index};
 pub use comm::Comm;
+pub use counting::{CommCounts, CountingComm};
 pub use local::LocalComm;
 pub use strategy::{CollectiveOptions, Strategy, open_collective, open_collective_with};

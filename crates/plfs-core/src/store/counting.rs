@@ -38,6 +38,31 @@ macro_rules! op_counts {
                 $(self.$field.store(0, Ordering::Relaxed);)*
             }
         }
+
+        /// Field by field: the counts of several stores (or ranks) together.
+        impl std::ops::Add for OpCounts {
+            type Output = OpCounts;
+
+            fn add(self, other: OpCounts) -> OpCounts {
+                OpCounts { $($field: self.$field + other.$field,)* }
+            }
+        }
+
+        /// Field by field: what the counters moved between two snapshots
+        /// (`later - earlier`; counters only grow).
+        impl std::ops::Sub for OpCounts {
+            type Output = OpCounts;
+
+            fn sub(self, earlier: OpCounts) -> OpCounts {
+                OpCounts { $($field: self.$field - earlier.$field,)* }
+            }
+        }
+
+        impl std::iter::Sum for OpCounts {
+            fn sum<I: Iterator<Item = OpCounts>>(counts: I) -> OpCounts {
+                counts.fold(OpCounts::default(), |total, counts| total + counts)
+            }
+        }
     };
 }
 
@@ -77,10 +102,38 @@ op_counts! {
     bytes_read,
     /// Bytes of successful `append` calls.
     bytes_appended,
+    /// Bytes of successful `append` calls on index logs (also counted in
+    /// `bytes_appended`): what writers pay for their index.
+    index_bytes_appended,
+    /// Bytes returned by `read_at` on index logs (also in `bytes_read`).
+    index_log_bytes_read,
+    /// Bytes returned by `read_at` on a global index (also in `bytes_read`).
+    global_index_bytes_read,
+    /// Bytes of global indexes written whole (`replace` or `create_new`).
+    global_index_bytes_written,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// What a path holds, as far as the index counters care. Classified
+/// through the layout module, which owns the names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    IndexLog,
+    GlobalIndex,
+    Other,
+}
+
+fn piece(path: &StorePath) -> Piece {
+    match path.file_name() {
+        Some(name) if matches!(layout::parse_log_name(name), Some((LogKind::Index, _))) => Piece::IndexLog,
+        Some(name) if layout::classify_container_entry(name) == ContainerEntry::GlobalIndex => {
+            Piece::GlobalIndex
+        }
+        _ => Piece::Other,
+    }
 }
 
 /// Wraps a store and counts every call made through it and its handles.
@@ -110,6 +163,18 @@ impl CountingStore {
 
     fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
         bump(counter(&self.counters), 1);
+    }
+
+    /// Counts the bytes of a global index written whole at `path`.
+    fn count_whole(&self, path: &StorePath, contents: &[u8]) {
+        if piece(path) == Piece::GlobalIndex {
+            bump(&self.counters.global_index_bytes_written, contents.len() as u64);
+        }
+    }
+
+    fn writer(&self, path: &StorePath, inner: Box<dyn AppendWriter>) -> Box<dyn AppendWriter> {
+        let index = piece(path) == Piece::IndexLog;
+        Box::new(CountingWriter { inner, counters: Arc::clone(&self.counters), index })
     }
 }
 
@@ -165,7 +230,9 @@ impl Store for CountingStore {
 
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.count(|c| &c.creates);
-        self.inner.create_new(path, contents)
+        self.inner.create_new(path, contents)?;
+        self.count_whole(path, contents);
+        Ok(())
     }
 
     fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
@@ -179,13 +246,15 @@ impl Store for CountingStore {
 
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.count(|c| &c.replaces);
-        self.inner.replace(path, contents)
+        self.inner.replace(path, contents)?;
+        self.count_whole(path, contents);
+        Ok(())
     }
 
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
         self.count(|c| &c.creates);
         let inner = self.inner.create_append(path)?;
-        Ok(Box::new(CountingWriter { inner, counters: Arc::clone(&self.counters) }))
+        Ok(self.writer(path, inner))
     }
 
     // Protecting an existing piece counts its chown and chmod calls.
@@ -207,12 +276,14 @@ impl Store for CountingStore {
     ) -> Result<Box<dyn AppendWriter>> {
         self.count(|c| &c.creates);
         let inner = self.inner.create_append_protected(path, protection)?;
-        Ok(Box::new(CountingWriter { inner, counters: Arc::clone(&self.counters) }))
+        Ok(self.writer(path, inner))
     }
 
     fn create_new_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
         self.count(|c| &c.creates);
-        self.inner.create_new_protected(path, contents, protection)
+        self.inner.create_new_protected(path, contents, protection)?;
+        self.count_whole(path, contents);
+        Ok(())
     }
 
     fn create_new_deferred_protected(
@@ -227,23 +298,21 @@ impl Store for CountingStore {
 
     fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
         self.count(|c| &c.replaces);
-        self.inner.replace_protected(path, contents, protection)
+        self.inner.replace_protected(path, contents, protection)?;
+        self.count_whole(path, contents);
+        Ok(())
     }
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         self.count(|c| &c.opens);
-        // Classified through the layout module, which owns the names.
-        match path.file_name() {
-            Some(name) if matches!(layout::parse_log_name(name), Some((LogKind::Index, _))) => {
-                self.count(|c| &c.index_log_opens)
-            }
-            Some(name) if layout::classify_container_entry(name) == ContainerEntry::GlobalIndex => {
-                self.count(|c| &c.global_index_opens)
-            }
-            _ => {}
+        let piece = piece(path);
+        match piece {
+            Piece::IndexLog => self.count(|c| &c.index_log_opens),
+            Piece::GlobalIndex => self.count(|c| &c.global_index_opens),
+            Piece::Other => {}
         }
         let inner = self.inner.open_read(path)?;
-        Ok(Box::new(CountingReader { inner, counters: Arc::clone(&self.counters) }))
+        Ok(Box::new(CountingReader { inner, counters: Arc::clone(&self.counters), piece }))
     }
 
     /// Counted as an open; the writes through it are not counted (only
@@ -297,6 +366,8 @@ impl Store for CountingStore {
 struct CountingWriter {
     inner: Box<dyn AppendWriter>,
     counters: Arc<Counters>,
+    /// Appends to an index log.
+    index: bool,
 }
 
 impl AppendWriter for CountingWriter {
@@ -304,6 +375,9 @@ impl AppendWriter for CountingWriter {
         bump(&self.counters.appends, 1);
         self.inner.append(buf)?;
         bump(&self.counters.bytes_appended, buf.len() as u64);
+        if self.index {
+            bump(&self.counters.index_bytes_appended, buf.len() as u64);
+        }
         Ok(())
     }
 
@@ -339,6 +413,7 @@ impl AppendWriter for CountingWriter {
 struct CountingReader {
     inner: Box<dyn ReadHandle>,
     counters: Arc<Counters>,
+    piece: Piece,
 }
 
 impl ReadHandle for CountingReader {
@@ -346,6 +421,11 @@ impl ReadHandle for CountingReader {
         bump(&self.counters.read_ats, 1);
         let count = self.inner.read_at(buf, offset)?;
         bump(&self.counters.bytes_read, count as u64);
+        match self.piece {
+            Piece::IndexLog => bump(&self.counters.index_log_bytes_read, count as u64),
+            Piece::GlobalIndex => bump(&self.counters.global_index_bytes_read, count as u64),
+            Piece::Other => {}
+        }
         Ok(count)
     }
 
@@ -454,6 +534,34 @@ mod tests {
         }
         let counts = store.counts();
         assert_eq!((counts.opens, counts.index_log_opens, counts.global_index_opens), (3, 1, 1));
+    }
+
+    #[test]
+    fn index_bytes_are_told_apart_from_data_and_summed() {
+        use crate::layout::{LogId, log_name};
+        let store = over_memory();
+        let id = LogId::new(1, 2, 3, "host");
+        let (index, data) = (log_name(LogKind::Index, &id), log_name(LogKind::Data, &id));
+        for (name, bytes) in [(&index, &b"index"[..]), (&data, &b"data bytes"[..])] {
+            let mut log = store.create_append(&p(name)).unwrap();
+            log.append(bytes).unwrap();
+            log.close().unwrap();
+        }
+        store.replace(&p(layout::GLOBAL_INDEX), b"global").unwrap();
+        store.create_new(&p("other"), b"not an index").unwrap();
+        assert_eq!(store.read_all(&p(&index)).unwrap().len(), 5);
+        assert_eq!(store.read_all(&p(&data)).unwrap().len(), 10);
+        assert_eq!(store.read_all(&p(layout::GLOBAL_INDEX)).unwrap().len(), 6);
+        let counts = store.counts();
+        assert_eq!((counts.bytes_appended, counts.index_bytes_appended), (15, 5));
+        assert_eq!(counts.global_index_bytes_written, 6);
+        assert_eq!(
+            (counts.bytes_read, counts.index_log_bytes_read, counts.global_index_bytes_read),
+            (21, 5, 6)
+        );
+        let twice: OpCounts = [counts, counts].into_iter().sum();
+        assert_eq!((twice.opens, twice.index_bytes_appended), (6, 10));
+        assert_eq!(twice - counts, counts);
     }
 
     #[test]
