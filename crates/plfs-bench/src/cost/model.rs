@@ -5,13 +5,14 @@
 //! Notation: N ranks (writers), M readers, K backends, R records per rank
 //! of S bytes, D hostdirs in use, A the access record, G the global index.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use plfs::collective::counting::{SPLIT_ENTRY_BYTES, ceil_log2};
 use plfs::collective::strategy::default_group_ranks;
 use plfs::config::Tuning;
 use plfs::format::frame::{FRAME_HEADER_BYTES, FRAME_PAYLOAD_MAX_BYTES};
 use plfs::format::index_log::WRITE_RECORD_BYTES;
+use plfs::format::plfs25;
 use plfs::placement::name_hash;
 
 use super::{COST_PATH, CostParams, Figures, Operation, Pattern, node_name};
@@ -57,6 +58,8 @@ pub struct Placement {
     pub node_backend: Vec<u64>,
     /// The file's canonical backend.
     pub canonical: u64,
+    /// The backend PLFS 2.5 would have put the file on (its own hash).
+    pub plfs25: u64,
 }
 
 impl Placement {
@@ -71,7 +74,8 @@ impl Placement {
         let node_backend =
             node_hostdir.iter().map(|&h| (file_hash + u64::from(h)) % params.backends).collect();
         let hostdirs = node_hostdir.iter().collect::<BTreeSet<_>>().len() as u64;
-        Placement { node_hostdir, hostdirs, node_backend, canonical: file_hash % params.backends }
+        let plfs25 = plfs25::backend_slot(name, params.backends as usize) as u64;
+        Placement { node_hostdir, hostdirs, node_backend, canonical: file_hash % params.backends, plfs25 }
     }
 }
 
@@ -212,6 +216,9 @@ struct Terms {
     merged: MergedShape,
     /// The global index (G).
     global: u64,
+    /// Stats of the create's look for a PLFS 2.5 file of the name: its
+    /// access file on 2.5's backend, and on plfs's own when they differ.
+    plfs25_stats: u64,
 }
 
 impl Terms {
@@ -236,6 +243,7 @@ impl Terms {
             writer: writer_index(params.records, params.pattern, flush_bytes),
             merged,
             global: merged.global_bytes(params.ranks),
+            plfs25_stats: 1 + u64::from(placement.plfs25 != placement.canonical),
         }
     }
 
@@ -286,17 +294,57 @@ fn allgather(size: u64, total: u64) -> CommCost {
 /// Predicted figures for every operation of [`Operation::ALL`].
 pub fn predict(params: &CostParams) -> Vec<(Operation, Figures)> {
     let t = Terms::of(params);
-    Operation::ALL.iter().map(|&operation| (operation, predict_one(params, &t, operation))).collect()
+    Operation::ALL
+        .iter()
+        .map(|&operation| {
+            let mut figures = predict_one(params, &t, operation);
+            if is_collective_open(operation) {
+                add_plfs25_check(&mut figures, t.m);
+            }
+            (operation, figures)
+        })
+        .collect()
+}
+
+fn is_collective_open(operation: Operation) -> bool {
+    matches!(
+        operation,
+        Operation::OpenNaive
+            | Operation::OpenNaiveFlattened
+            | Operation::OpenBroadcast
+            | Operation::OpenFlatten
+            | Operation::OpenParallel
+            | Operation::OpenUniformRestart
+    )
+}
+
+/// Before any strategy, every reader looks the file up to see whether it
+/// is a PLFS 2.5 container (those have no logs to share, each rank reads
+/// its own): one more lookup per reader, a stat and the access record.
+fn add_plfs25_check(figures: &mut Figures, m: u64) {
+    figures.opens += m;
+    figures.max_rank_opens += 1;
+    figures.stats += m;
+    figures.bytes_read += m * ACCESS_BYTES;
 }
 
 fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures {
     let (n, m) = (t.n, t.m);
     let headers: u64 = t.header.iter().sum();
     match operation {
-        // lookup (a stat, NotFound) and the parent's stat; then the
+        // lookup (a stat, NotFound) and the parent's stat; a look for a
+        // PLFS 2.5 file of the name (one stat per candidate backend); the
+        // parent's layout template read (an open, NotFound here); then the
         // container is assembled under a temporary name (directory, meta/,
         // version, access: 4 creates) and renamed into place.
-        Operation::Create => Figures { stats: 2, creates: 4, renames: 1, ..Figures::default() },
+        Operation::Create => Figures {
+            opens: 1,
+            max_rank_opens: 1,
+            stats: 2 + t.plfs25_stats,
+            creates: 4,
+            renames: 1,
+            ..Figures::default()
+        },
         // Per rank: the open looks the file up twice (its own lookup and
         // the access check: a stat and an access-file read each); the
         // first write reads the access record twice more (the logs'
@@ -304,12 +352,14 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
         // hostdir (and the shadow container when the hostdir is not on the
         // canonical backend), the open record, and both logs with their
         // headers; then R data appends and any index frame that filled.
+        // The first write also reads the file's layout: its own layout
+        // attribute and its layout record (two opens, NotFound here).
         Operation::Write => {
             let shadows = t.on_canonical.iter().filter(|&&canonical| !canonical).count() as u64;
             let flushed = n * t.writer.flushed_bytes;
             Figures {
-                opens: 4 * n,
-                max_rank_opens: 4,
+                opens: 6 * n,
+                max_rank_opens: 6,
                 stats: 2 * n,
                 creates: n * 4 + shadows,
                 appends: n * (2 + t.r + t.writer.flushes_while_writing),
@@ -433,8 +483,8 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
         // of that data log for its CRCs the first time it checks data:
         // under the parallel open every rank but the group leaders.
         Operation::RestartRead => {
-            let g = group_ranks(params);
-            let unchecked: Vec<u64> = (0..m).filter(|rank| !rank.is_multiple_of(g)).collect();
+            let leader_of = leaders(params);
+            let unchecked: Vec<u64> = (0..m).filter(|&rank| leader_of[rank as usize] != rank).collect();
             let crc_bytes: u64 = unchecked.iter().map(|&rank| t.index_log(rank)).sum();
             let window = window_bytes(params, Tuning::default().readahead_bytes as u64);
             Figures {
@@ -510,48 +560,71 @@ pub fn window_bytes(params: &CostParams, readahead: u64) -> u64 {
     total
 }
 
-/// The parallel read's group size: given, or about √M.
-fn group_ranks(params: &CostParams) -> u64 {
-    params.group_ranks.unwrap_or_else(|| default_group_ranks(params.readers as usize) as u64).max(1)
+/// The parallel read's group leader of each reader
+/// (collective/strategy.rs): `group_ranks` consecutive ranks when given;
+/// otherwise the readers of one node (the lowest its leader), falling back
+/// to about √M consecutive ranks when every reader shares one node or each
+/// has a node of its own.
+fn leaders(params: &CostParams) -> Vec<u64> {
+    let m = params.readers;
+    let consecutive = |g: u64| -> Vec<u64> { (0..m).map(|rank| rank - rank % g.max(1)).collect() };
+    if let Some(g) = params.group_ranks {
+        return consecutive(g);
+    }
+    let nodes = (0..m).map(|rank| params.node_of(rank)).collect::<BTreeSet<_>>().len() as u64;
+    if m > 1 && (nodes == 1 || nodes == m) {
+        return consecutive(default_group_ranks(m as usize) as u64);
+    }
+    let mut first_on = HashMap::new();
+    (0..m).map(|rank| *first_on.entry(params.node_of(rank)).or_insert(rank)).collect()
 }
 
 /// The parallel index read (collective/strategy.rs `parallel_read`).
 fn parallel(params: &CostParams, t: &Terms) -> Figures {
     let (n, m) = (t.n, t.m);
-    let g = group_ranks(params);
-    let leaders = m.div_ceil(g);
-    let group_size = |leader: u64| g.min(m - leader * g);
+    let leader_of = &leaders(params);
+    let is_leader = |rank: u64| leader_of[rank as usize] == rank;
+    // Without a given group size the readers first swap host names.
+    let host_exchange = params.group_ranks.is_none();
+    let host_bytes: u64 = (0..m).map(|rank| node_name(params.node_of(rank)).len() as u64).sum();
     // Rank r reads logs r, r + M, …: ⌈(N − r) / M⌉ of them.
     let share = |rank: u64| (n - rank).div_ceil(m);
     let log_part = LOCATION_BYTES + 8 + t.writer.part_frames_bytes;
     let part = |rank: u64| OUTCOME_BYTES + 4 + share(rank) * log_part + CRC_BYTES;
+    // Per leader: its group's size and the sum of what its members send
+    // the other leaders (a length and the part without its status byte).
+    let mut groups: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for rank in 0..m {
+        let group = groups.entry(leader_of[rank as usize]).or_default();
+        group.0 += 1;
+        group.1 += 8 + part(rank) - OUTCOME_BYTES;
+    }
+    let group_size = |leader: u64| groups.get(&leader).map_or(0, |group| group.0);
+    let leaders = groups.len() as u64;
     let list = OUTCOME_BYTES + 4 + n * LOCATION_BYTES + CRC_BYTES;
     let index = OUTCOME_BYTES + t.global;
 
     // 1. The list broadcast to every reader.
     let mut calls = vec![broadcast(m, list)];
+    // 2. The host names swapped, to group the readers by node.
+    if host_exchange {
+        calls.push(allgather(m, host_bytes));
+    }
     // 3. Two splits of the readers: into groups, and leaders apart.
     calls.push(split(m));
     calls.push(split(m));
     // Gathers to each leader: every member but the leader sends its part.
-    let gathered: u64 = (0..m).filter(|rank| !rank.is_multiple_of(g)).map(part).sum();
+    let gathered: u64 = (0..m).filter(|&rank| !is_leader(rank)).map(part).sum();
     calls.push(CommCost {
         calls: m,
         messages: m - leaders,
         bytes: gathered,
-        rounds: u64::from(g.min(m) > 1),
+        rounds: u64::from(group_size(0) > 1),
     });
     // 4. Leaders allgather their groups' parts: each leader's
     // message is its status byte and, per member, a length (8) and the
     // member's part without its own status byte.
-    let leader_payloads: Vec<u64> = (0..leaders)
-        .map(|leader| {
-            OUTCOME_BYTES
-                + (leader * g..leader * g + group_size(leader))
-                    .map(|rank| 8 + part(rank) - OUTCOME_BYTES)
-                    .sum::<u64>()
-        })
-        .collect();
+    let leader_payloads: Vec<u64> = groups.values().map(|&(_, members)| OUTCOME_BYTES + members).collect();
     calls.push(allgather(leaders, leader_payloads.iter().sum()));
     // 5. Each leader broadcasts the merged index to its group.
     calls.push(CommCost {
@@ -563,10 +636,10 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
 
     // The busiest receiver: per rank, what it receives in each step.
     let received = |rank: u64| -> u64 {
-        let leader = rank.is_multiple_of(g);
-        let group = group_size(rank / g);
+        let leader = is_leader(rank);
+        let group = group_size(leader_of[rank as usize]);
         let list = u64::from(rank != 0);
-        let splits = 2 * ceil_log2(m);
+        let splits = 2 * ceil_log2(m) + if host_exchange { ceil_log2(m) } else { 0 };
         let gather = if leader { group - 1 } else { 0 };
         let exchange = if leader { ceil_log2(leaders) } else { 0 };
         let index = u64::from(!leader);
