@@ -1,9 +1,9 @@
 //! One module per subcommand: parse options, call the core, print.
 
 pub mod bench;
+pub mod bench_cost;
 pub mod bench_fuse;
 pub mod bench_mdtest;
-pub mod bench_cost;
 pub mod bench_open;
 pub mod bench_restart;
 pub mod check_config;
