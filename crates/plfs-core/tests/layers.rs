@@ -25,8 +25,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Merged indexes, the read caches, and the small-file engine (its own
     // logs and index), plus the decoders' fuzz entry points.
     ("index", &["index", "reader", "smallfile", "fuzz"]),
-    // The state every workload of a mount shares.
-    ("mount", &["mount_state"]),
+    // The state every workload of a mount shares (and the index records it
+    // keeps for a collective flatten on close).
+    ("mount", &["mount_state", "retained"]),
     // The three workloads: containers (n-1), flat files (n-n), small files (1-N).
     (
         "workloads",
