@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use plfs::collective::{Comm, LocalComm, Strategy};
+use plfs_bench::OpenSpec;
 use plfs_bench::plot::Plot;
-use plfs_bench::{OpenReport, OpenSpec, OpenSweepReport};
 use plfs_mpi::MpiWorld;
 
 use crate::output::print_json;
@@ -133,7 +133,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     }
     match report? {
         Some(report) => {
-            print_report(&report, mpi.as_deref(), opts.json)?;
+            print_report(&report, report.to_text(), mpi.as_deref(), opts.json)?;
             opts.plot.emit(&report.to_text(), || report.figures())?;
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
@@ -162,12 +162,14 @@ fn run_sweep(opts: &Opts, spec: &OpenSpec) -> Result<ExitCode> {
         world.finalize().map_err(|e| anyhow!(e))?;
     }
     let Some(report) = report? else { return Ok(ExitCode::SUCCESS) };
-    print_sweep(&report, mpi.as_deref(), opts.json)?;
+    print_report(&report, report.to_text(), mpi.as_deref(), opts.json)?;
     opts.plot.emit(&report.to_text(), || report.figures())?;
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn print_sweep(report: &OpenSweepReport, mpi: Option<&str>, json: bool) -> Result<()> {
+/// One report (a single point or a sweep) as JSON or text, naming how the
+/// ranks were launched.
+fn print_report(report: &impl serde::Serialize, text: String, mpi: Option<&str>, json: bool) -> Result<()> {
     let transport = mpi.unwrap_or("threads (no mpirun)");
     if json {
         let mut value = serde_json::to_value(report)?;
@@ -175,20 +177,7 @@ fn print_sweep(report: &OpenSweepReport, mpi: Option<&str>, json: bool) -> Resul
         print_json(&value)
     } else {
         println!("transport: {transport}");
-        print!("{}", report.to_text());
-        Ok(())
-    }
-}
-
-fn print_report(report: &OpenReport, mpi: Option<&str>, json: bool) -> Result<()> {
-    let transport = mpi.unwrap_or("threads (no mpirun)");
-    if json {
-        let mut value = serde_json::to_value(report)?;
-        value["transport"] = serde_json::Value::String(transport.to_owned());
-        print_json(&value)
-    } else {
-        println!("transport: {transport}");
-        print!("{}", report.to_text());
+        print!("{text}");
         Ok(())
     }
 }
