@@ -18,10 +18,14 @@ use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
 use crate::store::{EntryKind, SharedStore, SpaceInfo, StorePath, posix::PosixStore};
 use crate::striping::StripingConfig;
-use crate::workload::{self, AttributeChange, ContainerOps, Found, OpenRequest, WorkloadFile, no_index};
+use crate::workload::{
+    self, AttributeChange, ContainerOps, Found, OpenRequest, Opened, WorkloadFile, no_index,
+};
 
 mod layouts;
+mod open_files;
 pub use layouts::{BackendData, BackendUsage};
+use open_files::{OpenEntry, OpenFiles, Release, hold_gates};
 
 /// Who this process is, as recorded in logs and access files.
 #[derive(Debug, Clone)]
@@ -53,12 +57,14 @@ impl Options {
 
 /// One mount as the façade holds it: the state its workloads share, and
 /// beside it the workload that keeps its files, chosen once when the mount
-/// is built. It derefs to the shared state, so façade code reads either
-/// part the same way (`self.state.placement`, `self.state.files`).
+/// is built, and the files open in this process. It derefs to the shared
+/// state, so façade code reads either part the same way
+/// (`self.state.placement`, `self.state.files`).
 #[derive(Debug)]
 struct Mount {
     shared: Arc<MountState>,
     files: Box<dyn workload::Workload>,
+    open_files: OpenFiles,
 }
 
 impl std::ops::Deref for Mount {
@@ -155,7 +161,9 @@ impl Plfs {
             striping,
         };
         let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
-        Ok(Plfs { state: Arc::new(Mount { shared: Arc::new(state), files }) })
+        Ok(Plfs {
+            state: Arc::new(Mount { shared: Arc::new(state), files, open_files: OpenFiles::default() }),
+        })
     }
 
     /// A mount from its configuration; opens each backend's store.
@@ -229,8 +237,34 @@ impl Plfs {
             owner,
             check_access: if acting_for.is_none() { Some(&check_access) } else { None },
         };
-        let file = self.state.files.open(&self.state.shared, &logical, &request)?;
-        Ok(FileHandle::new(file, flags, writer))
+        // The file at the name as of one instant: no rename or unlink of
+        // the name runs until this open has registered.
+        let _claim = self.state.open_files.claim_open(&logical);
+        let opened = self.state.files.open(&self.state.shared, &logical, &request)?;
+        let truncate = matches!(opened, Opened::Shared { truncate: true, .. });
+        let handle = self.join(&logical, opened, None, flags, writer);
+        if truncate && let Err(error) = handle.truncate(0) {
+            // This open fails: it no longer counts as an open of the file.
+            if let Err(closing) = handle.close() {
+                tracing::warn!("{path}: closing an unclosed handle failed: {closing}");
+            }
+            return Err(error.context(path.to_owned()));
+        }
+        Ok(handle)
+    }
+
+    /// Counts an open the workload made in the registry of open files and
+    /// makes its handle.
+    fn join(
+        &self,
+        logical: &StorePath,
+        opened: Opened,
+        index: Option<LoadedIndex>,
+        flags: OpenFlags,
+        writer: WriterId,
+    ) -> FileHandle {
+        let (entry, file) = self.state.open_files.join(&self.state.shared, logical, opened, index);
+        FileHandle { mount: self.state.clone(), entry, file, flags, writer, closed: false }
     }
 
     /// What is at `logical`, as the mount's workload sees it.
@@ -256,8 +290,8 @@ impl Plfs {
         index: LoadedIndex,
     ) -> Result<FileHandle> {
         let containers = self.state.files.containers().ok_or_else(|| no_index(format_args!("/{logical}")))?;
-        let file = containers.open_prepared(&self.state.shared, logical, index)?;
-        Ok(FileHandle::new(file, flags, writer))
+        let _claim = self.state.open_files.claim_open(logical);
+        Ok(self.join(logical, containers.open_prepared(), Some(index), flags, writer))
     }
 
     /// Fails unless `logical` is a regular file with a container.
@@ -276,7 +310,12 @@ impl Plfs {
         let found = self.found(&logical).context(path.to_owned())?;
         match found {
             Found::File(file) => {
-                self.state.files.file_attr(&self.state, &logical, &file).context(path.to_owned())
+                // A file open here answers with what this process knows,
+                // held still against a rename moving it meanwhile.
+                let open = self.state.open_files.get(&logical);
+                let _gate = open.as_ref().map(|entry| entry.gated());
+                let shared = open.as_ref().and_then(|entry| entry.shared());
+                self.state.files.file_attr(&self.state, &logical, &file, shared).context(path.to_owned())
             }
             Found::Directory(metadata) | Found::Symlink(metadata) => {
                 let kind = if metadata.kind == EntryKind::Directory {
@@ -364,6 +403,11 @@ impl Plfs {
                 self.state.store(backend).remove_file(&logical).context(path.to_owned())
             }
             Found::File(file) => {
+                let (_claim, open) = self.state.open_files.claim_move(&[&logical]);
+                let _gates = hold_gates(&open);
+                // Handles still open here (an interface that does not hide
+                // such a file first) keep their file, detached.
+                self.state.open_files.detach(&logical);
                 self.state.files.unlink(&self.state, &logical, &file).context(path.to_owned())
             }
         }
@@ -450,7 +494,12 @@ impl Plfs {
         match kind {
             FileKind::Directory => {
                 self.state.files.release_directory(&self.state, &source)?;
-                self.rename_everywhere(&source, &target).map(|()| None)
+                // Files open below it follow it, as their own renames do.
+                let (_claim, open) = self.state.open_files.claim_move_under(&source);
+                let _gates = hold_gates(&open);
+                self.rename_everywhere(&source, &target)?;
+                self.state.open_files.moved_under(&source, &target);
+                Ok(None)
             }
             FileKind::Symlink => {
                 let text = self.readlink(from)?;
@@ -459,9 +508,23 @@ impl Plfs {
                 self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
                 self.state.store(old).remove_file(&source).context(from.to_owned()).map(|()| None)
             }
-            FileKind::File => self.state.files.rename_file(&self.state, &source, &target),
+            FileKind::File => self.rename_file(&source, &target),
         }
         .with_context(|| format!("rename {from} to {to}"))
+    }
+
+    /// Both names are held and the handles of both files wait, from before
+    /// the storage switches until they know their new paths; the entries of
+    /// both names hold still meanwhile (see `open_files`).
+    fn rename_file(&self, source: &StorePath, target: &StorePath) -> Result<Option<String>> {
+        let open_files = &self.state.open_files;
+        let (_claim, open) = open_files.claim_move(&[source, target]);
+        let _gates = hold_gates(&open);
+        let keep_replaced = open_files.is_open(target);
+        let replaced = self.state.files.rename_file(&self.state, source, target, keep_replaced)?;
+        let kept = replaced.as_ref().map(|path| format!("/{path}"));
+        open_files.moved(source, target, replaced);
+        Ok(kept)
     }
 
     fn rename_everywhere(&self, source: &StorePath, target: &StorePath) -> Result<()> {
@@ -757,11 +820,14 @@ impl Plfs {
     }
 }
 
-/// A handle on an open file: the workload's open file (handles of one
-/// container file in one process share one merged index; each handle of an
-/// n-n file has its own backend descriptor) with this open's flags.
+/// A handle on an open file: this open's part of the workload's file
+/// (handles of one container file in one process share one merged index;
+/// each handle of an n-n file has its own backend descriptor), the file's
+/// entry in the mount's registry of open files, and the open's flags.
 #[derive(Debug)]
 pub struct FileHandle {
+    mount: Arc<Mount>,
+    entry: Arc<OpenEntry>,
     file: Box<dyn WorkloadFile>,
     flags: OpenFlags,
     writer: WriterId,
@@ -769,15 +835,11 @@ pub struct FileHandle {
 }
 
 impl FileHandle {
-    fn new(file: Box<dyn WorkloadFile>, flags: OpenFlags, writer: WriterId) -> FileHandle {
-        FileHandle { file, flags, writer, closed: false }
-    }
-
     fn refuse_unless(&self, allowed: bool, what: &str) -> Result<()> {
         if allowed {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::BadHandle, format!("/{}: not open for {what}", self.file.path())))
+            Err(Error::new(ErrorKind::BadHandle, format!("/{}: not open for {what}", self.entry.path())))
         }
     }
 
@@ -790,11 +852,13 @@ impl FileHandle {
     /// container; an n-n file has no logs and ignores it).
     pub fn write_as(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
         self.refuse_unless(self.flags.write, "writing")?;
+        let _gate = self.entry.gated();
         self.file.write(buf, offset, writer)
     }
 
     pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.refuse_unless(self.flags.read, "reading")?;
+        let _gate = self.entry.gated();
         self.file.read(buf, offset)
     }
 
@@ -802,23 +866,27 @@ impl FileHandle {
     /// processes elsewhere see what was written once they reopen. An n-n
     /// file buffers nothing; a small file publishes its directory's records.
     pub fn flush(&self) -> Result<()> {
+        let _gate = self.entry.gated();
         self.file.flush()
     }
 
     /// Makes everything written through this process's handles durable
     /// (for a small file: publishes its directory, `flush_writes`).
     pub fn sync(&self) -> Result<()> {
+        let _gate = self.entry.gated();
         self.file.sync()
     }
 
     /// The size as this process sees it (no I/O once known for a
     /// container; an n-n file asks its backend file).
     pub fn size(&self) -> Result<u64> {
+        let _gate = self.entry.gated();
         self.file.size()
     }
 
     pub fn truncate(&self, size: u64) -> Result<()> {
         self.refuse_unless(self.flags.write, "writing")?;
+        let _gate = self.entry.gated();
         self.file.truncate(size, self.writer)
     }
 
@@ -829,16 +897,31 @@ impl FileHandle {
     /// Closes the handle; the last close of a file finishes its writers.
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
-        self.file.close()
+        self.finish()
+    }
+
+    /// This open ends; at the file's last open here, its shared state
+    /// finishes and a file a rename replaced meanwhile goes. Through to
+    /// the last close's size records the gate is held: they go into the
+    /// container at the file's path, which no move may change meanwhile.
+    fn finish(&self) -> Result<()> {
+        let _gate = self.entry.gated();
+        let closed = self.file.close();
+        let Release::Last { replaced } = self.mount.open_files.release(&self.entry) else {
+            return closed;
+        };
+        let finished = self.entry.shared().map_or(Ok(()), |shared| shared.close());
+        let removed = replaced.map_or(Ok(()), |path| self.mount.files.remove_replaced(&self.mount, &path));
+        closed.and(finished).and(removed)
     }
 }
 
 impl Drop for FileHandle {
     fn drop(&mut self) {
         if !self.closed
-            && let Err(error) = self.file.close()
+            && let Err(error) = self.finish()
         {
-            tracing::warn!("{}: closing an unclosed handle failed: {error}", self.file.path());
+            tracing::warn!("/{}: closing an unclosed handle failed: {error}", self.entry.path());
         }
     }
 }

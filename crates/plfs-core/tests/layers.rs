@@ -46,8 +46,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The workload seam: one trait, one implementation per workload, each
     // delegating to the workloads layer. Nothing below it knows it exists.
     ("seam", &["workload"]),
-    // The `Plfs` façade and what is built on it.
-    ("facade", &["fs", "tools", "xattr", "collective", "mounts"]),
+    // The `Plfs` façade (with its registry of open files, the same for
+    // every workload) and what is built on it.
+    ("facade", &["fs", "fs::open_files", "tools", "xattr", "collective", "mounts"]),
 ];
 
 /// Imports inside one layer that close a cycle, each with the reason it is

@@ -29,10 +29,6 @@ impl FlatFile {
         FlatFile { path, handle: Handle::Read(file) }
     }
 
-    pub(crate) fn path(&self) -> &StorePath {
-        &self.path
-    }
-
     fn writer(&self) -> Result<&dyn RandomWriter> {
         match &self.handle {
             Handle::Write(file) => Ok(file.as_ref()),

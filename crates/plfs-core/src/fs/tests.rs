@@ -1777,3 +1777,34 @@ fn open_handles_keep_their_file_while_other_threads_rename_over_it() {
         check(&read_whole(&plfs, "/d/pub")).unwrap();
     }
 }
+
+/// A directory renamed while files below it are open here: their handles
+/// follow the files to the new path, so reads, writes, stat and the last
+/// close (its size records) reach the renamed files. (The handles of open
+/// containers kept the old path: a read after the rename found nothing.) A small-file handle
+/// names its directory itself and does not follow yet.
+#[test]
+fn open_handles_follow_their_file_when_its_directory_is_renamed() {
+    for workload in [Workload::SharedFile, Workload::FilePerProc] {
+        let root = tempfile::tempdir().unwrap();
+        let (_stores, plfs) = posix_mount(root.path(), 3, workload);
+        plfs.mkdir("/d", 0o755).unwrap();
+        plfs.mkdir("/d/sub", 0o755).unwrap();
+        let handle = plfs.open("/d/sub/f", OpenFlags::RDWR.create(), 0o644, 1).unwrap();
+        handle.write(b"before ", 0).unwrap();
+        handle.flush().unwrap();
+        plfs.rename("/d", "/e").unwrap();
+        handle
+            .write(b"after", 7)
+            .unwrap_or_else(|error| panic!("{workload:?}: write after the rename: {error}"));
+        let mut buf = [0u8; 32];
+        let count = handle
+            .read(&mut buf, 0)
+            .unwrap_or_else(|error| panic!("{workload:?}: read after the rename: {error}"));
+        assert_eq!(&buf[..count], b"before after", "{workload:?}");
+        assert_eq!(plfs.stat("/e/sub/f").unwrap().size, 12, "{workload:?}");
+        handle.close().unwrap_or_else(|error| panic!("{workload:?}: close after the rename: {error}"));
+        assert_eq!(read_whole(&plfs, "/e/sub/f"), b"before after", "{workload:?}");
+        assert_eq!(plfs.stat("/d").unwrap_err().kind(), ErrorKind::NotFound, "{workload:?}");
+    }
+}

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::{
-    AttributeChange, FileDetail, Found, FoundFile, OpenRequest, Workload, WorkloadFile, foreign_file,
+    AttributeChange, FileDetail, Found, FoundFile, OpenRequest, Opened, SharedFile, Workload, WorkloadFile,
+    foreign_file,
 };
 use crate::attr::{FileAttr, FileKind};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
@@ -52,19 +53,20 @@ impl Workload for FilePerProc {
         })
     }
 
-    fn file_attr(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<FileAttr> {
+    fn file_attr(
+        &self,
+        mount: &MountState,
+        path: &StorePath,
+        file: &FoundFile,
+        _open: Option<&dyn SharedFile>,
+    ) -> Result<FileAttr> {
         Ok(flat::file_attr(mount, metadata_of(path, file)?))
     }
 
-    fn open(
-        &self,
-        mount: &Arc<MountState>,
-        path: &StorePath,
-        request: &OpenRequest<'_>,
-    ) -> Result<Box<dyn WorkloadFile>> {
+    fn open(&self, mount: &Arc<MountState>, path: &StorePath, request: &OpenRequest<'_>) -> Result<Opened> {
         let file = flat::open(mount, path, request.flags, request.mode, request.owner)
             .context(request.shown.to_owned())?;
-        Ok(Box::new(PlainFile(file)))
+        Ok(Opened::Own(Box::new(PlainFile(file))))
     }
 
     fn unlink(&self, mount: &MountState, path: &StorePath, _file: &FoundFile) -> Result<()> {
@@ -76,7 +78,8 @@ impl Workload for FilePerProc {
         mount: &MountState,
         source: &StorePath,
         target: &StorePath,
-    ) -> Result<Option<String>> {
+        _keep_replaced: bool,
+    ) -> Result<Option<StorePath>> {
         flat::rename_file(mount, source, target).map(|()| None)
     }
 
@@ -132,10 +135,6 @@ impl Workload for FilePerProc {
 struct PlainFile(FlatFile);
 
 impl WorkloadFile for PlainFile {
-    fn path(&self) -> StorePath {
-        self.0.path().clone()
-    }
-
     /// An n-n file has no logs: the writer is not recorded.
     fn write(&self, buf: &[u8], offset: u64, _writer: WriterId) -> Result<usize> {
         self.0.write(buf, offset)

@@ -8,7 +8,11 @@
 //! serves symlinks, the same way for every workload; whatever concerns a
 //! logical *file* it asks the mount's one [`Workload`], chosen once from the
 //! configuration ([`for_mount`]). An open file is a [`WorkloadFile`] trait
-//! object, one per open (never per read or write). What only containers
+//! object, one per open (never per read or write); where every open of a
+//! file in a process shares one state (a container's writers and merged
+//! index) the workload says so in what `open` returns ([`Opened::Shared`]),
+//! and the façade's registry of open files (`fs/open_files.rs`) keeps that
+//! [`SharedFile`] by path for every workload alike. What only containers
 //! can do (damage checks, a collective open from a shared index, the tools
 //! that read logs) is the optional [`ContainerOps`] capability; its absence
 //! gives the error the caller reports.
@@ -24,7 +28,7 @@ use std::time::SystemTime;
 
 use crate::attr::{FileAttr, FileKind, Owner};
 use crate::config::Workload as WorkloadName;
-use crate::container::Inventory;
+use crate::container::{Inventory, SizeSummary};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::access::AccessRecord;
 use crate::load::LoadedIndex;
@@ -158,30 +162,44 @@ pub(crate) trait Workload: Debug + Send + Sync {
     /// canonical backend).
     fn lookup(&self, mount: &MountState, path: &StorePath) -> Result<Found>;
 
-    /// `stat` of a file `lookup` found.
-    fn file_attr(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<FileAttr>;
+    /// `stat` of a file `lookup` found; `open` is its state in this
+    /// process when the façade's registry has one (a container open here).
+    fn file_attr(
+        &self,
+        mount: &MountState,
+        path: &StorePath,
+        file: &FoundFile,
+        open: Option<&dyn SharedFile>,
+    ) -> Result<FileAttr>;
 
     /// Opens (with `request.flags.create`, creates) the file at `path`.
-    fn open(
-        &self,
-        mount: &Arc<MountState>,
-        path: &StorePath,
-        request: &OpenRequest<'_>,
-    ) -> Result<Box<dyn WorkloadFile>>;
+    /// The façade holds the name against renames and unlinks meanwhile,
+    /// and counts the open in its registry afterwards.
+    fn open(&self, mount: &Arc<MountState>, path: &StorePath, request: &OpenRequest<'_>) -> Result<Opened>;
 
     /// Removes a file `lookup` found.
     fn unlink(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<()>;
 
     /// Moves a file to `target`, whose name is free or (when
     /// [`replaces_atomically`](Self::replaces_atomically)) a file it
-    /// replaces. Returns the hidden path where a replaced file still open
-    /// in this process lives on until its last close.
+    /// replaces. With `keep_replaced` (the replaced file is open in this
+    /// process) a replaced file moves to a hidden name instead of going,
+    /// returned: it lives on there until the façade's last close of it
+    /// calls [`remove_replaced`](Self::remove_replaced).
     fn rename_file(
         &self,
         mount: &MountState,
         source: &StorePath,
         target: &StorePath,
-    ) -> Result<Option<String>>;
+        keep_replaced: bool,
+    ) -> Result<Option<StorePath>>;
+
+    /// Removes a file `rename_file` kept at hidden name `path`, at its
+    /// last close here. Only a workload that keeps replaced files does
+    /// anything.
+    fn remove_replaced(&self, _mount: &MountState, _path: &StorePath) -> Result<()> {
+        Ok(())
+    }
 
     /// Whether a rename onto an existing file is one atomic switch for its
     /// readers; otherwise the façade removes the target first.
@@ -281,24 +299,64 @@ pub(crate) trait ContainerOps {
     fn remove_damaged(&self, mount: &MountState, path: &StorePath) -> Result<()>;
 
     /// Opens for reading with an index another rank built and checked
-    /// (collective open).
-    fn open_prepared(
-        &self,
-        mount: &Arc<MountState>,
-        path: &StorePath,
-        index: LoadedIndex,
-    ) -> Result<Box<dyn WorkloadFile>>;
+    /// (collective open): no lookup, the façade seeds the file's shared
+    /// state with the index ([`SharedFile::seed`]).
+    fn open_prepared(&self) -> Opened;
 
     /// Logs of a file on every backend.
     fn inventory(&self, mount: &MountState, path: &StorePath) -> Result<Inventory>;
 }
 
-/// One open of a logical file. The façade's `FileHandle` holds one and
-/// checks the open's access mode before each call.
-pub(crate) trait WorkloadFile: Debug + Send + Sync {
-    /// The logical path (as it is now, for a container renamed while open).
-    fn path(&self) -> StorePath;
+/// What a workload's `open` made of one open of a file. The façade's
+/// registry counts every open of a path the same way; this says where the
+/// open's calls go.
+pub(crate) enum Opened {
+    /// This open has a handle of its own (a plain file's descriptor, a
+    /// small file's handle, a read-only PLFS 2.5 index).
+    Own(Box<dyn WorkloadFile>),
+    /// Every open of the file in this process shares one state (a
+    /// container's writers and merged index): `state` makes it at the
+    /// file's first open here, and each open's handle comes from it
+    /// ([`SharedFile::handle`]). With `truncate` the open still truncates
+    /// the file to 0 through that handle (O_TRUNC of a file it did not
+    /// create), which needs the shared writers.
+    Shared { state: fn(&Arc<MountState>, &StorePath) -> Arc<dyn SharedFile>, truncate: bool },
+}
 
+/// What every open of one logical file in this process shares. The
+/// façade's registry keeps it by path from the file's first open here to
+/// its last close, moves it with renames, and calls these hooks; its gate
+/// keeps every call through a handle apart from a move of the file.
+pub(crate) trait SharedFile: Debug + Send + Sync {
+    /// One more open's handle on this state (the one allocation of an open).
+    fn handle(self: Arc<Self>) -> Box<dyn WorkloadFile>;
+
+    /// Another open of the file here: close-to-open, it sees what other
+    /// hosts synced before it, so cached read state goes.
+    fn reopened(&self);
+
+    /// A collective open installs the index another rank loaded.
+    fn seed(&self, index: LoadedIndex);
+
+    /// The file now lives at `path` (its directory or itself renamed, or
+    /// hidden as replaced): what it caches under the old path goes.
+    fn moved(&self, path: &StorePath);
+
+    /// The size `stat` reports while the file is open here: from memory
+    /// (lazy stat) when `lazy` and this process wrote it; otherwise None,
+    /// once what this process buffers reached the backend where stat
+    /// reads it.
+    fn size_for_stat(&self, lazy: bool) -> Result<Option<SizeSummary>>;
+
+    /// The last close of the file here (every close, once an unlink
+    /// detached it from the registry): finishes its writers.
+    fn close(&self) -> Result<()>;
+}
+
+/// One open of a logical file. The façade's `FileHandle` holds one and
+/// checks the open's access mode before each call, holding its registry
+/// entry's gate.
+pub(crate) trait WorkloadFile: Debug + Send + Sync {
     /// Writes at `offset` as `writer` (each writer id has its own logs in a
     /// container; the other workloads ignore it or record it).
     fn write(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize>;
@@ -317,7 +375,8 @@ pub(crate) trait WorkloadFile: Debug + Send + Sync {
 
     fn truncate(&self, size: u64, writer: WriterId) -> Result<()>;
 
-    /// This open ends; the last close of a file finishes its writers.
+    /// This open ends (a shared state's own close follows at the last
+    /// close of the file here).
     fn close(&self) -> Result<()>;
 }
 
@@ -330,7 +389,7 @@ pub(crate) fn for_mount(
     max_smallfile_containers: usize,
 ) -> Result<Box<dyn Workload>> {
     Ok(match name {
-        WorkloadName::SharedFile => Box::new(shared_file::SharedFile::new()),
+        WorkloadName::SharedFile => Box::new(shared_file::Containers::new()),
         WorkloadName::FilePerProc => Box::new(file_per_proc::FilePerProc::new(mount)?),
         WorkloadName::SmallFile => Box::new(small_file::SmallFile::new(mount, max_smallfile_containers)?),
     })

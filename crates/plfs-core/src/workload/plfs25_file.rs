@@ -82,10 +82,6 @@ struct File25 {
 }
 
 impl WorkloadFile for File25 {
-    fn path(&self) -> StorePath {
-        self.path.clone()
-    }
-
     fn write(&self, _buf: &[u8], _offset: u64, _writer: WriterId) -> Result<usize> {
         Err(plfs25::read_only(&format!("/{}", self.path)))
     }

@@ -1,20 +1,19 @@
 //! `workload: shared_file` (n-1): each logical file is a container (see
 //! `container.rs`), written through per-writer logs and read through a
 //! merged index. Handles of one file in one process share one open file
-//! (one merged index per process), so this workload keeps the registry of
-//! open containers: only containers share an open file between handles.
+//! (one merged index per process): the state its opens share in the
+//! façade's registry of open files ([`Opened::Shared`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::Arc;
 
 use super::plfs25_file;
 use super::{
-    AttributeChange, ContainerOps, FileDetail, Found, FoundFile, OpenRequest, Workload, WorkloadFile,
-    foreign_file,
+    AttributeChange, ContainerOps, FileDetail, Found, FoundFile, OpenRequest, Opened, SharedFile, Workload,
+    WorkloadFile, foreign_file,
 };
 use crate::attr::{FileAttr, FileKind};
 use crate::clock::{ns_to_system_time, system_time_to_ns};
-use crate::container::{self, Inventory, Lookup};
+use crate::container::{self, Inventory, Lookup, SizeSummary};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::file::OpenFile;
 use crate::format::access::AccessRecord;
@@ -28,174 +27,70 @@ use crate::protection::{self, Pieces};
 use crate::store::{EntryKind, Store, StorePath};
 use crate::stripes;
 
-/// The open file every handle of one container shares in this process,
-/// behind its gate. A rename or unlink that moves the file's storage holds
-/// the gate exclusively until the open file knows its new path; every call
-/// through a handle holds it shared. Without it a read between the switch
-/// and `set_path` loaded the index of the file that took the name (wrong
-/// bytes) or chased logs that had moved (ENOENT on an open descriptor).
+/// The open file every handle of one container shares in this process
+/// (one merged index and one set of writers per file per process), kept in
+/// the façade's registry while the file is open here.
 #[derive(Debug)]
-struct Shared {
-    gate: RwLock<()>,
+struct ContainerShared {
     file: OpenFile,
+    mount: Arc<MountState>,
 }
 
-impl Shared {
-    fn gated(&self) -> RwLockReadGuard<'_, ()> {
-        self.gate.read().unwrap_or_else(PoisonError::into_inner)
+impl ContainerShared {
+    /// What the registry calls at a container's first open here.
+    fn make(mount: &Arc<MountState>, logical: &StorePath) -> Arc<dyn SharedFile> {
+        Arc::new(ContainerShared {
+            file: OpenFile::new(mount.clone(), logical.clone()),
+            mount: mount.clone(),
+        })
     }
 }
 
-#[derive(Debug)]
-struct OpenEntry {
-    shared: Arc<Shared>,
-    opens: usize,
-    /// A rename replaced this file while it was open here: it lives on at
-    /// a hidden name until its last close here removes it.
-    doomed: bool,
-}
-
-/// Who holds a logical path while its storage may change under it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Claim {
-    /// Opens looking the file up and registering (shared).
-    Opening(usize),
-    /// A rename or unlink moving the file (exclusive).
-    Moving,
-}
-
-#[derive(Debug, Default)]
-struct Tables {
-    entries: HashMap<StorePath, OpenEntry>,
-    claims: HashMap<StorePath, Claim>,
-}
-
-/// The containers open in this process, by logical path, and the paths a
-/// rename or unlink is moving: an open of such a path waits for the move
-/// (it then finds the file the name has after it), and a move waits for
-/// the opens of its paths to register, so the entries of its paths hold
-/// still while it runs.
-#[derive(Debug, Default)]
-struct Registry {
-    tables: Mutex<Tables>,
-    released: Condvar,
-}
-
-impl Registry {
-    fn lock(&self) -> MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(PoisonError::into_inner)
+impl SharedFile for ContainerShared {
+    fn handle(self: Arc<Self>) -> Box<dyn WorkloadFile> {
+        Box::new(ContainerFile { shared: self })
     }
 
-    /// Waits until no move holds `path`, then holds it for an open.
-    fn claim_open(&self, path: &StorePath) -> ClaimGuard<'_> {
-        let mut tables = self.lock();
-        loop {
-            match tables.claims.get_mut(path) {
-                None => {
-                    tables.claims.insert(path.clone(), Claim::Opening(1));
-                    break;
-                }
-                Some(Claim::Opening(count)) => {
-                    *count += 1;
-                    break;
-                }
-                Some(Claim::Moving) => {
-                    tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
-                }
-            }
+    /// Close-to-open: a cached index is dropped, except by the first open
+    /// after a collective one, which belongs to it.
+    fn reopened(&self) {
+        self.file.reopened();
+    }
+
+    fn seed(&self, index: LoadedIndex) {
+        self.file.seed_read_state(index);
+    }
+
+    /// Its merged index names logs under the old name.
+    fn moved(&self, path: &StorePath) {
+        self.file.set_path(path.clone());
+        self.file.invalidate_read_state();
+    }
+
+    fn size_for_stat(&self, lazy: bool) -> Result<Option<SizeSummary>> {
+        // Lazy stat (PLFS's default): a file this process is writing
+        // answers from memory, without reading any index log; writes
+        // other processes made since it was opened show at close.
+        if lazy && self.file.has_written() {
+            return self.file.known_summary().map(Some);
         }
-        ClaimGuard { registry: self, paths: vec![path.clone()] }
+        // Records this process still buffers must reach the index logs
+        // first, so the answer read there is exact.
+        self.file.flush_index().map(|()| None)
     }
 
-    /// Waits until nothing holds any of `paths`, then holds them all for a
-    /// move, and returns the shared files open at them now.
-    fn claim_move(&self, paths: &[&StorePath]) -> (ClaimGuard<'_>, Vec<Arc<Shared>>) {
-        let mut tables = self.lock();
-        while paths.iter().any(|path| tables.claims.contains_key(*path)) {
-            tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
-        }
-        let mut held = Vec::with_capacity(paths.len());
-        let mut open = Vec::new();
-        for path in paths {
-            if tables.claims.insert((*path).clone(), Claim::Moving).is_none() {
-                held.push((*path).clone());
-            }
-            if let Some(entry) = tables.entries.get(*path) {
-                open.push(entry.shared.clone());
-            }
-        }
-        (ClaimGuard { registry: self, paths: held }, open)
+    fn close(&self) -> Result<()> {
+        self.file.close()
     }
-}
-
-/// Paths held by an open or a move, given back when it drops.
-struct ClaimGuard<'a> {
-    registry: &'a Registry,
-    paths: Vec<StorePath>,
-}
-
-impl Drop for ClaimGuard<'_> {
-    fn drop(&mut self) {
-        let mut tables = self.registry.lock();
-        for path in &self.paths {
-            match tables.claims.get_mut(path) {
-                Some(Claim::Opening(count)) if *count > 1 => *count -= 1,
-                _ => {
-                    tables.claims.remove(path);
-                }
-            }
-        }
-        drop(tables);
-        self.registry.released.notify_all();
-    }
-}
-
-/// Holds the gates of the files a move claimed, exclusively: every call
-/// through their handles finished, none starts until the move is done
-/// (closes too, so the entries of the claimed paths hold still).
-fn hold_gates(open: &[Arc<Shared>]) -> Vec<std::sync::RwLockWriteGuard<'_, ()>> {
-    open.iter().map(|shared| shared.gate.write().unwrap_or_else(PoisonError::into_inner)).collect()
 }
 
 /// The container workload of one mount.
 #[derive(Debug, Default)]
-pub(super) struct SharedFile {
-    registry: Arc<Registry>,
-}
+pub(super) struct Containers;
 
-impl SharedFile {
-    pub(super) fn new() -> SharedFile {
-        SharedFile::default()
-    }
-
-    /// Counts one more open of `logical` in this process. Close-to-open:
-    /// the open sees what other hosts synced before it, even when the file
-    /// was already open here, so a cached index is replaced (by `index` when
-    /// a collective open built one) or dropped — except by the first open
-    /// after a collective one, which belongs to it. The caller holds an
-    /// open claim on `logical`.
-    fn register_open(
-        &self,
-        mount: &Arc<MountState>,
-        logical: &StorePath,
-        index: Option<LoadedIndex>,
-    ) -> ContainerFile {
-        let mut tables = self.registry.lock();
-        let entry = tables.entries.entry(logical.clone()).or_insert_with(|| OpenEntry {
-            shared: Arc::new(Shared {
-                gate: RwLock::new(()),
-                file: OpenFile::new(mount.clone(), logical.clone()),
-            }),
-            opens: 0,
-            doomed: false,
-        });
-        match index {
-            Some(index) => entry.shared.file.seed_read_state(index),
-            None if entry.opens > 0 => entry.shared.file.reopened(),
-            None => {}
-        }
-        entry.opens += 1;
-        ContainerFile { shared: entry.shared.clone(), mount: mount.clone(), registry: self.registry.clone() }
+impl Containers {
+    pub(super) fn new() -> Containers {
+        Containers
     }
 
     /// Makes the container vanish in one rename on its canonical backend,
@@ -233,7 +128,7 @@ fn access_of<'a>(path: &StorePath, file: &'a FoundFile) -> Result<&'a AccessReco
     file.access_record().ok_or_else(|| foreign_file(path))
 }
 
-impl Workload for SharedFile {
+impl Workload for Containers {
     fn lookup(&self, mount: &MountState, path: &StorePath) -> Result<Found> {
         // A PLFS 2.5 container is a directory to plfs's lookup, or nothing
         // where 2.5 hashed its name to another backend.
@@ -260,29 +155,25 @@ impl Workload for SharedFile {
         })
     }
 
-    fn file_attr(&self, mount: &MountState, logical: &StorePath, file: &FoundFile) -> Result<FileAttr> {
+    fn file_attr(
+        &self,
+        mount: &MountState,
+        logical: &StorePath,
+        file: &FoundFile,
+        open: Option<&dyn SharedFile>,
+    ) -> Result<FileAttr> {
         if let Some(found) = plfs25_file::detail(file) {
             return plfs25::attr(mount, logical, found);
         }
         let access = access_of(logical, file)?;
-        let open = self.registry.lock().entries.get(logical).map(|entry| entry.shared.clone());
-        let gate = open.as_ref().map(|shared| shared.gated());
-        let summary = match &open {
-            // Lazy stat (PLFS's default): a file this process is writing
-            // answers from memory, without reading any index log; writes
-            // other processes made since it was opened show at close.
-            Some(shared) if mount.tuning.lazy_stat && shared.file.has_written() => {
-                shared.file.known_summary()?
-            }
-            Some(shared) => {
-                // Records this process still buffers must reach the index
-                // logs first, so the answer is exact.
-                shared.file.flush_index()?;
-                container::size_from_meta(mount, logical)?
-            }
+        let known = match open {
+            Some(shared) => shared.size_for_stat(mount.tuning.lazy_stat)?,
+            None => None,
+        };
+        let summary = match known {
+            Some(summary) => summary,
             None => container::size_from_meta(mount, logical)?,
         };
-        drop(gate);
         let mtime_ns =
             if summary.last_stamp > access.times_stamp { summary.last_stamp } else { access.mtime_ns };
         Ok(FileAttr {
@@ -304,17 +195,14 @@ impl Workload for SharedFile {
         mount: &Arc<MountState>,
         logical: &StorePath,
         request: &OpenRequest<'_>,
-    ) -> Result<Box<dyn WorkloadFile>> {
+    ) -> Result<Opened> {
         let (path, flags) = (request.shown, request.flags);
-        // The file at the name as of one instant: no rename or unlink of
-        // the name runs until this open has registered.
-        let _claim = self.registry.claim_open(logical);
         let mut created = false;
         // Before creating: a 2.5 file of this name (possibly on another
         // backend than plfs would create it on) must not be shadowed.
         let existing25 = if flags.create { plfs25::find(mount, logical)? } else { None };
         if let Some(found) = existing25 {
-            return plfs25_file::open(mount, logical, &found, request);
+            return plfs25_file::open(mount, logical, &found, request).map(Opened::Own);
         }
         if flags.create {
             if !flags.write && !flags.read {
@@ -337,7 +225,7 @@ impl Workload for SharedFile {
             match self.lookup(mount, logical).context(path.to_owned())? {
                 Found::File(file) => {
                     if let Some(found) = plfs25_file::detail(&file) {
-                        return plfs25_file::open(mount, logical, found, request);
+                        return plfs25_file::open(mount, logical, found, request).map(Opened::Own);
                     }
                 }
                 Found::Directory(_) => return Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
@@ -354,31 +242,16 @@ impl Workload for SharedFile {
             // process only then: open(2) refuses at the open.
             check_access()?;
         }
-        let file = self.register_open(mount, logical, None);
-        if flags.truncate
-            && flags.write
-            && !created
-            && let Err(error) = file.truncate(0, request.writer)
-        {
-            // This open fails: it no longer counts as an open of the file.
-            if let Err(closing) = file.close() {
-                tracing::warn!("{}: closing an unclosed handle failed: {closing}", file.path());
-            }
-            return Err(error.context(path.to_owned()));
-        }
-        Ok(Box::new(file))
+        Ok(Opened::Shared {
+            state: ContainerShared::make,
+            truncate: flags.truncate && flags.write && !created,
+        })
     }
 
     fn unlink(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<()> {
         if let Some(found) = plfs25_file::detail(file) {
             return plfs25_file::unlink(mount, path, found);
         }
-        let (_claim, open) = self.registry.claim_move(&[path]);
-        let _gates = hold_gates(&open);
-        // Handles still open here (an interface that does not hide such a
-        // file first) keep their open file, detached: a file created at
-        // the name later must get an open file of its own, never theirs.
-        self.registry.lock().entries.remove(path);
         self.remove_container(mount, path)
     }
 
@@ -387,37 +260,17 @@ impl Workload for SharedFile {
         mount: &MountState,
         source: &StorePath,
         target: &StorePath,
-    ) -> Result<Option<String>> {
+        keep_replaced: bool,
+    ) -> Result<Option<StorePath>> {
         if plfs25::find(mount, source)?.is_some() {
             return Err(plfs25::read_only(&format!("/{source}")));
         }
-        // Both names are held and the handles of both files wait, from
-        // before the storage switches until they know their new paths; the
-        // entries of both names hold still meanwhile (see `Registry`).
-        let (_claim, open) = self.registry.claim_move(&[source, target]);
-        let _gates = hold_gates(&open);
-        let open_here = self.registry.lock().entries.contains_key(target);
-        let displaced = crate::rename::move_file(mount, source, target, open_here)?;
-        let mut tables = self.registry.lock();
-        let mut kept = None;
-        // The replaced file's handles here follow it to its hidden name:
-        // they must never read or write the new file.
-        if let (true, Some(displaced)) = (open_here, displaced)
-            && let Some(mut entry) = tables.entries.remove(target)
-        {
-            entry.shared.file.set_path(displaced.clone());
-            entry.shared.file.invalidate_read_state();
-            entry.doomed = true;
-            kept = Some(format!("/{displaced}"));
-            tables.entries.insert(displaced, entry);
-        }
-        if let Some(entry) = tables.entries.remove(source) {
-            entry.shared.file.set_path(target.clone());
-            // Its merged index names logs under the old name.
-            entry.shared.file.invalidate_read_state();
-            tables.entries.insert(target.clone(), entry);
-        }
-        Ok(kept)
+        crate::rename::move_file(mount, source, target, keep_replaced)
+    }
+
+    /// The last handle here of a file a rename replaced: it goes now.
+    fn remove_replaced(&self, mount: &MountState, path: &StorePath) -> Result<()> {
+        crate::rename::remove_everywhere(mount, path)
     }
 
     fn replaces_atomically(&self) -> bool {
@@ -511,7 +364,7 @@ impl Workload for SharedFile {
     }
 }
 
-impl ContainerOps for SharedFile {
+impl ContainerOps for Containers {
     fn is_damaged(&self, mount: &MountState, path: &StorePath) -> Result<bool> {
         container::is_damaged(mount, path)
     }
@@ -520,14 +373,8 @@ impl ContainerOps for SharedFile {
         self.remove_container(mount, path)
     }
 
-    fn open_prepared(
-        &self,
-        mount: &Arc<MountState>,
-        path: &StorePath,
-        index: LoadedIndex,
-    ) -> Result<Box<dyn WorkloadFile>> {
-        let _claim = self.registry.claim_open(path);
-        Ok(Box::new(self.register_open(mount, path, Some(index))))
+    fn open_prepared(&self) -> Opened {
+        Opened::Shared { state: ContainerShared::make, truncate: false }
     }
 
     fn inventory(&self, mount: &MountState, path: &StorePath) -> Result<Inventory> {
@@ -535,84 +382,45 @@ impl ContainerOps for SharedFile {
     }
 }
 
-/// One open of a container: this process's shared open file, counted in
-/// the registry until this open's close.
+/// One open of a container: this process's shared open file. The façade
+/// holds the registry entry's gate around every call.
 #[derive(Debug)]
 struct ContainerFile {
-    shared: Arc<Shared>,
-    mount: Arc<MountState>,
-    registry: Arc<Registry>,
+    shared: Arc<ContainerShared>,
 }
 
 impl WorkloadFile for ContainerFile {
-    fn path(&self) -> StorePath {
-        self.shared.file.path()
-    }
-
     fn write(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
-        let _gate = self.shared.gated();
         self.shared.file.write(buf, offset, writer)
     }
 
     fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        let _gate = self.shared.gated();
         self.shared.file.read(buf, offset)
     }
 
     fn flush(&self) -> Result<()> {
-        let _gate = self.shared.gated();
         self.shared.file.flush_index()
     }
 
     fn sync(&self) -> Result<()> {
-        let _gate = self.shared.gated();
         self.shared.file.sync()
     }
 
     fn size(&self) -> Result<u64> {
-        let _gate = self.shared.gated();
         self.shared.file.size()
     }
 
     fn truncate(&self, size: u64, writer: WriterId) -> Result<()> {
-        let _gate = self.shared.gated();
         let file = &self.shared.file;
         let stamp = file.truncate(size, writer)?;
         if size == 0 {
-            container::reclaim_before(&self.mount, &file.path(), stamp)?;
+            container::reclaim_before(&self.shared.mount, &file.path(), stamp)?;
         }
         Ok(())
     }
 
+    /// The shared open file finishes at the last close (`SharedFile::close`).
     fn close(&self) -> Result<()> {
-        // Through to the last close's size records: they go into the
-        // container at the file's path, which no move may change meanwhile.
-        let _gate = self.shared.gated();
-        let file = &self.shared.file;
-        let mut doomed = None;
-        let last = {
-            let mut tables = self.registry.lock();
-            let path = file.path();
-            match tables.entries.get_mut(&path) {
-                Some(entry) if Arc::ptr_eq(&entry.shared, &self.shared) => {
-                    entry.opens -= 1;
-                    let last = entry.opens == 0;
-                    if last {
-                        doomed =
-                            tables.entries.remove(&path).is_some_and(|entry| entry.doomed).then_some(path);
-                    }
-                    last
-                }
-                // Detached by an unlink: every close finishes what it can.
-                _ => true,
-            }
-        };
-        if !last {
-            return Ok(());
-        }
-        let closed = file.close();
-        // The last handle of a file a rename replaced: it goes now.
-        let removed = doomed.map_or(Ok(()), |path| crate::rename::remove_everywhere(&self.mount, &path));
-        closed.and(removed)
+        Ok(())
     }
 }

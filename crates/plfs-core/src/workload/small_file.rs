@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use super::{
-    AttributeChange, FileDetail, Found, FoundFile, OpenRequest, Workload, WorkloadFile, foreign_file,
+    AttributeChange, FileDetail, Found, FoundFile, OpenRequest, Opened, SharedFile, Workload, WorkloadFile,
+    foreign_file,
 };
 use crate::attr::{FileAttr, FileKind};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
@@ -62,19 +63,20 @@ impl Workload for SmallFile {
         })
     }
 
-    fn file_attr(&self, mount: &MountState, path: &StorePath, file: &FoundFile) -> Result<FileAttr> {
+    fn file_attr(
+        &self,
+        mount: &MountState,
+        path: &StorePath,
+        file: &FoundFile,
+        _open: Option<&dyn SharedFile>,
+    ) -> Result<FileAttr> {
         Ok(small::file_attr(mount, stat_of(path, file)?))
     }
 
-    fn open(
-        &self,
-        mount: &Arc<MountState>,
-        path: &StorePath,
-        request: &OpenRequest<'_>,
-    ) -> Result<Box<dyn WorkloadFile>> {
+    fn open(&self, mount: &Arc<MountState>, path: &StorePath, request: &OpenRequest<'_>) -> Result<Opened> {
         let file = small::open(mount, self.engine(), path, request.flags, request.writer)
             .context(request.shown.to_owned())?;
-        Ok(Box::new(SmallHandle { file, engine: self.engine.clone() }))
+        Ok(Opened::Own(Box::new(SmallHandle { file, engine: self.engine.clone() })))
     }
 
     fn unlink(&self, mount: &MountState, path: &StorePath, _file: &FoundFile) -> Result<()> {
@@ -86,7 +88,8 @@ impl Workload for SmallFile {
         mount: &MountState,
         source: &StorePath,
         target: &StorePath,
-    ) -> Result<Option<String>> {
+        _keep_replaced: bool,
+    ) -> Result<Option<StorePath>> {
         small::rename_file(mount, self.engine(), source, target).map(|()| None)
     }
 
@@ -173,10 +176,6 @@ struct SmallHandle {
 }
 
 impl WorkloadFile for SmallHandle {
-    fn path(&self) -> StorePath {
-        self.file.path()
-    }
-
     fn write(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
         self.file.write(&self.engine.engine, buf, offset, writer)
     }
