@@ -194,7 +194,7 @@ impl PlacementReport {
         );
         for class in &self.classes {
             text.push_str(&format!(
-                "  {:<7} {:>3}% of files, {:>9} (paper {}, {} stripes of 64): ideal -c {}\n",
+                "  {:<7} {:>3}% of files, {:>9} (paper: {}, -c {} of 64 OSTs): ideal -c {}\n",
                 class.name,
                 class.percent,
                 size_text(class.bytes),
