@@ -29,6 +29,7 @@ pub mod mdtest;
 pub mod metadata_server;
 mod open;
 mod pattern;
+pub mod placement;
 pub mod peers;
 pub mod plot;
 pub mod protocol;

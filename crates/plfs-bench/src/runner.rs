@@ -161,8 +161,12 @@ fn validate(spec: &BenchSpec) -> Result<()> {
 /// plfsrc so it is the container the interposer will open.
 fn interface_mount(spec: &BenchSpec, work: &Path, target: Target) -> Result<()> {
     let mount_point = interface_mount_point(work, target);
-    let mut text =
-        format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount_point.display());
+    // No layout, as the library target's mount (`mount_stores`) has none:
+    // the interfaces then differ in the interface alone, not in placement.
+    let mut text = format!(
+        "- mount_point: {}\n  workload: shared_file\n  default_layout: none\n  backends:\n",
+        mount_point.display()
+    );
     for dir in interface_backend_dirs(work, target, spec.backends) {
         fs::create_dir_all(&dir).map_err(BenchError::io("creating", &dir))?;
         text.push_str(&format!("    - location: posix://{}\n", dir.display()));

@@ -29,6 +29,16 @@ impl Setup {
         Setup::with_backends(true)
     }
 
+    /// With `default_layout: none`: one hostdir backend per host, for the
+    /// tests that count logs per writer or edit a log at a known offset.
+    fn without_layout() -> Setup {
+        let setup = Setup::new();
+        let mut text = fs::read_to_string(&setup.config).unwrap();
+        text = text.replace("  workload: shared_file\n", "  workload: shared_file\n  default_layout: none\n");
+        fs::write(&setup.config, text).unwrap();
+        setup
+    }
+
     fn with_backends(create: bool) -> Setup {
         let dir = tempfile::Builder::new().prefix("plfs-cli-test.").tempdir().unwrap();
         let backends: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("backend{i}"))).collect();
@@ -188,7 +198,7 @@ fn cp_keeps_sparse_files_sparse_both_ways() {
 
 #[test]
 fn cp_round_trips_100_mb_and_copies_plfs_to_plfs() {
-    let setup = Setup::new();
+    let setup = Setup::without_layout();
     let big = setup.scratch("big");
     write_random(&big, 100_000_000, 42);
     round_trip(&setup, &big, "big", "4");
@@ -454,7 +464,7 @@ fn version_names_the_library_and_the_file_format() {
 
 #[test]
 fn flatten_writes_a_global_index_that_reads_back_the_same() {
-    let setup = Setup::new();
+    let setup = Setup::without_layout();
     let source = setup.scratch("flat");
     write_random(&source, 9_000_000, 11);
     let logical = setup.logical("flat");
@@ -754,7 +764,7 @@ fn findings(report: &Value) -> Vec<(String, bool)> {
 
 #[test]
 fn cp_out_of_a_file_with_a_flipped_data_byte_fails_naming_the_log_and_offset() {
-    let setup = Setup::new();
+    let setup = Setup::without_layout();
     let source = setup.scratch("data");
     // Two whole 4 MiB chunks (one pattern record) and a shorter last write.
     write_random(&source, 10_000_000, 5);

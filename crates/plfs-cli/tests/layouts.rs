@@ -219,3 +219,71 @@ fn df_lists_every_backend_and_counts_one_file_system_once() {
     assert!(text.contains(&format!("Mount {}", setup.mount.display())), "{text}");
     assert!(text.contains("(same file system as 0)"), "{text}");
 }
+
+/// The backends `getstripe --json` reports data on, with their object counts.
+fn objects_per_backend(report: &Value) -> Vec<(u64, u64)> {
+    report["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|backend| (backend["backend"].as_u64().unwrap(), backend["objects"].as_u64().unwrap()))
+        .collect()
+}
+
+/// A plfsrc that names no layout stripes new files by the progressive
+/// default: a small file is one data object on one backend, an 8 MiB file
+/// spreads over all four; `default_layout: none` keeps one backend per host,
+/// and a mount with one backend has no layout at all.
+#[test]
+fn without_a_layout_key_new_files_get_the_progressive_default() {
+    let setup = Setup::new("");
+    let root = setup.json(&["getstripe", &setup.logical("")]);
+    assert_eq!((root["source"].as_str(), root["layout"].as_str()), (Some("mount-default"), Some(DEFAULT)));
+    let small = setup.dir.path().join("small");
+    let large = setup.dir.path().join("large");
+    fs::write(&small, vec![3u8; 300_000]).unwrap();
+    fs::write(&large, (0..8u32 << 20).map(|i| (i % 251) as u8).collect::<Vec<u8>>()).unwrap();
+    for name in ["small", "large"] {
+        setup.ok(&["cp", &setup.dir.path().join(name).display().to_string(), &setup.logical(name)]);
+    }
+    let small_report = setup.json(&["getstripe", &setup.logical("small")]);
+    assert_eq!(small_report["layout"], DEFAULT, "{small_report}");
+    assert_eq!(objects_per_backend(&small_report).len(), 1, "{small_report}");
+    assert_eq!(objects_per_backend(&small_report)[0].1, 1, "{small_report}");
+    let large_report = setup.json(&["getstripe", &setup.logical("large")]);
+    let backends: Vec<u64> = objects_per_backend(&large_report).iter().map(|(backend, _)| *backend).collect();
+    assert_eq!(backends, [0, 1, 2, 3], "{large_report}");
+    let copy = setup.dir.path().join("large.back");
+    setup.ok(&["cp", &setup.logical("large"), &copy.display().to_string()]);
+    assert!(fs::read(&copy).unwrap() == fs::read(&large).unwrap(), "the 8 MiB file read back differs");
+
+    // `default_layout: none`: the whole file on its host's one backend.
+    let none = Setup::new("  default_layout: none\n");
+    assert_eq!(none.json(&["getstripe", &none.logical("")])["source"], "none");
+    none.ok(&["cp", &large.display().to_string(), &none.logical("large")]);
+    let report = none.json(&["getstripe", &none.logical("large")]);
+    assert_eq!(report["layout"], Value::Null, "{report}");
+    assert_eq!(objects_per_backend(&report).len(), 1, "{report}");
+
+    // One backend: nothing to spread over, so no layout and no layout records.
+    let dir = tempfile::Builder::new().prefix("plfs-layout-test.").tempdir().unwrap();
+    let backend = dir.path().join("backend");
+    fs::create_dir(&backend).unwrap();
+    let mount = dir.path().join("mnt");
+    let config = dir.path().join("plfsrc");
+    fs::write(&config, format!("- mount_point: {}\n  backends: [{}]\n", mount.display(), backend.display()))
+        .unwrap();
+    let plfs = |args: &[&str]| {
+        let output = Command::new(BIN).arg("--config").arg(&config).args(args).env_remove("PLFSRC").output();
+        let output = output.unwrap();
+        assert!(output.status.success(), "plfs {args:?}: {output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let logical = format!("{}/large", mount.display());
+    plfs(&["cp", &large.display().to_string(), &logical]);
+    let report: Value = serde_json::from_str(&plfs(&["getstripe", &logical, "--json"])).unwrap();
+    assert_eq!(report["layout"], Value::Null, "{report}");
+    let root: Value =
+        serde_json::from_str(&plfs(&["getstripe", &mount.display().to_string(), "--json"])).unwrap();
+    assert_eq!(root["source"], "none", "{root}");
+}

@@ -12,7 +12,7 @@ use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
 use crate::retained::RetainedIndexes;
 use crate::store::{SharedStore, Store, StorePath};
-use crate::striping::StripingConfig;
+use crate::striping::{Layout, StripingConfig};
 
 /// State shared by every open file of a mount.
 #[derive(Debug)]
@@ -37,6 +37,18 @@ pub(crate) struct MountState {
 }
 
 impl MountState {
+    /// The layout of new files where no template applies: the configured
+    /// default, unless only one backend holds logs. Striping over one
+    /// backend spreads nothing and would cost a layout record per file and a
+    /// stripes record per component, so such a mount keeps the pre-layout
+    /// placement (an explicit template or file layout still applies).
+    pub(crate) fn default_layout(&self) -> Option<&Layout> {
+        match self.placement.shadow_backends().len() {
+            0 | 1 => None,
+            _ => self.striping.default_layout.as_ref(),
+        }
+    }
+
     pub(crate) fn store(&self, backend: BackendId) -> &dyn Store {
         self.stores[backend.0].as_ref()
     }

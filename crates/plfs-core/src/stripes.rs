@@ -31,7 +31,7 @@ use crate::striping::{LAYOUT_XATTR, Layout};
 pub(crate) fn layout_for_new_file(mount: &MountState, path: &StorePath) -> Result<Option<Layout>> {
     match path.parent() {
         Some(parent) => layout_of_directory(mount, &parent),
-        None => Ok(mount.striping.default_layout.clone()),
+        None => Ok(mount.default_layout().cloned()),
     }
 }
 
@@ -43,7 +43,7 @@ pub(crate) fn layout_of_directory(mount: &MountState, parent: &StorePath) -> Res
     let location = parent.join(&crate::layout::dir_xattr_name(LAYOUT_XATTR)?)?;
     match read_layout_attribute(store, &location)? {
         Some(layout) => Ok(Some(layout)),
-        None => Ok(mount.striping.default_layout.clone()),
+        None => Ok(mount.default_layout().cloned()),
     }
 }
 

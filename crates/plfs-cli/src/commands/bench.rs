@@ -220,6 +220,9 @@ enum BenchCommand {
     /// The cost model (docs/COST_MODEL.md) against exact counts of every
     /// operation at 1 to 128 thread ranks, or extrapolated to 64K ranks.
     Cost(super::bench_cost::Opts),
+    /// The PFL paper's object placement (Table 2, Figures 5-6): K tmpfs
+    /// backends filled to 90% with ideal per-size striping vs one PFL layout.
+    Placement(super::bench_placement::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -255,6 +258,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         Some(BenchCommand::Mdtest(mdtest)) => return super::bench_mdtest::run(mdtest),
         Some(BenchCommand::Restart(restart)) => return super::bench_restart::run(restart),
         Some(BenchCommand::Cost(cost)) => return super::bench_cost::run(cost),
+        Some(BenchCommand::Placement(placement)) => return super::bench_placement::run(placement),
         None => {}
     }
     if !opts.backend.is_empty() {

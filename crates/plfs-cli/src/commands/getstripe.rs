@@ -73,7 +73,15 @@ pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
             Some(layout) => (Some(layout.clone()), "mount-default"),
             None => (None, "none"),
         },
-        (None, _) => (None, "none"),
+        // A file created with a layout (a template's or the mount's
+        // default) keeps it in its container, not as an attribute.
+        (None, _) => match plfs.file_layout(&target.path) {
+            Ok(Some(layout)) => (Some(layout), "file"),
+            Ok(None) => (None, "none"),
+            // An n-n or small file has no container to read it from.
+            Err(error) if error.kind() == ErrorKind::Unsupported => (None, "none"),
+            Err(error) => return Err(target.error(error)),
+        },
     };
     let mut backends = Vec::new();
     if attr.kind == FileKind::File {

@@ -5,6 +5,7 @@ pub mod bench_cost;
 pub mod bench_fuse;
 pub mod bench_mdtest;
 pub mod bench_open;
+pub mod bench_placement;
 pub mod bench_restart;
 pub mod check_config;
 pub mod cp;

@@ -300,7 +300,8 @@ impl MountConfig {
             syncer_ip: None,
             max_writers: 4,
             max_smallfile_containers: 32,
-            striping: StripingConfig::default(),
+            // A plfsrc without `default_layout` gets the progressive layout.
+            striping: StripingConfig::mount_default(),
         }
     }
 }

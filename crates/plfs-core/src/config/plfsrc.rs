@@ -23,6 +23,7 @@
 //! - mount_point: /mnt/plfs-striped
 //!   backends: [/ssd1, /ssd2, /disk1, /disk2]
 //!   default_layout: -E 1M -c 1 -E 64M -c 4 -E -1 -c -1   # lfs setstripe syntax, or none
+//!                                       # (absent: this progressive layout)
 //!   pools:                              # named subsets for -p POOL: backends by
 //!     ssd: [0, 1]                       # index (from 0) or by location as listed
 //!     disk: [/disk1, /disk2]
@@ -1669,9 +1670,14 @@ mod tests {
         assert_eq!(striping.pools["ssd"], vec![0, 1]);
         assert_eq!(striping.pools["disk"], vec![2, 3]);
         assert_eq!((striping.imbalance_pct, striping.reserve_bytes), (25, 10 << 30));
-        // `none` and no key at all keep one backend per host.
+        // `none` keeps one backend per host; no key at all is the progressive default.
         let none = inline("- mount_point: /mnt/s\n  backends: [/b0]\n  default_layout: none\n").unwrap();
         assert_eq!(none.mounts[0].striping, crate::striping::StripingConfig::default());
+        let absent = inline("- mount_point: /mnt/s\n  backends: [/b0, /b1]\n").unwrap();
+        assert_eq!(
+            absent.mounts[0].striping.default_layout.as_ref().map(ToString::to_string).as_deref(),
+            Some("-E 1M -c 1 -S 1M -E 64M -c 4 -S 1M -E -1 -c -1 -S 1M")
+        );
     }
 
     #[test]

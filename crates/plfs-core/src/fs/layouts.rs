@@ -69,10 +69,18 @@ impl Plfs {
         }
     }
 
+    /// The layout a file's data follows: the one set on it before its
+    /// first write, else the one it was created with; `None` for a file
+    /// created without a layout (one backend per host).
+    pub fn file_layout(&self, path: &str) -> Result<Option<Layout>> {
+        let logical = parse_file_path(path)?;
+        crate::workload::layout_of_file(&self.state, &logical).context(path.to_owned())
+    }
+
     /// The mount's default layout (plfsrc `default_layout`); `None` keeps
-    /// the one-backend-per-host placement.
+    /// the one-backend-per-host placement, as on a mount with one backend.
     pub fn default_layout(&self) -> Option<&Layout> {
-        self.state.striping.default_layout.as_ref()
+        self.state.default_layout()
     }
 
     /// The backends a component of `pool` may use (all when `None`).

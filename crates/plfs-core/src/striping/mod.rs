@@ -66,11 +66,20 @@ impl Component {
     }
 }
 
+/// The layout of new files on a mount whose plfsrc names none (see
+/// [`StripingConfig::mount_default`]): the first MiB on one backend, so a
+/// small file is one data object; up to 64 MiB on four; beyond, on every
+/// backend, so a large shared file gets the whole mount's bandwidth. The
+/// paper's Table 2 thresholds (1 MB, 64 MB) on Lustre's 1 MiB stripe.
+pub const DEFAULT_LAYOUT: &str = "-E 1M -c 1 -E 64M -c 4 -E -1 -c -1";
+
 /// A mount's striping settings (plfsrc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripingConfig {
     /// Layout of files created where no directory template applies;
     /// `None` keeps the pre-layout placement (one hostdir backend per host).
+    /// A mount with a single backend that holds logs ignores it: there is
+    /// nothing to spread over, and a layout would only add its records.
     pub default_layout: Option<Layout>,
     /// Named subsets of the mount's backends, by index into its backend list.
     pub pools: BTreeMap<String, Vec<usize>>,
@@ -79,6 +88,17 @@ pub struct StripingConfig {
     pub imbalance_pct: u32,
     /// A backend with fewer free bytes than this gets no new stripes.
     pub reserve_bytes: u64,
+}
+
+impl StripingConfig {
+    /// What a mount configuration gets when it names no layout
+    /// (plfsrc without `default_layout`, [`crate::config::MountConfig::new`]):
+    /// [`DEFAULT_LAYOUT`]. [`Default`] is the library's bare mount
+    /// (`Plfs::new`), which keeps the pre-layout placement.
+    pub fn mount_default() -> StripingConfig {
+        let layout = DEFAULT_LAYOUT.parse().expect("DEFAULT_LAYOUT is a valid layout");
+        StripingConfig { default_layout: Some(layout), ..StripingConfig::default() }
+    }
 }
 
 impl Default for StripingConfig {

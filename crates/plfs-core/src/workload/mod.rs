@@ -106,6 +106,13 @@ pub(crate) fn layout_for_new_file(state: &MountState, parent: &StorePath) -> Res
     crate::stripes::layout_of_directory(state, parent)
 }
 
+/// The layout a container file's data follows: its own (set before its
+/// first write) or the one it was created with; `None` for a file created
+/// without one.
+pub(crate) fn layout_of_file(state: &MountState, path: &StorePath) -> Result<Option<Layout>> {
+    crate::stripes::read_layout(state, path)
+}
+
 /// What `open` asks of a workload: the façade has parsed the path and
 /// checked what does not depend on the workload.
 pub(crate) struct OpenRequest<'a> {

@@ -1,0 +1,63 @@
+//! `plfs bench placement`: the Lustre PFL paper's object-placement
+//! experiment (Table 2, Figures 5 and 6) on K size-limited tmpfs backends.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use clap::Args;
+use plfs_bench::placement::{PlacementSpec, run_placement};
+
+use crate::output::print_json;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Needs root: it mounts K size-limited tmpfs file systems under --dir as the \
+    backends and unmounts them when done (also on error). Each case (ideal per-size striping, one \
+    PFL layout for every file, the mount default layout) fills fresh backends with the same files \
+    until --fill-pct of the capacity is used. Exits 1 if a file's size did not read back or a small \
+    file has more than one data object.")]
+pub struct Opts {
+    /// Backends K (each its own tmpfs mount).
+    #[arg(long, default_value_t = 8)]
+    backends: usize,
+    /// Capacity of each backend in MiB (a multiple of 16, at least 32).
+    #[arg(long, default_value_t = 64)]
+    backend_mib: u64,
+    /// Fill until this percentage of the total capacity is used.
+    #[arg(long, default_value_t = 90)]
+    fill_pct: u32,
+    /// Seeds the order in which the files are written.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where the mount points go (a fresh subdirectory, removed after).
+    #[arg(long, default_value = "/tmp")]
+    dir: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    plot: super::bench::PlotArgs,
+}
+
+pub fn run(opts: &Opts) -> Result<ExitCode> {
+    let spec = PlacementSpec {
+        backends: opts.backends,
+        backend_mib: opts.backend_mib,
+        fill_pct: opts.fill_pct,
+        dir: opts.dir.clone(),
+        seed: opts.seed,
+    };
+    opts.plot.check()?;
+    let report = run_placement(&spec).map_err(|e| anyhow!(e))?;
+    if opts.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.to_text());
+    }
+    opts.plot.emit(&report.to_text(), || plfs_bench::plot::Plot::figures(&report))?;
+    Ok(if report.verified && report.one_object_per_small_file {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,106 @@
+//! `plfs bench placement` at a small scale, as root: eight 32 MiB tmpfs
+//! backends filled to 90% per case; checks the paper's invariants and that
+//! the bench leaves nothing mounted or behind.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const PLFS: &str = env!("CARGO_BIN_EXE_plfs");
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Mount points listed in /proc/self/mounts under `dir`.
+fn mounts_under(dir: &std::path::Path) -> Vec<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let prefix = dir.display().to_string();
+    mounts
+        .lines()
+        .filter_map(|line| line.split(' ').nth(1))
+        .filter(|point| point.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn placement_fills_tmpfs_backends_with_one_object_per_small_file() {
+    if !is_root() {
+        eprintln!("SKIPPED: plfs bench placement mounts tmpfs backends and needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(PLFS)
+        .args(["bench", "placement", "--backends", "8", "--backend-mib", "32", "--json", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report:#}");
+    assert_eq!(report["one_object_per_small_file"], true, "{report:#}");
+    let cases = report["cases"].as_array().unwrap();
+    let names: Vec<&str> = cases.iter().map(|case| case["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ideal", "pfl", "default"]);
+    for case in cases {
+        let name = &case["name"];
+        assert_eq!(case["stopped_by"], Value::Null, "{name}: {case:#}");
+        // Filled to the target (to within a small file), and no backend
+        // full: placement spread the data.
+        let mean = case["usage_mean_pct"].as_f64().unwrap();
+        assert!((89.0..91.0).contains(&mean), "{name}: mean usage {mean}");
+        let usage: Vec<f64> =
+            case["usage_pct"].as_array().unwrap().iter().map(|u| u.as_f64().unwrap()).collect();
+        assert_eq!(usage.len(), 8);
+        assert!(usage.iter().all(|&u| u < 99.0), "{name}: {usage:?}");
+        // Every small file is one data object; the 70/20/9/1 mix was written.
+        assert_eq!(
+            (case["small_file_objects_min"].as_u64(), case["small_file_objects_max"].as_u64()),
+            (Some(1), Some(1))
+        );
+        let per_class: Vec<u64> =
+            case["files_per_class"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+        assert!(per_class[0] > 2 * per_class[1] && per_class[3] >= 1, "{name}: {per_class:?}");
+        let objects: u64 = case["data_objects"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum();
+        assert!(objects >= case["files"].as_u64().unwrap(), "{name}: {objects} data objects");
+    }
+    // The paper's goal, PFL's usage spread no worse than ideal striping's,
+    // is reported, not asserted: which of the two is lower changes with the
+    // seed at this scale, as free-space placement (round-robin until a 17%
+    // imbalance) sets the spread, not the layout (docs/PERFORMANCE.md has
+    // several seeds). Asserted: the flag matches the figures, and no case
+    // piles data on a few backends (that would be a spread of tens of points).
+    let std_dev = |name: &str| {
+        cases.iter().find(|case| case["name"] == name).unwrap()["usage_std_dev_pct"].as_f64().unwrap()
+    };
+    assert_eq!(report["pfl_std_dev_no_worse"], std_dev("pfl") <= std_dev("ideal") + 0.005);
+    for name in ["ideal", "pfl", "default"] {
+        assert!(std_dev(name) < 8.0, "{name}: usage std-dev {} points", std_dev(name));
+    }
+    // Unmounted and removed.
+    assert_eq!(mounts_under(dir.path()), Vec::<String>::new());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// Not root: a clear refusal naming why, and nothing made.
+#[test]
+fn placement_refuses_clearly_without_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut command = if is_root() {
+        let mut runuser = Command::new("runuser");
+        runuser.args(["-u", "nobody", "--", PLFS]);
+        runuser
+    } else {
+        Command::new(PLFS)
+    };
+    let output = command.args(["bench", "placement", "--dir"]).arg(dir.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("plfs bench placement needs root: it mounts 8 size-limited tmpfs"), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
