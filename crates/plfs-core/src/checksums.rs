@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::VerifyReads;
 use crate::error::{Error, Result};
+use crate::format::codec::{Reader, put_u32, put_u64};
 use crate::format::index_log::Record;
 
 /// One checksummed unit of a data log.
@@ -94,6 +95,78 @@ impl LogChecksums {
             table.units.sort_by_key(|unit| unit.physical);
         }
         table
+    }
+
+    /// Appends the table to a collective open's merged index
+    /// (collective/exchange.rs), so the ranks that receive the index check
+    /// data without reading the index logs again for their CRCs. Per
+    /// unit: physical, length, count (u64 each), CRC (u32), pattern (u8);
+    /// then the run CRCs (u32 each). A message, never stored.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.units.len() as u32);
+        for unit in &self.units {
+            put_u64(out, unit.physical);
+            put_u64(out, unit.length);
+            put_u64(out, unit.count);
+            put_u32(out, unit.crc);
+            out.push(u8::from(unit.pattern));
+        }
+        put_u32(out, self.crcs.len() as u32);
+        for crc in &self.crcs {
+            put_u32(out, *crc);
+        }
+    }
+
+    /// Bytes [`LogChecksums::encode`] appends.
+    pub fn encoded_len(&self) -> usize {
+        4 + self.units.len() * UNIT_BYTES + 4 + self.crcs.len() * 4
+    }
+
+    /// Reads what [`LogChecksums::encode`] wrote. Refuses (rather than
+    /// panicking on later reads) a table whose units are empty, overflow,
+    /// are out of order or name CRCs it does not hold.
+    pub fn decode(reader: &mut Reader<'_>) -> Result<LogChecksums> {
+        let bad = |why: String| Error::corrupt(format!("data checksums: {why}"));
+        let units = reader.u32()? as usize;
+        if units.saturating_mul(UNIT_BYTES) > reader.remaining() {
+            return Err(bad(format!("{units} units do not fit the message")));
+        }
+        let mut table = LogChecksums { units: Vec::with_capacity(units), ..LogChecksums::default() };
+        for _ in 0..units {
+            let unit = Unit {
+                physical: reader.u64()?,
+                length: reader.u64()?,
+                count: reader.u64()?,
+                crc: reader.u32()?,
+                pattern: match reader.u8()? {
+                    0 => false,
+                    1 => true,
+                    other => return Err(bad(format!("pattern flag {other}"))),
+                },
+            };
+            let fits = unit.count.checked_mul(unit.length).and_then(|bytes| unit.physical.checked_add(bytes));
+            if unit.length == 0 || unit.count == 0 || fits.is_none() {
+                return Err(bad(format!(
+                    "unit of {} x {} bytes at offset {}",
+                    unit.count, unit.length, unit.physical
+                )));
+            }
+            if table.units.last().is_some_and(|last| last.physical > unit.physical) {
+                return Err(bad(format!("unit at offset {} out of order", unit.physical)));
+            }
+            table.units.push(unit);
+        }
+        let crcs = reader.u32()? as usize;
+        if crcs.saturating_mul(4) > reader.remaining() {
+            return Err(bad(format!("{crcs} CRCs do not fit the message")));
+        }
+        table.crcs = (0..crcs).map(|_| reader.u32()).collect::<Result<_>>()?;
+        if let Some(unit) = table.units.iter().find(|unit| {
+            !unit.pattern && (unit.crc as u64).saturating_add(unit.count) > table.crcs.len() as u64
+        }) {
+            return Err(bad(format!("unit at offset {} names CRCs past the {crcs} held", unit.physical)));
+        }
+        Ok(table)
     }
 
     /// Records in the table (a pattern counts once).
@@ -300,6 +373,9 @@ pub fn data_crc(bytes: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
+/// One unit as [`LogChecksums::encode`] writes it.
+const UNIT_BYTES: usize = 8 + 8 + 8 + 4 + 1;
+
 /// Bytes read at a time when a pattern is checked whole for `always`.
 const PATTERN_CHUNK_BYTES: u64 = 8 << 20;
 
@@ -373,6 +449,74 @@ mod tests {
         };
         table.check(&mut buf, from as u64, mode, "data log L", &read_at)?;
         Ok(buf)
+    }
+
+    fn encoded(table: &LogChecksums) -> Vec<u8> {
+        let mut out = Vec::new();
+        table.encode(&mut out);
+        assert_eq!(out.len(), table.encoded_len());
+        out
+    }
+
+    #[test]
+    fn a_table_sent_with_an_index_checks_as_the_one_built_from_the_records() {
+        let (log, built) = log_and_table(100, 6);
+        let pattern = Record::Pattern(PatternRecord {
+            logical: 0,
+            length: 50,
+            count: 4,
+            stride: 200,
+            physical: 600,
+            stamp_first: 1,
+            stamp_last: 4,
+            sequence_first: 1,
+            writer: 1,
+            data_crc: crc_of_blocks(&data(200), 50),
+        });
+        let mut records: Vec<Record> =
+            log.chunks(100).enumerate().map(|(i, bytes)| write((i * 100) as u64, bytes)).collect();
+        records.push(pattern);
+        let table = LogChecksums::from_records(&records);
+        let bytes = encoded(&table);
+        let received = LogChecksums::decode(&mut Reader::new(&bytes, "test")).unwrap();
+        assert_eq!(encoded(&received), bytes);
+        assert_eq!(received.unit_count(), 2);
+        let mut damaged = log.clone();
+        damaged[250] ^= 1;
+        for table in [&built, &received] {
+            assert_eq!(check(table, &log, 100, 300, VerifyReads::Whole).unwrap(), log[100..300]);
+            let error = check(table, &damaged, 100, 300, VerifyReads::Whole).unwrap_err();
+            assert!(error.to_string().contains("100 bytes at offset 200 fail their checksum"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_table_in_a_message_is_refused_not_trusted() {
+        let (_, table) = log_and_table(100, 3);
+        let good = encoded(&table);
+        let decode = |bytes: &[u8]| LogChecksums::decode(&mut Reader::new(bytes, "test")).map(|_| ());
+        // Units: count at 0, first unit at 4 (physical, length, count, crc
+        // index, pattern flag), then the CRC count at 33.
+        let mut cases: Vec<(Vec<u8>, &str)> = Vec::new();
+        let mut edit = |at: usize, value: &[u8], why: &'static str| {
+            let mut bytes = good.clone();
+            bytes[at..at + value.len()].copy_from_slice(value);
+            cases.push((bytes, why));
+        };
+        edit(0, &u32::MAX.to_le_bytes(), "do not fit");
+        edit(4 + 8, &0u64.to_le_bytes(), "unit of");
+        edit(4 + 16, &u64::MAX.to_le_bytes(), "unit of");
+        edit(4 + 24, &1u32.to_le_bytes(), "names CRCs past");
+        edit(4 + 28, &[2], "pattern flag 2");
+        edit(33, &u32::MAX.to_le_bytes(), "do not fit");
+        for (bytes, why) in cases {
+            let error = decode(&bytes).unwrap_err();
+            assert_eq!(error.kind(), crate::error::ErrorKind::Corrupt);
+            assert!(error.to_string().contains(why), "{why}: {error}");
+        }
+        for cut in 0..good.len() {
+            assert!(decode(&good[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

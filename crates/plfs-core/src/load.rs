@@ -31,8 +31,9 @@ pub struct LoadedIndex {
     #[cfg_attr(not(test), expect(dead_code, reason = "only the tests ask where an index came from"))]
     pub from_global_index: bool,
     /// Each log's data checksums (`logs[i]`), built from the records when
-    /// reads verify data; empty when loaded from a global index (readers
-    /// then load a log's table from its index log when they need it).
+    /// reads verify data, or received with a collective open's index;
+    /// empty when loaded from a global index (readers then load a log's
+    /// table from its index log when they need it).
     pub checksums: Vec<LogChecksums>,
 }
 

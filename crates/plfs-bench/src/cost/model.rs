@@ -42,6 +42,9 @@ pub const LOCATION_BYTES: u64 = 8 + 8 + 4 + 4 + 4 + 4 + 4;
 pub const OUTCOME_BYTES: u64 = 1;
 /// A CRC32C closing an index log list or an index part.
 pub const CRC_BYTES: u64 = 4;
+/// A unit of a log's data checksums in a shared index (a run of records
+/// or a pattern): physical, length, count, CRC, pattern flag.
+pub const CHECKSUM_UNIT_BYTES: u64 = 8 + 8 + 8 + 4 + 1;
 /// Heap bytes of one merged-index entry: a frozen extent is its start
 /// (8) and span (24); a group slot is 48.
 pub const EXTENT_MEMORY_BYTES: u64 = 8 + 24;
@@ -94,6 +97,15 @@ pub struct WriterIndex {
     pub records: u64,
     /// Bytes of those records re-encoded into a collective open's part.
     pub part_frames_bytes: u64,
+    /// Bytes of its data checksums in a shared index (checksums.rs
+    /// `LogChecksums::encode`): a unit count, the units (a pattern each,
+    /// and one per run of same-length write records back to back), a
+    /// CRC count and one CRC per write record.
+    pub checksums_bytes: u64,
+}
+
+fn checksums_bytes(units: u64, crcs: u64) -> u64 {
+    4 + units * CHECKSUM_UNIT_BYTES + 4 + crcs * 4
 }
 
 /// What a writer's index log holds after R writes of `pattern`, as the
@@ -112,6 +124,10 @@ pub fn writer_index(records: u64, pattern: Pattern, flush_bytes: u64) -> WriterI
             let tail_frame = if tail > 0 { FRAME_BYTES + record_bytes(tail) } else { 0 };
             let stored = full + u64::from(tail > 0);
             let record_total = full * record_bytes(per_frame) + if tail > 0 { record_bytes(tail) } else { 0 };
+            // Records stored as write records (a run of one write); being
+            // appended back to back, they form one checksum unit.
+            let writes = if per_frame == 1 { full } else { 0 } + u64::from(tail == 1);
+            let patterns = stored - writes;
             WriterIndex {
                 flushes_while_writing: full,
                 flushed_bytes: full * full_frame,
@@ -119,6 +135,7 @@ pub fn writer_index(records: u64, pattern: Pattern, flush_bytes: u64) -> WriterI
                 frame_bytes: full * full_frame + tail_frame,
                 records: stored,
                 part_frames_bytes: part_frames(stored, record_total),
+                checksums_bytes: checksums_bytes(patterns + u64::from(writes > 0), writes),
             }
         }
         // Every write is its own record: the k-th write of a frame leaves
@@ -135,6 +152,8 @@ pub fn writer_index(records: u64, pattern: Pattern, flush_bytes: u64) -> WriterI
                 frame_bytes: full * full_frame + tail_frame,
                 records,
                 part_frames_bytes: part_frames(records, records * WRITE_BYTES),
+                // One run: the writes are appended back to back.
+                checksums_bytes: checksums_bytes(u64::from(records > 0), records),
             }
         }
     }
@@ -216,6 +235,12 @@ struct Terms {
     merged: MergedShape,
     /// The global index (G).
     global: u64,
+    /// A collective open's shared index built from the index logs: G and
+    /// every log's data checksums (C), each after its length or count,
+    /// and a CRC (collective/exchange.rs `SharedIndex::encode`).
+    shared: u64,
+    /// The same from a global index, which has no data checksums.
+    shared_flattened: u64,
     /// Stats of the create's look for a PLFS 2.5 file of the name: its
     /// access file on 2.5's backend, and on plfs's own when they differ.
     plfs25_stats: u64,
@@ -227,6 +252,7 @@ impl Terms {
         let flush_bytes = Tuning::default().index_flush_bytes as u64;
         let node_of = |rank: u64| params.node_of(rank) as usize;
         let merged = MergedShape::of(params);
+        let writer = writer_index(params.records, params.pattern, flush_bytes);
         Terms {
             n: params.ranks,
             m: params.readers,
@@ -240,9 +266,15 @@ impl Terms {
             on_canonical: (0..params.ranks)
                 .map(|rank| placement.node_backend[node_of(rank)] == placement.canonical)
                 .collect(),
-            writer: writer_index(params.records, params.pattern, flush_bytes),
+            writer,
             merged,
             global: merged.global_bytes(params.ranks),
+            shared: 8
+                + merged.global_bytes(params.ranks)
+                + 4
+                + params.ranks * writer.checksums_bytes
+                + CRC_BYTES,
+            shared_flattened: 8 + merged.global_bytes(params.ranks) + 4 + CRC_BYTES,
             plfs25_stats: 1 + u64::from(placement.plfs25 != placement.canonical),
         }
     }
@@ -424,9 +456,10 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
             ..Figures::default()
         },
         // Rank 0 alone: one lookup, the logs found, N index logs read,
-        // merged; the merged index broadcast to the M readers.
+        // merged; the merged index (with the data checksums) broadcast to
+        // the M readers.
         Operation::OpenBroadcast => {
-            let comm = broadcast(m, OUTCOME_BYTES + t.global);
+            let comm = broadcast(m, OUTCOME_BYTES + t.shared);
             with_comm(
                 Figures {
                     opens: 1 + n,
@@ -445,7 +478,7 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
         // Rank 0 alone: one lookup, the global index and meta/ (to check it
         // is current); then the broadcast.
         Operation::OpenFlatten => {
-            let comm = broadcast(m, OUTCOME_BYTES + t.global);
+            let comm = broadcast(m, OUTCOME_BYTES + t.shared_flattened);
             with_comm(
                 Figures {
                     opens: 2,
@@ -478,23 +511,12 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
             }
         }
         // Each reader's first read opens its own data log, and reads go
-        // through its read-ahead window. A reader whose index came in a
-        // message (a global index: no data CRCs) also reads the index log
-        // of that data log for its CRCs the first time it checks data:
-        // under the parallel open every rank but the group leaders.
+        // through its read-ahead window. The data CRCs came with the index
+        // (a parallel open's merged index carries them): no index log is
+        // read again.
         Operation::RestartRead => {
-            let leader_of = leaders(params);
-            let unchecked: Vec<u64> = (0..m).filter(|&rank| leader_of[rank as usize] != rank).collect();
-            let crc_bytes: u64 = unchecked.iter().map(|&rank| t.index_log(rank)).sum();
             let window = window_bytes(params, Tuning::default().readahead_bytes as u64);
-            Figures {
-                opens: m + unchecked.len() as u64,
-                index_log_opens: unchecked.len() as u64,
-                max_rank_opens: 1 + u64::from(!unchecked.is_empty()),
-                bytes_read: m * window + crc_bytes,
-                index_bytes_read: crc_bytes,
-                ..Figures::default()
-            }
+            Figures { opens: m, max_rank_opens: 1, bytes_read: m * window, ..Figures::default() }
         }
         // One lookup, meta/ checked for open writers, the logs found and
         // read (and meta/ listed again by the loss check), the access
@@ -602,7 +624,7 @@ fn parallel(params: &CostParams, t: &Terms) -> Figures {
     let group_size = |leader: u64| groups.get(&leader).map_or(0, |group| group.0);
     let leaders = groups.len() as u64;
     let list = OUTCOME_BYTES + 4 + n * LOCATION_BYTES + CRC_BYTES;
-    let index = OUTCOME_BYTES + t.global;
+    let index = OUTCOME_BYTES + t.shared;
 
     // 1. The list broadcast to every reader.
     let mut calls = vec![broadcast(m, list)];

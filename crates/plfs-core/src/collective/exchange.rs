@@ -3,6 +3,7 @@
 //! ([`SharedIndex`], encoded as a global index). Each has an encoding, so a
 //! strategy only moves bytes; every byte it moves is checksummed.
 
+use crate::checksums::LogChecksums;
 use crate::container::{self, LogLocation};
 use crate::error::{Error, Result, ResultExt};
 use crate::format::codec::{Reader, put_u32, put_u64};
@@ -118,14 +119,48 @@ pub struct SharedIndex {
 }
 
 impl SharedIndex {
-    /// Encoded as a global index (sealed: versioned and checksummed).
+    /// The index encoded as a global index (sealed: versioned and
+    /// checksummed) after its u64 length, then each log's data checksums
+    /// (a u32 count, 0 when the builder had none: `verify_reads: off`, or
+    /// an index from `plfs flatten`), then a CRC32C of it all. The
+    /// checksums ride along because a receiver would otherwise read every
+    /// index log it reads data from again, for their CRCs alone.
     pub fn encode(&self) -> Vec<u8> {
-        self.loaded.to_global().encode()
+        let global = self.loaded.to_global().encode();
+        let checksums = &self.loaded.checksums;
+        let tables: usize = checksums.iter().map(LogChecksums::encoded_len).sum();
+        let mut out = Vec::with_capacity(8 + global.len() + 4 + tables + 4);
+        put_u64(&mut out, global.len() as u64);
+        out.extend_from_slice(&global);
+        put_u32(&mut out, checksums.len() as u32);
+        for table in checksums {
+            table.encode(&mut out);
+        }
+        let crc = crc32c::crc32c(&out);
+        put_u32(&mut out, crc);
+        out
     }
 
     pub fn decode(plfs: &Plfs, bytes: &[u8]) -> Result<SharedIndex> {
-        let global = GlobalIndex::decode(bytes).context("received index")?;
-        let loaded = LoadedIndex::from_global(plfs.state(), &global).context("received index")?;
+        let body = checked(bytes, "received index")?;
+        let mut reader = Reader::new(body, "received index");
+        let length = usize::try_from(reader.u64()?).map_err(|_| Error::corrupt("received index: length"))?;
+        let global = GlobalIndex::decode(reader.take(length)?).context("received index")?;
+        let mut loaded = LoadedIndex::from_global(plfs.state(), &global).context("received index")?;
+        let tables = reader.u32()? as usize;
+        if tables != 0 && tables != loaded.logs.len() {
+            return Err(Error::corrupt(format!(
+                "received index: data checksums of {tables} logs for an index of {}",
+                loaded.logs.len()
+            )));
+        }
+        loaded.checksums = (0..tables)
+            .map(|_| LogChecksums::decode(&mut reader))
+            .collect::<Result<_>>()
+            .context("received index")?;
+        if reader.remaining() != 0 {
+            return Err(Error::corrupt("received index: trailing bytes"));
+        }
         Ok(SharedIndex { loaded })
     }
 }

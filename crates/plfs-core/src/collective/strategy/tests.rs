@@ -5,9 +5,9 @@ use crate::clock::{ManualClock, Stamper};
 use crate::collective::LocalComm;
 use crate::config::{BackendRole, Tuning};
 use crate::fs::Options;
-use crate::store::SharedStore;
 use crate::store::counting::{CountingStore, OpCounts};
 use crate::store::memory::MemoryStore;
+use crate::store::{SharedStore, StoreExt};
 
 const PATH: &str = "/checkpoint";
 const RECORD_BYTES: usize = 37;
@@ -300,6 +300,53 @@ fn the_open_right_after_a_collective_one_keeps_its_index_and_the_next_does_not()
     assert_eq!(sum(&counting).index_log_opens, after_collective + 3);
     for handle in [collective, library, later] {
         handle.close().unwrap();
+    }
+}
+
+/// With `verify_reads: whole` (the default) a rank whose merged index came
+/// in a message checks data with the CRCs that came with it: no rank reads
+/// an index log again at its reads, and a flipped data byte still fails
+/// every rank's read, naming the data log and the record's offset.
+#[test]
+fn ranks_check_data_with_the_crcs_that_came_with_their_index() {
+    for strategy in [Strategy::Broadcast, Strategy::Parallel] {
+        let shared = backends();
+        let (writer, _) = rank_mount(&shared, 99);
+        write_strided(&writer, 3);
+        let expected = read_whole(&writer.open(PATH, OpenFlags::RDONLY, 0, 9).unwrap());
+        let read_on_ranks = || {
+            LocalComm::run(4, |comm| {
+                let (plfs, counting) = rank_mount(&shared, comm.rank());
+                let options = CollectiveOptions { strategy, group_ranks: Some(2) };
+                let handle = open_collective_with(&plfs, PATH, comm, &options, 1000 + comm.rank() as u64)?;
+                let opened = sum(&counting).index_log_opens;
+                let mut bytes = vec![0u8; expected.len()];
+                let read = handle.read(&mut bytes, 0);
+                handle.close()?;
+                read.map(|_| (bytes, sum(&counting).index_log_opens - opened))
+            })
+        };
+        for (rank, result) in read_on_ranks().into_iter().enumerate() {
+            let (bytes, index_logs_read) = result.unwrap_or_else(|e| panic!("{strategy} rank {rank}: {e}"));
+            assert!(bytes == expected, "{strategy}: rank {rank} read other bytes");
+            assert_eq!(index_logs_read, 0, "{strategy}: rank {rank} read index logs for the data CRCs");
+        }
+
+        let container = StorePath::parse(&PATH[1..]).unwrap();
+        let log = writer.inventory(PATH).unwrap().logs.remove(0);
+        let data = log.path(&container, crate::layout::LogKind::Data);
+        let store = &shared[log.backend.0];
+        let mut bytes = store.read_all(&data).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x10;
+        store.replace(&data, &bytes).unwrap();
+        for (rank, result) in read_on_ranks().into_iter().enumerate() {
+            let error = result.expect_err("a flipped byte must not be returned");
+            assert_eq!(error.kind(), ErrorKind::Corrupt, "{strategy}: rank {rank}: {error}");
+            let text = error.to_string();
+            assert!(text.contains(&format!("data log {}: {data}", store.url())), "{strategy}: {text}");
+            assert!(text.contains("fail their checksum"), "{strategy}: {text}");
+        }
     }
 }
 
