@@ -220,6 +220,9 @@ enum BenchCommand {
     /// The cost model (docs/COST_MODEL.md) against exact counts of every
     /// operation at 1 to 128 thread ranks, or extrapolated to 64K ranks.
     Cost(super::bench_cost::Opts),
+    /// Streaming writes and reads per stripe layout (stripe count 1, -1,
+    /// PFL, Table 1's watermark patterns) over K bandwidth-limited backends.
+    Stripe(super::bench_stripe::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -255,6 +258,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         Some(BenchCommand::Mdtest(mdtest)) => return super::bench_mdtest::run(mdtest),
         Some(BenchCommand::Restart(restart)) => return super::bench_restart::run(restart),
         Some(BenchCommand::Cost(cost)) => return super::bench_cost::run(cost),
+        Some(BenchCommand::Stripe(stripe)) => return super::bench_stripe::run(stripe),
         None => {}
     }
     if !opts.backend.is_empty() {
