@@ -143,6 +143,8 @@ pub struct StripeSpec {
     pub stripe_bytes: u64,
     /// Only the layouts with these names (empty: all of them).
     pub layouts: Vec<String>,
+    /// Runs of each case; the report gives the median rates.
+    pub repeat: usize,
     pub keep: bool,
 }
 
@@ -161,6 +163,7 @@ impl StripeSpec {
             record_bytes: 1 << 20,
             stripe_bytes: 1 << 20,
             layouts: Vec::new(),
+            repeat: 1,
             keep: false,
         }
     }
@@ -171,6 +174,9 @@ impl StripeSpec {
         }
         if self.sizes.is_empty() || self.writers.is_empty() || self.modes.is_empty() {
             return Err(BenchError::invalid("stripe: no size, writer count or mode to run"));
+        }
+        if self.repeat == 0 {
+            return Err(BenchError::invalid("stripe: --repeat must be at least 1"));
         }
         if self.writers.contains(&0) {
             return Err(BenchError::invalid("stripe: writer counts must be positive"));
@@ -352,6 +358,8 @@ pub struct StripeReport {
     pub backends: usize,
     pub backend_mibs: f64,
     pub write_behind_bytes: u64,
+    /// Runs per case (rates are medians).
+    pub repeat: usize,
     pub record_bytes: usize,
     pub stripe_bytes: u64,
     pub layouts: Vec<NamedLayout>,
@@ -650,13 +658,17 @@ pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
                     }
                     let name =
                         format!("{mode}-w{writers}-{}-{}", size_text(*size), named.name.replace('=', ""));
-                    let case_dir = work.path().join(&name);
-                    let case = run_case(spec, &case_dir, *mode, *writers, named, *size)
-                        .map_err(|error| error.context(format!("stripe case {name}")))?;
-                    cases.push(case);
-                    if !spec.keep {
-                        fs::remove_dir_all(&case_dir).map_err(BenchError::io("removing", &case_dir))?;
+                    let mut runs = Vec::with_capacity(spec.repeat);
+                    for run in 0..spec.repeat {
+                        let case_dir = work.path().join(format!("{name}-{run}"));
+                        let case = run_case(spec, &case_dir, *mode, *writers, named, *size)
+                            .map_err(|error| error.context(format!("stripe case {name}")))?;
+                        runs.push(case);
+                        if !spec.keep {
+                            fs::remove_dir_all(&case_dir).map_err(BenchError::io("removing", &case_dir))?;
+                        }
                     }
+                    cases.push(median_case(runs));
                 }
             }
         }
@@ -667,6 +679,7 @@ pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
         backends: spec.backends,
         backend_mibs: spec.backend_bytes_per_sec as f64 / MIB,
         write_behind_bytes: spec.write_behind_bytes,
+        repeat: spec.repeat,
         record_bytes: spec.record_bytes,
         stripe_bytes: spec.stripe_bytes,
         layouts,
@@ -676,6 +689,29 @@ pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
         striping_goal,
         pfl_goal,
     })
+}
+
+/// The first run's case with the median write and read rates over all
+/// runs (and verified only if every run was).
+fn median_case(runs: Vec<StripeCase>) -> StripeCase {
+    let median = |rate: fn(&StripeCase) -> f64| {
+        let mut rates: Vec<f64> = runs.iter().map(rate).collect();
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
+    let (write_mibs, read_mibs) = (median(|case| case.write_mibs), median(|case| case.read_mibs));
+    let verified = runs.iter().all(|case| case.verified);
+    let problem = runs.iter().find_map(|case| case.problem.clone());
+    let first = runs.into_iter().next().expect("at least one run (validated)");
+    StripeCase {
+        write_mibs,
+        read_mibs,
+        write_seconds: first.total_bytes as f64 / MIB / write_mibs.max(1e-9),
+        read_seconds: first.total_bytes as f64 / MIB / read_mibs.max(1e-9),
+        verified,
+        problem,
+        ..first
+    }
 }
 
 /// Goal 1 at the largest shared file and writer count.
@@ -736,12 +772,16 @@ impl StripeReport {
         let mut text = String::new();
         let _ = writeln!(
             text,
-            "stripe: {} backends of {:.0} MiB/s each ({} write-behind), {} records, {} stripes\nlimit: {}",
+            "stripe: {} backends of {:.0} MiB/s each ({} write-behind), {} records, {} stripes, {}\nlimit: {}",
             self.backends,
             self.backend_mibs,
             size_text(self.write_behind_bytes),
             size_text(self.record_bytes as u64),
             size_text(self.stripe_bytes),
+            match self.repeat {
+                1 => "1 run".to_owned(),
+                n => format!("median of {n} runs"),
+            },
             self.limit
         );
         for named in &self.layouts {
@@ -889,6 +929,7 @@ mod tests {
             record_bytes: 64 << 10,
             stripe_bytes: 64 << 10,
             layouts: Vec::new(),
+            repeat: 1,
             keep: false,
         }
     }

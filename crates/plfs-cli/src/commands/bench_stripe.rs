@@ -53,6 +53,9 @@ pub struct Opts {
     /// Where the run's files go (a fresh subdirectory).
     #[arg(long, default_value = ".")]
     dir: PathBuf,
+    /// Run every case this many times; the report gives median rates.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
     /// Keep the run's files.
     #[arg(long)]
     keep: bool,
@@ -91,6 +94,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     spec.stripe_bytes = size("--stripe-size", &opts.stripe_size)?;
     spec.layouts =
         opts.layouts.as_deref().map(|text| list(text).map(str::to_owned).collect()).unwrap_or_default();
+    spec.repeat = opts.repeat as usize;
     spec.keep = opts.keep;
     opts.plot.check()?;
     let report = run_stripe(&spec).map_err(|e| anyhow!(e))?;
