@@ -10,10 +10,11 @@
 //! machine could do that and, when it cannot, why.
 //!
 //! [`BandwidthStore`] emulates it instead: every byte written to or read
-//! from a backend's data (appends, positional writes and reads, whole-object
-//! creates) is served by that backend's [`Bandwidth`], a queue that serves
-//! one request at a time at a fixed rate, as a disk does. All writers of a
-//! backend share its queue (they are threads of one process holding the
+//! from a backend (appends, positional writes and reads, whole-object
+//! creates) is served by that backend's [`Bandwidth`]: a write queue and a
+//! read queue that each serve one request at a time at a fixed rate, with
+//! writes behind by a bounded backlog (see [`Bandwidth`]). All writers of a
+//! backend share its queues (they are threads of one process holding the
 //! same `Arc`), so the limit is per backend, not per writer. Metadata
 //! calls (list, stat, mkdir, rename) are not charged.
 

@@ -734,13 +734,16 @@ fn striping_goal(cases: &[StripeCase]) -> Option<StripingGoal> {
     })
 }
 
+/// A direction's name and its rate in a case.
+type Direction = (&'static str, fn(&StripeCase) -> f64);
+
+const DIRECTIONS: [Direction; 2] = [("write", |case| case.write_mibs), ("read", |case| case.read_mibs)];
+
 /// Goal 2: the PFL layout against the best fixed stripe count, per mode,
 /// size and direction at the largest writer count.
 fn pfl_goal(cases: &[StripeCase]) -> Vec<PflGoalRow> {
     let Some(writers) = cases.iter().map(|case| case.writers).max() else { return Vec::new() };
     let mut rows = Vec::new();
-    let directions: [(&'static str, fn(&StripeCase) -> f64); 2] =
-        [("write", |case| case.write_mibs), ("read", |case| case.read_mibs)];
     for pfl in cases.iter().filter(|case| case.layout == PFL_GOAL_LAYOUT && case.writers == writers) {
         let fixed = cases.iter().filter(|case| {
             case.family == LayoutFamily::Fixed
@@ -748,7 +751,7 @@ fn pfl_goal(cases: &[StripeCase]) -> Vec<PflGoalRow> {
                 && case.writers == writers
                 && case.size_bytes == pfl.size_bytes
         });
-        for (direction, rate) in directions {
+        for (direction, rate) in DIRECTIONS {
             let Some(best) = fixed.clone().max_by(|a, b| rate(a).total_cmp(&rate(b))) else { continue };
             let fraction = rate(pfl) / rate(best).max(1e-9);
             rows.push(PflGoalRow {
@@ -871,10 +874,8 @@ impl Plot for StripeReport {
     fn figures(&self) -> Vec<Figure> {
         let Some(writers) = self.cases.iter().map(|case| case.writers).max() else { return Vec::new() };
         let mut figures = Vec::new();
-        let directions: [(&str, fn(&StripeCase) -> f64); 2] =
-            [("write", |case| case.write_mibs), ("read", |case| case.read_mibs)];
         for mode in StripeMode::ALL {
-            for (direction, rate) in directions {
+            for (direction, rate) in DIRECTIONS {
                 let series: Vec<Series> = self
                     .layouts
                     .iter()
