@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bandwidth;
 pub mod cost;
 mod error;
 pub mod host;
@@ -39,6 +40,7 @@ pub mod restart;
 mod runner;
 mod store;
 mod streaming;
+pub mod stripe;
 mod worker;
 
 use std::fmt;

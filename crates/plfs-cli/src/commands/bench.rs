@@ -223,6 +223,9 @@ enum BenchCommand {
     /// The PFL paper's object placement (Table 2, Figures 5-6): K tmpfs
     /// backends filled to 90% with ideal per-size striping vs one PFL layout.
     Placement(super::bench_placement::Opts),
+    /// Streaming writes and reads per stripe layout (stripe count 1, -1,
+    /// PFL, Table 1's watermark patterns) over K bandwidth-limited backends.
+    Stripe(super::bench_stripe::Opts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -259,6 +262,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         Some(BenchCommand::Restart(restart)) => return super::bench_restart::run(restart),
         Some(BenchCommand::Cost(cost)) => return super::bench_cost::run(cost),
         Some(BenchCommand::Placement(placement)) => return super::bench_placement::run(placement),
+        Some(BenchCommand::Stripe(stripe)) => return super::bench_stripe::run(stripe),
         None => {}
     }
     if !opts.backend.is_empty() {

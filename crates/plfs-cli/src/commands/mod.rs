@@ -7,6 +7,7 @@ pub mod bench_mdtest;
 pub mod bench_open;
 pub mod bench_placement;
 pub mod bench_restart;
+pub mod bench_stripe;
 pub mod check_config;
 pub mod cp;
 pub mod demo;
