@@ -105,6 +105,12 @@ pub struct FsOptions {
     /// of one file run in parallel; but no readahead, and shared mmap only
     /// where the kernel offers FUSE_DIRECT_IO_ALLOW_MMAP.
     pub direct_io: bool,
+    /// The kernel's writeback cache (`-o writeback_cache`): writes land in
+    /// the page cache and reach the daemon merged, up to max_write per
+    /// request, at close, fsync or memory pressure; pages are kept across
+    /// opens. For files only this node writes: the kernel then keeps the
+    /// size itself and writes back whole pages (docs/POSIX.md).
+    pub writeback_cache: bool,
 }
 
 impl Default for FsOptions {
@@ -115,6 +121,7 @@ impl Default for FsOptions {
             max_write_bytes: 4 << 20,
             max_background: 64,
             direct_io: false,
+            writeback_cache: false,
         }
     }
 }
@@ -276,6 +283,11 @@ impl PlfsFs {
     /// they keep the page cache so mmap works. Write-only opens cannot
     /// mmap or exec anyway. `-o direct_io` does the same for every open.
     fn open_flags(&self, flags: i32) -> FopenFlags {
+        if self.options.writeback_cache && !self.options.direct_io {
+            // Local writes keep the pages current, and other nodes' writes
+            // are not looked for with this option (docs/POSIX.md).
+            return FopenFlags::FOPEN_KEEP_CACHE;
+        }
         let access = flags & libc::O_ACCMODE;
         let direct = self.options.direct_io
             || access == libc::O_WRONLY
@@ -629,7 +641,7 @@ impl PlfsFs {
     /// on the node now at the name (an unlink of it must find the file
     /// open), and is direct I/O, since the kernel's inode may hold another
     /// version's size and pages.
-    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
+    fn do_open(&self, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let opened = lock(&self.inodes).open(ino);
         let (counted, path, fopen) = match opened {
@@ -643,6 +655,7 @@ impl PlfsFs {
             None if lock(&self.inodes).kind(ino) == Some(FileKind::File) => return Err(Errno::ESTALE),
             None => return Err(Errno::ENOENT),
         };
+        let flags = self.core_open_flags(flags);
         let opened = open::OpenFlags::from_posix(flags)
             .and_then(|open_flags| self.plfs.open_as(&path, open_flags, 0, self.writer, None));
         let handle = match opened {
@@ -654,6 +667,18 @@ impl PlfsFs {
         };
         let fh = self.register(counted, handle, flags)?;
         Ok((fh, fopen))
+    }
+
+    /// The flags a FUSE open asks the core for. With the writeback cache
+    /// the kernel reads the rest of a partly written page through a
+    /// write-only open too, and places O_APPEND writes itself (it owns the
+    /// size): so write-only becomes read-write and O_APPEND is dropped.
+    fn core_open_flags(&self, flags: i32) -> i32 {
+        if !self.options.writeback_cache {
+            return flags;
+        }
+        let flags = flags & !libc::O_APPEND;
+        if flags & libc::O_ACCMODE == libc::O_WRONLY { (flags & !libc::O_ACCMODE) | libc::O_RDWR } else { flags }
     }
 
     /// Gives back an open counted on `ino` that did not happen, removing an
@@ -697,6 +722,7 @@ impl PlfsFs {
         let (name, path) = self.new_child(parent, name)?;
         // Counted open before an unlink of the new name can look.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
+        let flags = self.core_open_flags(flags);
         let open_flags = open::OpenFlags::from_posix(flags | libc::O_CREAT)
             .map_err(|error| self.fail("create", &path, &error))?;
         let (owner, _) = self.creator(req, parent)?;
@@ -1073,6 +1099,10 @@ impl Filesystem for PlfsFs {
                 tracing::info!("kernel lacks FUSE capability {missing:?}");
             }
         }
+        if self.options.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_err() {
+            tracing::warn!("kernel lacks FUSE_WRITEBACK_CACHE: -o writeback_cache ignored");
+            self.options.writeback_cache = false;
+        }
         // Read-write opens go direct only if they can still be mmapped
         // (fsx, databases); see `open_flags`.
         self.direct_io_mmap = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_ok();
@@ -1220,8 +1250,8 @@ impl Filesystem for PlfsFs {
         reply.error(Errno::EPERM);
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_open(req, ino, flags.0) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(ino, flags.0) {
             Ok((fh, fopen)) => reply.opened(fh, fopen),
             Err(errno) => reply.error(errno),
         }
