@@ -869,8 +869,12 @@ fn killed_writers_and_a_killed_daemon_lose_only_unsynced_writes() {
         let expected = held_record(w, k, SIZE);
         match record_at(&data, w, k) {
             Some(found) if found == expected => {}
-            found if k < SYNCED || w == 0 => panic!("writer {w} record {k} lost: {:?} bytes", found.map(|f| f.len())),
-            Some(found) => assert!(found.iter().all(|&b| b == 0), "writer {w} record {k}: neither its bytes nor a hole"),
+            found if k < SYNCED || w == 0 => {
+                panic!("writer {w} record {k} lost: {:?} bytes", found.map(|f| f.len()))
+            }
+            Some(found) => {
+                assert!(found.iter().all(|&b| b == 0), "writer {w} record {k}: neither its bytes nor a hole")
+            }
             None => {}
         }
     }

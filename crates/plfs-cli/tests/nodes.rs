@@ -165,8 +165,12 @@ fn check_hosts(plfsrc: &Path, file: &Path, writers: std::ops::Range<usize>) {
 fn check_one_log_per_node(plfsrc: &Path, file: &Path, nodes: usize) {
     let map: serde_json::Value =
         serde_json::from_str(&run_ok(plfs(plfsrc).args(["map", "--json"]).arg(file))).unwrap();
-    let logs: BTreeSet<String> =
-        map["entries"].as_array().unwrap().iter().map(|entry| entry["log"].as_str().unwrap().to_owned()).collect();
+    let logs: BTreeSet<String> = map["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["log"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(logs.len(), nodes, "{}: data logs {logs:#?}", file.display());
 }
 

@@ -678,7 +678,11 @@ impl PlfsFs {
             return flags;
         }
         let flags = flags & !libc::O_APPEND;
-        if flags & libc::O_ACCMODE == libc::O_WRONLY { (flags & !libc::O_ACCMODE) | libc::O_RDWR } else { flags }
+        if flags & libc::O_ACCMODE == libc::O_WRONLY {
+            (flags & !libc::O_ACCMODE) | libc::O_RDWR
+        } else {
+            flags
+        }
     }
 
     /// Gives back an open counted on `ino` that did not happen, removing an
@@ -693,12 +697,7 @@ impl PlfsFs {
     }
 
     /// Registers a handle whose open `ino` has counted already.
-    fn register(
-        &self,
-        ino: INodeNo,
-        handle: plfs::fs::FileHandle,
-        flags: i32,
-    ) -> Result<FileHandle, Errno> {
+    fn register(&self, ino: INodeNo, handle: plfs::fs::FileHandle, flags: i32) -> Result<FileHandle, Errno> {
         let open = OpenHandle { ino, handle: RwLock::new(Some(handle)), append: flags & libc::O_APPEND != 0 };
         // A new open asks the backend about file capabilities again.
         self.capabilities.recheck(ino);

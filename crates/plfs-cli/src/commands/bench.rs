@@ -291,7 +291,8 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     // also when a phase fails.
     let _fuse = match wants(InterfaceArg::Fuse) {
         true => {
-            let mount = super::bench_fuse::FuseMount::new(&spec.dir, spec.backends, opts.fuse_options.as_deref())?;
+            let mount =
+                super::bench_fuse::FuseMount::new(&spec.dir, spec.backends, opts.fuse_options.as_deref())?;
             spec.fuse_dir = Some(mount.mount_point().to_path_buf());
             Some(mount)
         }
