@@ -64,14 +64,17 @@ impl Windows {
         if let Some(index) = self.windows.iter().position(|w| w.start <= physical && end <= window_end(w)) {
             return (index, true);
         }
-        if let Some(index) = self.windows.iter().position(|w| w.start <= physical && physical <= window_end(w)) {
+        if let Some(index) =
+            self.windows.iter().position(|w| w.start <= physical && physical <= window_end(w))
+        {
             return (index, false);
         }
         if self.windows.len() < WINDOWS_PER_LOG {
             self.windows.push(Window::default());
             return (self.windows.len() - 1, false);
         }
-        let oldest = self.windows.iter().enumerate().min_by_key(|(_, w)| w.used).map_or(0, |(index, _)| index);
+        let oldest =
+            self.windows.iter().enumerate().min_by_key(|(_, w)| w.used).map_or(0, |(index, _)| index);
         (oldest, false)
     }
 }
