@@ -722,6 +722,164 @@ fn cached_readers_see_writes_of_read_write_opens() {
     assert!(nobody.stdout == expected, "cat as nobody");
 }
 
+/// Files under the backends whose names start with `prefix` ("data.",
+/// "index."): the logs of every container there.
+fn backend_logs(backends: &[PathBuf], prefix: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, prefix: &str, found: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                walk(&entry.path(), prefix, found);
+            } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+                found.push(entry.path());
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for backend in backends {
+        walk(backend, prefix, &mut found);
+    }
+    found
+}
+
+/// Every local process writing one file goes through the daemon's one
+/// writer for it: while the file is open on the node, one data log and one
+/// index log, however many processes write (the PLFS papers' one index per
+/// node through FUSE), and every byte reads back.
+#[test]
+fn local_processes_share_one_log_pair_per_file() {
+    let _serial = serial();
+    let mount = PlfsMount::new(&[]);
+    const RECORD: usize = 47001;
+    const WRITERS: usize = 4;
+    const PER_WRITER: usize = 6;
+    let path = mount.path("n1.dat");
+    // Held open meanwhile, as a job's other ranks hold it: the node's
+    // writer lives from the first open to the last close.
+    let held = fs::File::create(&path).unwrap();
+    let source = mount.scratch("records");
+    let records = random_bytes(RECORD * WRITERS * PER_WRITER, 5);
+    fs::write(&source, &records).unwrap();
+    // Every record by a `dd` of its own: 24 processes, 4 at a time.
+    std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let (source, path, scratch) = (&source, &path, &mount.scratch);
+            scope.spawn(move || {
+                let script = format!(
+                    "for k in $(seq 0 {last}); do slot=$((k * {WRITERS} + {w})); \
+                     dd status=none if='{src}' of='{dst}' bs={RECORD} skip=$slot seek=$slot count=1 \
+                     conv=notrunc || exit 1; done",
+                    last = PER_WRITER - 1,
+                    src = s(source),
+                    dst = s(path),
+                );
+                bash(&script, scratch, MIN);
+            });
+        }
+    });
+    assert!(fs::read(&path).unwrap() == records, "the records read back through the mount");
+    let (data, index) = (backend_logs(&mount.backends, "data."), backend_logs(&mount.backends, "index."));
+    assert!(
+        data.len() == 1 && index.len() == 1,
+        "{} data and {} index logs for {} writing processes, e.g. {:?}",
+        data.len(),
+        index.len(),
+        WRITERS * PER_WRITER,
+        data.first()
+    );
+    drop(held);
+    let totals = mount.map_totals("n1.dat");
+    let written = totals["records"].as_u64().unwrap();
+    assert!(written <= (WRITERS * PER_WRITER) as u64, "{written} index records for 24 write(2)s: {totals}");
+}
+
+/// Byte `i` of record `k` of writer `w` as tests/programs/hold_writes.c
+/// writes it.
+fn held_record(w: u64, k: u64, size: u64) -> Vec<u8> {
+    (0..size).map(|i| ((w * 31 + k * 7 + i * 13) % 251 + 1) as u8).collect()
+}
+
+/// A writing process killed with SIGKILL loses nothing it wrote: its writes
+/// went to the node's shared writer, and the kernel's flush at its death
+/// put them in the index log, for this node's processes at once and for
+/// another node at its next open, while the other writers keep the file
+/// open. The daemon killed with SIGKILL loses only what was never synced
+/// or flushed: after `plfs recover --fix`, every record written before an
+/// fsync or by the killed process reads back, and every other one reads
+/// back as its own bytes or as a hole.
+#[test]
+fn killed_writers_and_a_killed_daemon_lose_only_unsynced_writes() {
+    use std::io::BufRead;
+    const SIZE: u64 = 47001;
+    const WRITERS: u64 = 3;
+    const RECORDS: u64 = 8;
+    const SYNCED: u64 = 5;
+    let _serial = serial();
+    let mut mount = PlfsMount::new(&[]);
+    let source = mount.scratch("hold_writes.c");
+    fs::write(&source, include_str!("programs/hold_writes.c")).unwrap();
+    let program = mount.scratch("hold_writes");
+    run_ok(Command::new("cc").arg("-O1").arg("-o").arg(&program).arg(&source), MIN);
+    let path = mount.path("held.dat");
+    let mut writers: Vec<std::process::Child> = (0..WRITERS)
+        .map(|w| {
+            let mut child = Command::new(&program)
+                .arg(&path)
+                .args([w, WRITERS, RECORDS, SYNCED, SIZE].map(|n| n.to_string()))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            assert_eq!(line, "written\n", "writer {w}");
+            child
+        })
+        .collect();
+    writers[0].kill().unwrap();
+    writers[0].wait().unwrap();
+    let record_at = |data: &[u8], w: u64, k: u64| {
+        let at = ((k * WRITERS + w) * SIZE) as usize;
+        data.get(at..at + SIZE as usize).map(<[u8]>::to_vec)
+    };
+    let data = fs::read(&path).unwrap();
+    for (w, k) in (0..WRITERS).flat_map(|w| (0..RECORDS).map(move |k| (w, k))) {
+        assert!(record_at(&data, w, k) == Some(held_record(w, k, SIZE)), "writer {w} record {k} on the node");
+    }
+    {
+        let other_node = mount.second_over_same_backends(&[]);
+        let seen = fs::read(other_node.path("held.dat")).unwrap();
+        for k in 0..RECORDS {
+            assert!(record_at(&seen, 0, k) == Some(held_record(0, k, SIZE)), "killed writer's record {k}");
+        }
+    }
+    assert_eq!(backend_logs(&mount.backends, "index.").len(), 1, "one index log for the node's writers");
+
+    mount.crash();
+    for writer in &mut writers[1..] {
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+    }
+    let logical = mount.mountpoint.join("held.dat");
+    let fixed = mount.plfs(&["recover", "--fix", logical.to_str().unwrap()]);
+    assert!(fixed.status.success(), "{}", describe(&fixed));
+    mount.mount();
+    let data = fs::read(&path).unwrap();
+    for (w, k) in (0..WRITERS).flat_map(|w| (0..RECORDS).map(move |k| (w, k))) {
+        let expected = held_record(w, k, SIZE);
+        match record_at(&data, w, k) {
+            Some(found) if found == expected => {}
+            found if k < SYNCED || w == 0 => {
+                panic!("writer {w} record {k} lost: {:?} bytes", found.map(|f| f.len()))
+            }
+            Some(found) => {
+                assert!(found.iter().all(|&b| b == 0), "writer {w} record {k}: neither its bytes nor a hole")
+            }
+            None => {}
+        }
+    }
+}
+
 /// Two daemons over the same backends, as two nodes: what one mount's
 /// writer closed, a reader through the other reads at its next open,
 /// though it read (and cached) the old bytes through an earlier open.
@@ -776,6 +934,63 @@ fn fsx_seed_2_rich_ops() {
     let elapsed =
         run_fsx(&mount.mountpoint, "fsx-2.dat", &artifacts, FSX_OPS, 2, Some(FSX_RICH_CONFIG), 15 * MIN);
     println!("fsx -N {FSX_OPS} -S 2 (rich ops) on the mount: A-OK in {elapsed:.1?}");
+}
+
+/// fsx's rich operations (mmap, truncate, fsync, close/reopen, …) on a
+/// mount with `-o writeback_cache`: the kernel's read-modify-write of
+/// partial pages and its own size keep every byte right.
+#[test]
+fn fsx_rich_ops_with_writeback_cache() {
+    let _serial = serial();
+    test_tool("fsx");
+    let mount = PlfsMount::new(&["writeback_cache"]);
+    let artifacts = mount.scratch("fsx-wb");
+    fs::create_dir(&artifacts).unwrap();
+    let elapsed =
+        run_fsx(&mount.mountpoint, "fsx-wb.dat", &artifacts, FSX_OPS, 3, Some(FSX_RICH_CONFIG), 15 * MIN);
+    println!("fsx -N {FSX_OPS} -S 3 (rich ops) with writeback_cache: A-OK in {elapsed:.1?}");
+}
+
+/// `-o writeback_cache`: several processes' unaligned N-1 strided writes
+/// through write-only opens land in the page cache and reach the daemon
+/// merged, so fewer index records than writes; they read back byte for
+/// byte through the mount and, after the writers' fsync and close,
+/// through another mount of the same backends. O_APPEND still appends.
+#[test]
+fn writeback_cache_merges_strided_writes() {
+    let _serial = serial();
+    let mount = PlfsMount::new(&["writeback_cache"]);
+    const RECORD: usize = 47001;
+    const WRITERS: usize = 4;
+    const PER_WRITER: usize = 40;
+    let path = mount.path("wb.dat");
+    fs::File::create(&path).unwrap();
+    let record = |w: usize, k: usize| random_bytes(RECORD, (w * 1000 + k) as u64);
+    std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let path = &path;
+            scope.spawn(move || {
+                let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+                for k in 0..PER_WRITER {
+                    file.write_all_at(&record(w, k), ((k * WRITERS + w) * RECORD) as u64).unwrap();
+                }
+                file.sync_all().unwrap();
+            });
+        }
+    });
+    let mut expected = Vec::with_capacity(RECORD * WRITERS * PER_WRITER);
+    for slot in 0..WRITERS * PER_WRITER {
+        expected.extend_from_slice(&record(slot % WRITERS, slot / WRITERS));
+    }
+    assert!(fs::read(&path).unwrap() == expected, "read back through the mount");
+    let other = mount.second_over_same_backends(&[]);
+    assert!(fs::read(other.path("wb.dat")).unwrap() == expected, "read back through another mount");
+    let records = mount.map_totals("wb.dat")["records"].as_u64().unwrap();
+    assert!(records < (WRITERS * PER_WRITER / 4) as u64, "{records} index records for 160 write(2)s");
+
+    let log = mount.path("log.txt");
+    bash(&format!("printf first >> '{0}'; printf second >> '{0}'", s(&log)), &mount.scratch, MIN);
+    assert_eq!(fs::read(&log).unwrap(), b"firstsecond");
 }
 
 /// The whole pjdfstest suite on the mount (allow_other, so its dummy users

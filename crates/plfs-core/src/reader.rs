@@ -1,6 +1,6 @@
 //! Reading data logs: a capped cache of open read handles (so a file written
-//! by 10,000 writers cannot exhaust descriptors), a read-ahead window per
-//! log (so a strided file read in small pieces streams through each log
+//! by 10,000 writers cannot exhaust descriptors), read-ahead windows per log
+//! (so a strided file read in small pieces streams through each log
 //! sequentially instead of issuing one small read per index record), and a
 //! persistent bounded pool that reads several logs at once.
 
@@ -24,12 +24,19 @@ fn window_applies(request_bytes: usize, readahead_bytes: usize) -> bool {
     request_bytes < WINDOW_REQUEST_MAX_BYTES.min(readahead_bytes / 2)
 }
 
-/// One data log's cached handle and read-ahead window.
+/// Read-ahead windows one log keeps: one per reader streaming through it
+/// at once. A log that several processes wrote (a FUSE daemon's one log
+/// per node, interleaving its local writers' records) is read back by as
+/// many readers, each at its own place; with one window they would refill
+/// it for one another on every piece.
+const WINDOWS_PER_LOG: usize = 4;
+
+/// One data log's cached handle and read-ahead windows.
 #[derive(Debug)]
 pub struct CachedLog {
     path: StorePath,
     handle: Box<dyn ReadHandle>,
-    window: Mutex<Window>,
+    windows: Mutex<Windows>,
     label: String,
 }
 
@@ -37,6 +44,39 @@ pub struct CachedLog {
 struct Window {
     start: u64,
     bytes: Vec<u8>,
+    /// `Windows::clock` at the last read served from it.
+    used: u64,
+}
+
+/// Up to `WINDOWS_PER_LOG` windows, made as concurrent streams need them.
+#[derive(Debug, Default)]
+struct Windows {
+    windows: Vec<Window>,
+    clock: u64,
+}
+
+impl Windows {
+    /// The window to serve `physical..end` from: one holding it, else the
+    /// one a stream reading on past its end goes on with, else a new one,
+    /// else the least recently used. The bool says it holds the range.
+    fn pick(&mut self, physical: u64, end: u64) -> (usize, bool) {
+        let window_end = |window: &Window| window.start + window.bytes.len() as u64;
+        if let Some(index) = self.windows.iter().position(|w| w.start <= physical && end <= window_end(w)) {
+            return (index, true);
+        }
+        if let Some(index) =
+            self.windows.iter().position(|w| w.start <= physical && physical <= window_end(w))
+        {
+            return (index, false);
+        }
+        if self.windows.len() < WINDOWS_PER_LOG {
+            self.windows.push(Window::default());
+            return (self.windows.len() - 1, false);
+        }
+        let oldest =
+            self.windows.iter().enumerate().min_by_key(|(_, w)| w.used).map_or(0, |(index, _)| index);
+        (oldest, false)
+    }
 }
 
 impl Window {
@@ -74,10 +114,14 @@ impl CachedLog {
             return crate::store::read_exact_at(self.handle.as_ref(), buf, physical)
                 .with_context(|| format!("{} at offset {physical}", self.label));
         }
-        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         let end = physical + buf.len() as u64;
-        let window_end = window.start + window.bytes.len() as u64;
-        if physical < window.start || end > window_end {
+        let (index, holds) = windows.pick(physical, end);
+        windows.clock += 1;
+        let clock = windows.clock;
+        let window = &mut windows.windows[index];
+        window.used = clock;
+        if !holds {
             if let Err(error) = window.fill(self.handle.as_ref(), physical, readahead_bytes) {
                 // Part of the window was never read: serving it later
                 // would return zeros or another offset's bytes.
@@ -137,7 +181,7 @@ impl LogCache {
         let log = Arc::new(CachedLog {
             path: path.clone(),
             handle,
-            window: Mutex::new(Window::default()),
+            windows: Mutex::new(Windows::default()),
             label: format!("data log {}: {path}", store.url()),
         });
         self.lock().put(key, log.clone());
@@ -226,5 +270,42 @@ impl ReadPool {
             }
             _ => tasks.into_iter().try_for_each(|task| task()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::counting::CountingStore;
+    use crate::store::memory::MemoryStore;
+
+    /// Two readers streaming through one log in small pieces, turn about
+    /// (a node's one log read back by two processes): each keeps its own
+    /// window, so the store reads each byte about once, not a window per
+    /// piece.
+    #[test]
+    fn interleaved_streams_keep_their_own_windows() {
+        const LOG_BYTES: usize = 4 << 20;
+        const READAHEAD: usize = 256 << 10;
+        const PIECE: usize = 16 << 10;
+        let store = Arc::new(CountingStore::new(Arc::new(MemoryStore::new("mem://log"))));
+        let path = StorePath::parse("data.log").unwrap();
+        let bytes: Vec<u8> = (0..LOG_BYTES).map(|i| (i % 251) as u8).collect();
+        let mut writer = store.create_append(&path).unwrap();
+        writer.append(&bytes).unwrap();
+        writer.close().unwrap();
+        let cache = LogCache::new(8, READAHEAD);
+        let log = cache.get(BackendId(0), LogId::new(1, 1, 1, "host"), store.as_ref(), &path).unwrap();
+        store.reset();
+        let half = LOG_BYTES / 2;
+        let mut piece = vec![0u8; PIECE];
+        for k in 0..half / PIECE {
+            for start in [k * PIECE, half + k * PIECE] {
+                log.read_exact(&mut piece, start as u64, READAHEAD).unwrap();
+                assert!(piece == bytes[start..start + PIECE], "bytes at {start}");
+            }
+        }
+        let read = store.counts().bytes_read;
+        assert!(read <= (LOG_BYTES + 2 * READAHEAD) as u64, "{read} bytes read for a {LOG_BYTES}-byte log");
     }
 }

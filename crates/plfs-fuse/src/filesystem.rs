@@ -7,11 +7,18 @@
 //!
 //! Cache decisions, each keeping "a reader on the node sees what another
 //! local process wrote and flushed; close-to-open between nodes" true:
-//! - No writeback cache: writes go through to the daemon at once, each
-//!   carrying the writing process's pid, so every local process gets its
-//!   own data log, and other nodes see the data once the writer flushes.
-//!   With writeback cache the kernel would write pages back later under
-//!   its own pid and do read-modify-write of partial pages.
+//! - One writer per daemon: every local process's writes to a file go to
+//!   the file's one data and index log pair on this node (the PLFS papers'
+//!   one index per node through FUSE), appended in the order the daemon
+//!   serves them, each record stamped then, so the last write wins as it
+//!   would on one disk. fsync by any process syncs the pair (everything
+//!   written so far); close flushes its index records, so a killed client
+//!   loses nothing it wrote, and only a killed daemon loses what no one
+//!   synced or closed.
+//! - No writeback cache by default: writes go through to the daemon at
+//!   once, and other nodes see the data once the writer flushes. With
+//!   writeback cache the kernel does read-modify-write of partial pages
+//!   and keeps the size itself (see docs/POSIX.md).
 //! - Page cache on for opens that can read (readahead, mmap, exec), never
 //!   keep_cache: local processes share one kernel inode and page cache,
 //!   which write-through keeps current; every open drops the cached pages,
@@ -58,7 +65,7 @@ use plfs::xattr::XattrMode;
 use crate::capability::{self, AbsentCapabilities};
 use crate::handles::HandleTable;
 use crate::inode::{InodeTable, Located, ROOT};
-use crate::process::{self, Processes};
+use crate::process;
 use crate::statfs::{SpaceOracle, SpaceSource};
 
 /// How long the kernel may trust a name → inode answer.
@@ -98,6 +105,12 @@ pub struct FsOptions {
     /// of one file run in parallel; but no readahead, and shared mmap only
     /// where the kernel offers FUSE_DIRECT_IO_ALLOW_MMAP.
     pub direct_io: bool,
+    /// The kernel's writeback cache (`-o writeback_cache`): writes land in
+    /// the page cache and reach the daemon merged, up to max_write per
+    /// request, at close, fsync or memory pressure; pages are kept across
+    /// opens. For files only this node writes: the kernel then keeps the
+    /// size itself and writes back whole pages (docs/POSIX.md).
+    pub writeback_cache: bool,
 }
 
 impl Default for FsOptions {
@@ -108,6 +121,7 @@ impl Default for FsOptions {
             max_write_bytes: 4 << 20,
             max_background: 64,
             direct_io: false,
+            writeback_cache: false,
         }
     }
 }
@@ -121,8 +135,6 @@ struct OpenHandle {
     handle: RwLock<Option<plfs::fs::FileHandle>>,
     /// O_APPEND: every write goes to the end as plfs sees it.
     append: bool,
-    /// The opener's writer id, for writes the kernel makes on its own.
-    writer: WriterId,
 }
 
 impl OpenHandle {
@@ -194,7 +206,9 @@ pub struct PlfsFs {
     files: Mutex<HandleTable<OpenHandle>>,
     dirs: Mutex<HandleTable<DirListing>>,
     space: SpaceOracle,
-    processes: Processes,
+    /// The writer of every file this daemon writes: one log pair per file
+    /// per node, whichever local process (or the kernel) writes.
+    writer: WriterId,
     options: FsOptions,
     /// Makes the hidden names of unlinked open files unique.
     hidden_count: AtomicU64,
@@ -233,7 +247,7 @@ impl PlfsFs {
             files: Mutex::new(HandleTable::default()),
             dirs: Mutex::new(HandleTable::default()),
             space,
-            processes: Processes::default(),
+            writer: WriterId::from(std::process::id()),
             options,
             hidden_count: AtomicU64::new(0),
             capabilities: AbsentCapabilities::default(),
@@ -269,6 +283,11 @@ impl PlfsFs {
     /// they keep the page cache so mmap works. Write-only opens cannot
     /// mmap or exec anyway. `-o direct_io` does the same for every open.
     fn open_flags(&self, flags: i32) -> FopenFlags {
+        if self.options.writeback_cache && !self.options.direct_io {
+            // Local writes keep the pages current, and other nodes' writes
+            // are not looked for with this option (docs/POSIX.md).
+            return FopenFlags::FOPEN_KEEP_CACHE;
+        }
         let access = flags & libc::O_ACCMODE;
         let direct = self.options.direct_io
             || access == libc::O_WRONLY
@@ -369,12 +388,6 @@ impl PlfsFs {
 
     fn file(&self, fh: FileHandle) -> Result<Arc<OpenHandle>, Errno> {
         lock(&self.files).get(fh).ok_or(Errno::EBADF)
-    }
-
-    /// The writer for a request: the calling process, or the opener when
-    /// the kernel writes on its own behalf.
-    fn writer(&self, req: &Request) -> WriterId {
-        self.processes.writer(req.pid()).unwrap_or_else(|| WriterId::from(std::process::id()))
     }
 
     fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
@@ -496,7 +509,7 @@ impl PlfsFs {
         let handle = self.core(
             "mknod",
             &path,
-            self.plfs.open_as(&path, flags, mode & 0o7777, self.writer(req), Some(owner)),
+            self.plfs.open_as(&path, flags, mode & 0o7777, self.writer, Some(owner)),
         )?;
         self.core("mknod", &path, handle.close())?;
         self.entry("mknod", parent, &name, &path)
@@ -628,7 +641,7 @@ impl PlfsFs {
     /// on the node now at the name (an unlink of it must find the file
     /// open), and is direct I/O, since the kernel's inode may hold another
     /// version's size and pages.
-    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
+    fn do_open(&self, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let opened = lock(&self.inodes).open(ino);
         let (counted, path, fopen) = match opened {
@@ -642,9 +655,9 @@ impl PlfsFs {
             None if lock(&self.inodes).kind(ino) == Some(FileKind::File) => return Err(Errno::ESTALE),
             None => return Err(Errno::ENOENT),
         };
-        let writer = self.writer(req);
+        let flags = self.core_open_flags(flags);
         let opened = open::OpenFlags::from_posix(flags)
-            .and_then(|open_flags| self.plfs.open_as(&path, open_flags, 0, writer, None));
+            .and_then(|open_flags| self.plfs.open_as(&path, open_flags, 0, self.writer, None));
         let handle = match opened {
             Ok(handle) => handle,
             Err(error) => {
@@ -652,8 +665,24 @@ impl PlfsFs {
                 return Err(self.fail("open", &path, &error));
             }
         };
-        let fh = self.register(counted, handle, flags, writer)?;
+        let fh = self.register(counted, handle, flags)?;
         Ok((fh, fopen))
+    }
+
+    /// The flags a FUSE open asks the core for. With the writeback cache
+    /// the kernel reads the rest of a partly written page through a
+    /// write-only open too, and places O_APPEND writes itself (it owns the
+    /// size): so write-only becomes read-write and O_APPEND is dropped.
+    fn core_open_flags(&self, flags: i32) -> i32 {
+        if !self.options.writeback_cache {
+            return flags;
+        }
+        let flags = flags & !libc::O_APPEND;
+        if flags & libc::O_ACCMODE == libc::O_WRONLY {
+            (flags & !libc::O_ACCMODE) | libc::O_RDWR
+        } else {
+            flags
+        }
     }
 
     /// Gives back an open counted on `ino` that did not happen, removing an
@@ -668,19 +697,8 @@ impl PlfsFs {
     }
 
     /// Registers a handle whose open `ino` has counted already.
-    fn register(
-        &self,
-        ino: INodeNo,
-        handle: plfs::fs::FileHandle,
-        flags: i32,
-        writer: WriterId,
-    ) -> Result<FileHandle, Errno> {
-        let open = OpenHandle {
-            ino,
-            handle: RwLock::new(Some(handle)),
-            append: flags & libc::O_APPEND != 0,
-            writer,
-        };
+    fn register(&self, ino: INodeNo, handle: plfs::fs::FileHandle, flags: i32) -> Result<FileHandle, Errno> {
+        let open = OpenHandle { ino, handle: RwLock::new(Some(handle)), append: flags & libc::O_APPEND != 0 };
         // A new open asks the backend about file capabilities again.
         self.capabilities.recheck(ino);
         let Some((fh, _)) = lock(&self.files).insert(open) else {
@@ -703,14 +721,14 @@ impl PlfsFs {
         let (name, path) = self.new_child(parent, name)?;
         // Counted open before an unlink of the new name can look.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
+        let flags = self.core_open_flags(flags);
         let open_flags = open::OpenFlags::from_posix(flags | libc::O_CREAT)
             .map_err(|error| self.fail("create", &path, &error))?;
-        let writer = self.writer(req);
         let (owner, _) = self.creator(req, parent)?;
         let handle = self.core(
             "create",
             &path,
-            self.plfs.open_as(&path, open_flags, mode & 0o7777, writer, Some(owner)),
+            self.plfs.open_as(&path, open_flags, mode & 0o7777, self.writer, Some(owner)),
         )?;
         let attr = match self.entry("create", parent, &name, &path) {
             Ok(attr) => attr,
@@ -720,7 +738,7 @@ impl PlfsFs {
             }
         };
         lock(&self.inodes).opened(attr.ino);
-        let fh = self.register(attr.ino, handle, flags, writer)?;
+        let fh = self.register(attr.ino, handle, flags)?;
         Ok((attr, fh))
     }
 
@@ -754,30 +772,18 @@ impl PlfsFs {
         self.path(ino).unwrap_or_else(|_| format!("inode {ino}"))
     }
 
-    fn do_write(
-        &self,
-        req: &Request,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        write_flags: WriteFlags,
-    ) -> Result<u32, Errno> {
+    fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32, Errno> {
         // Not across a rename or unlink, as for reads: a writer's first
         // write makes its logs under the file's current path.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = self.file(fh)?;
-        // Page-cache write-back (mmap) comes from a kernel thread, not the
-        // process that wrote the page: charge it to the opener.
-        let writer = if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
-            file.writer
-        } else {
-            self.processes.writer(req.pid()).unwrap_or(file.writer)
-        };
+        // Every handle was opened for the daemon's writer, also for the
+        // kernel's page-cache write-back (mmap), which comes from no process.
         let written = file.with(|handle| {
             // O_APPEND: the end as plfs knows it, which includes other
             // nodes' closed writes the kernel's cached size may not.
             let offset = if file.append { handle.size()? } else { offset };
-            handle.write_as(data, offset, writer)
+            handle.write(data, offset)
         })?;
         let written = written.map_err(|error| self.fail("write", &self.path_or_ino(file.ino), &error))?;
         u32::try_from(written).map_err(|_| Errno::EIO)
@@ -1092,6 +1098,10 @@ impl Filesystem for PlfsFs {
                 tracing::info!("kernel lacks FUSE capability {missing:?}");
             }
         }
+        if self.options.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_err() {
+            tracing::warn!("kernel lacks FUSE_WRITEBACK_CACHE: -o writeback_cache ignored");
+            self.options.writeback_cache = false;
+        }
         // Read-write opens go direct only if they can still be mmapped
         // (fsx, databases); see `open_flags`.
         self.direct_io_mmap = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_ok();
@@ -1239,8 +1249,8 @@ impl Filesystem for PlfsFs {
         reply.error(Errno::EPERM);
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_open(req, ino, flags.0) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(ino, flags.0) {
             Ok((fh, fopen)) => reply.opened(fh, fopen),
             Err(errno) => reply.error(errno),
         }
@@ -1262,17 +1272,17 @@ impl Filesystem for PlfsFs {
 
     fn write(
         &self,
-        req: &Request,
+        _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        write_flags: WriteFlags,
+        _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.do_write(req, fh, offset, data, write_flags) {
+        match self.do_write(fh, offset, data) {
             Ok(written) => reply.written(written),
             Err(errno) => reply.error(errno),
         }

@@ -62,6 +62,8 @@ pub struct ParsedOptions {
     pub acl: SessionACL,
     /// For the daemon: open every file with FOPEN_DIRECT_IO.
     pub direct_io: bool,
+    /// For the daemon: ask for the kernel's writeback cache.
+    pub writeback_cache: bool,
 }
 
 /// Turns `-o` options into fuser's: `allow_other`/`allow_root` set who may
@@ -74,6 +76,7 @@ pub fn parse_options(options: &[String]) -> io::Result<ParsedOptions> {
         mount: vec![MountOption::DefaultPermissions],
         acl: SessionACL::Owner,
         direct_io: false,
+        writeback_cache: false,
     };
     let mut named = false;
     for option in options.iter().flat_map(|list| list.split(',')).map(str::trim).filter(|o| !o.is_empty()) {
@@ -88,6 +91,10 @@ pub fn parse_options(options: &[String]) -> io::Result<ParsedOptions> {
             }
             "direct_io" => {
                 parsed.direct_io = true;
+                continue;
+            }
+            "writeback_cache" => {
+                parsed.writeback_cache = true;
                 continue;
             }
             // Always on (kernel permission checks; fuser asks for big writes).
@@ -106,12 +113,13 @@ pub fn parse_options(options: &[String]) -> io::Result<ParsedOptions> {
             "sync" => MountOption::Sync,
             "async" => MountOption::Async,
             "dirsync" => MountOption::DirSync,
-            "kernel_cache" | "auto_cache" | "writeback_cache" => {
+            "kernel_cache" | "auto_cache" => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                        "-o {option}: plfs sets its own cache policy (page cache, write-through, dropped \
-                         at every open; or -o direct_io for none) and does not take this libfuse option"
+                        "-o {option}: plfs sets its own cache policy (page cache dropped at every open; \
+                         -o writeback_cache to keep it; -o direct_io for none) and does not take this \
+                         libfuse option"
                     ),
                 ));
             }
@@ -152,6 +160,7 @@ fn start(plfs: Plfs, mount_point: &Path, settings: &MountSettings) -> io::Result
     let parsed = parse_options(&settings.options)?;
     let mut fs_options = settings.fs.clone();
     fs_options.direct_io |= parsed.direct_io;
+    fs_options.writeback_cache |= parsed.writeback_cache;
     let config = session_config(settings, parsed);
     let fs = PlfsFs::new(plfs, fs_options);
     let session = Session::new(fs, mount_point, &config).map_err(|error| {
@@ -411,6 +420,9 @@ mod tests {
     fn direct_io_is_the_daemons_and_other_cache_options_are_refused() {
         let parsed = parse_options(&strings(&["direct_io"])).unwrap();
         assert!(parsed.direct_io);
+        let parsed = parse_options(&strings(&["writeback_cache"])).unwrap();
+        assert!(parsed.writeback_cache && !parsed.direct_io);
+        assert!(!parsed.mount.iter().any(|option| matches!(option, MountOption::CUSTOM(_))));
         assert!(!parsed.mount.iter().any(|option| matches!(option, MountOption::CUSTOM(_))));
         let error = parse_options(&strings(&["kernel_cache"])).unwrap_err();
         assert!(error.to_string().contains("kernel_cache"), "{error}");

@@ -98,6 +98,10 @@ pub struct Opts {
     /// The MPI whose mpirun runs the mpiio interface.
     #[arg(long, value_enum, default_value_t = MpiArg::Openmpi)]
     mpi: MpiArg,
+    /// fuse: `-o` options of the benchmark's mount, comma-separated (e.g.
+    /// writeback_cache, direct_io), as `plfs mount -o` takes them.
+    #[arg(long, value_name = "OPTIONS")]
+    fuse_options: Option<String>,
     /// Which library reads check data CRCs (plfsrc `verify_reads`), to
     /// measure what checking costs.
     #[arg(long, value_enum, default_value_t = VerifyReadsArg::Whole)]
@@ -295,7 +299,8 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     // also when a phase fails.
     let _fuse = match wants(InterfaceArg::Fuse) {
         true => {
-            let mount = super::bench_fuse::FuseMount::new(&spec.dir, spec.backends)?;
+            let mount =
+                super::bench_fuse::FuseMount::new(&spec.dir, spec.backends, opts.fuse_options.as_deref())?;
             spec.fuse_dir = Some(mount.mount_point().to_path_buf());
             Some(mount)
         }
@@ -340,6 +345,7 @@ impl From<&Opts> for super::bench_fuse::FuseBench {
             spec: BenchSpec { keep: false, ..spec_of(opts) },
             json: opts.json,
             plot: opts.plot.clone(),
+            options: opts.fuse_options.clone(),
         }
     }
 }

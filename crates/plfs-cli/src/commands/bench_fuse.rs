@@ -30,6 +30,8 @@ pub struct FuseBench {
     pub spec: BenchSpec,
     pub json: bool,
     pub plot: super::bench::PlotArgs,
+    /// The mount's `-o` options (`--fuse-options`).
+    pub options: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -98,7 +100,7 @@ pub fn run(bench: FuseBench) -> Result<ExitCode> {
     let mount_point = scratch.path().join("mnt");
     std::fs::create_dir(&mount_point).context("creating the mount point")?;
     let plfs = scratch_plfs(scratch.path(), bench.spec.backends)?;
-    let mount = plfs_fuse::Mount::spawn(plfs.clone(), &mount_point, &plfs_fuse::MountSettings::default())
+    let mount = plfs_fuse::Mount::spawn(plfs.clone(), &mount_point, &settings(bench.options.as_deref()))
         .with_context(|| format!("mounting {}", mount_point.display()))?;
 
     let mut streaming_runs = Vec::with_capacity(bench.repeat as usize);
@@ -162,7 +164,7 @@ pub struct FuseMount {
 }
 
 impl FuseMount {
-    pub fn new(dir: &Path, backends: usize) -> Result<FuseMount> {
+    pub fn new(dir: &Path, backends: usize, options: Option<&str>) -> Result<FuseMount> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let scratch = tempfile::Builder::new()
             .prefix("plfs-bench-fuse.")
@@ -171,13 +173,21 @@ impl FuseMount {
         let mount_point = scratch.path().join("mnt");
         std::fs::create_dir(&mount_point).context("creating the mount point")?;
         let plfs = scratch_plfs(scratch.path(), backends)?;
-        let mount = plfs_fuse::Mount::spawn(plfs, &mount_point, &plfs_fuse::MountSettings::default())
+        let mount = plfs_fuse::Mount::spawn(plfs, &mount_point, &settings(options))
             .with_context(|| format!("mounting {} (FUSE needs root)", mount_point.display()))?;
         Ok(FuseMount { _mount: mount, mount_point, _scratch: scratch })
     }
 
     pub fn mount_point(&self) -> &Path {
         &self.mount_point
+    }
+}
+
+/// The mount's settings: the defaults plus `--fuse-options`.
+fn settings(options: Option<&str>) -> plfs_fuse::MountSettings {
+    plfs_fuse::MountSettings {
+        options: options.map(str::to_owned).into_iter().collect(),
+        ..plfs_fuse::MountSettings::default()
     }
 }
 

@@ -113,8 +113,15 @@ static void write_all(const char *path, long long records, long long size) {
     for (long long k = 0; k < records; k++) {
         write_record(fd, path, buf, rank, ranks, k, size);
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        die("fsync and close", path);
+    if (fsync(fd) != 0) {
+        die("fsync", path);
+    }
+    /* Every rank holds the file open until all have written, as a
+     * checkpoint's ranks do: through FUSE a node's ranks then share one open
+     * of the file in their daemon, so one log pair per node. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (close(fd) != 0) {
+        die("close", path);
     }
     free(buf);
     MPI_Barrier(MPI_COMM_WORLD);
