@@ -373,7 +373,7 @@ fn peer_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths).map(|dir| dir.join(program)).find(|path| path.is_file())
 }

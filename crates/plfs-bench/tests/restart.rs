@@ -30,6 +30,7 @@ fn run(pattern: Pattern, writers: usize, readers: Option<usize>, peers: Vec<Peer
         repeat: 1,
         keep: false,
         peers,
+        strategy: None,
     };
     let report = run_restart(&spec, &WorkerCommand::test_binary("restart_worker").unwrap()).unwrap();
     eprintln!("{}", report.to_text());

@@ -359,7 +359,7 @@ fn generator_writes_the_checked_in_bytes() {
 }
 
 /// The fixture of `scenario` copied to a fresh directory, mounted.
-fn copy(scenario: &str) -> (tempfile::TempDir, Plfs, String, Vec<u8>) {
+pub(crate) fn copy(scenario: &str) -> (tempfile::TempDir, Plfs, String, Vec<u8>) {
     let root = tempfile::tempdir().unwrap();
     write_tree(root.path(), &read_tree(&fixture_dir(scenario)));
     let plfs = mount(root.path());

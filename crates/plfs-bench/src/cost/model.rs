@@ -331,7 +331,7 @@ pub fn predict(params: &CostParams) -> Vec<(Operation, Figures)> {
         .map(|&operation| {
             let mut figures = predict_one(params, &t, operation);
             if is_collective_open(operation) {
-                add_plfs25_check(&mut figures, t.m);
+                add_plfs25_check(&mut figures, operation, t.m);
             }
             (operation, figures)
         })
@@ -350,14 +350,22 @@ fn is_collective_open(operation: Operation) -> bool {
     )
 }
 
-/// Before any strategy, every reader looks the file up to see whether it
-/// is a PLFS 2.5 container (those have no logs to share, each rank reads
-/// its own): one more lookup per reader, a stat and the access record.
-fn add_plfs25_check(figures: &mut Figures, m: u64) {
-    figures.opens += m;
+/// The look whether the file is a PLFS 2.5 container (those have no logs
+/// to share, each rank reads its own): one more lookup, a stat and the
+/// access record. Rank 0 alone looks and says so in its first message
+/// (broadcast, flatten, parallel; rank 0 is their busiest rank); uniform
+/// restart sends no message, so each of its readers looks; a naive open
+/// is what a 2.5 file gets anyway, so it does not look.
+fn add_plfs25_check(figures: &mut Figures, operation: Operation, m: u64) {
+    let lookups = match operation {
+        Operation::OpenNaive | Operation::OpenNaiveFlattened => return,
+        Operation::OpenUniformRestart => m,
+        _ => 1,
+    };
+    figures.opens += lookups;
     figures.max_rank_opens += 1;
-    figures.stats += m;
-    figures.bytes_read += m * ACCESS_BYTES;
+    figures.stats += lookups;
+    figures.bytes_read += lookups * ACCESS_BYTES;
 }
 
 fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures {

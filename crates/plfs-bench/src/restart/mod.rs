@@ -22,6 +22,9 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use plfs::collective::{
+    CollectiveOptions, Comm, Strategy, flatten_on_close, open_collective_with, retain_index,
+};
 use plfs::fs::Plfs;
 use plfs::open::OpenFlags;
 use serde::{Deserialize, Serialize};
@@ -34,7 +37,7 @@ use crate::protocol::{self, Channel, NoPhase, Order, Report};
 use crate::repeat::Spread;
 use crate::runner::drop_page_cache;
 use crate::runner::{WorkDir, run_workers};
-use crate::worker::{Op, Target, direct_path, mount, now_ns, plfs_backend_dirs, wait_until};
+use crate::worker::{Op, Target, direct_path, mount, now_ns, plfs_backend_dirs, process_cpu_ns, wait_until};
 use crate::{VerifyReads, WorkerCommand};
 
 /// The first argument of `plfs bench-worker` that makes it a restart
@@ -138,6 +141,11 @@ pub struct RestartSpec {
     /// The peers to run beside plfs and the direct file (pixie3d only);
     /// one that is not built is reported and left out.
     pub peers: Vec<Peer>,
+    /// Run plfs's writers and readers as the ranks of one `mpirun` per
+    /// phase, the readers opening with this collective strategy inside
+    /// their clock (flatten: the writers' close flattens on close). None:
+    /// independent processes, each opening on its own.
+    pub strategy: Option<Strategy>,
 }
 
 /// What one process does; sent as JSON.
@@ -152,6 +160,10 @@ pub struct RestartWorker {
     pub rank: usize,
     pub dir: PathBuf,
     pub backends: usize,
+    /// The collective open strategy's name: this process is a rank under
+    /// mpirun ([`mpi_worker_main`]); None: an independent process.
+    #[serde(default)]
+    pub strategy: Option<String>,
 }
 
 /// What one process measured.
@@ -168,6 +180,11 @@ pub struct RestartResult {
     pub first_bad: Option<String>,
     /// Peak resident set of the process (getrusage ru_maxrss), KiB.
     pub max_rss_kib: u64,
+    /// CPU time (user + system, every thread) from the clock's start to
+    /// the close: what the library costs per byte, which a busy machine
+    /// changes less than the wall time.
+    #[serde(default)]
+    pub cpu_ns: u64,
 }
 
 /// One process's untimed set-up: the mount, the extents, the buffers.
@@ -274,19 +291,82 @@ impl Handle<'_> {
     }
 }
 
+/// How a process's clock starts and its plfs file opens and closes: on
+/// its own at the common start instant, or as a rank of `comm` (the clock
+/// starts at a barrier; readers open collectively with `strategy`; with
+/// flatten the writers' close flattens on close).
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    At(u64),
+    Rank { comm: &'a dyn Comm, strategy: Strategy },
+}
+
 /// The timed part: open, every extent, close.
-fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<RestartResult> {
-    wait_until(start_ns);
+fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
+    match start {
+        Start::At(start_ns) => wait_until(start_ns),
+        Start::Rank { comm, .. } => comm
+            .barrier()
+            .map_err(|source| BenchError::Collective { doing: "restart start barrier", source })?,
+    }
     let began_ns = now_ns();
+    let cpu_began_ns = process_cpu_ns();
+    let timed = open_move_close(prepared, start, began_ns);
+    // Flatten on close: every writer rank takes part, also one that
+    // failed (it says so), so that none waits in it alone.
+    if let (Op::Write, Start::Rank { comm, strategy: Strategy::Flatten }, Some(plfs)) =
+        (prepared.spec.op, start, &prepared.plfs)
+    {
+        let flattened = flatten_on_close(plfs, RESTART_PATH, comm, timed.is_ok());
+        if timed.is_ok() {
+            flattened.map_err(BenchError::plfs("plfs flatten on close", RESTART_PATH))?;
+        }
+    }
+    let Timed { open_ns, bytes, bad_bytes, first_bad } = timed?;
+    let end_ns = now_ns();
+    Ok(RestartResult {
+        rank: prepared.spec.rank,
+        began_ns,
+        open_ns,
+        end_ns,
+        bytes,
+        bad_bytes,
+        first_bad,
+        max_rss_kib: max_rss_kib(),
+        cpu_ns: process_cpu_ns().saturating_sub(cpu_began_ns),
+    })
+}
+
+/// What [`open_move_close`] measured.
+struct Timed {
+    open_ns: u64,
+    bytes: u64,
+    bad_bytes: u64,
+    first_bad: Option<String>,
+}
+
+/// The open, every extent written or read and checked, the close.
+fn open_move_close(prepared: &mut Prepared, start: Start, began_ns: u64) -> Result<Timed> {
     let spec = &prepared.spec;
-    let handle = match (&prepared.plfs, spec.op) {
-        (Some(plfs), Op::Write) => Handle::Plfs(
+    let handle = match (&prepared.plfs, spec.op, start) {
+        (Some(plfs), Op::Read, Start::Rank { comm, strategy }) => Handle::Plfs(
+            open_collective_with(
+                plfs,
+                RESTART_PATH,
+                comm,
+                &CollectiveOptions { strategy, group_ranks: None },
+                (spec.layout.writers() as usize + spec.rank) as u64,
+            )
+            .map_err(BenchError::plfs("plfs collective open", RESTART_PATH))?,
+            RESTART_PATH,
+        ),
+        (Some(plfs), Op::Write, _) => Handle::Plfs(
             plfs.open(RESTART_PATH, OpenFlags::WRONLY, 0, spec.rank as u64)
                 .map_err(BenchError::plfs("plfs open for writing", RESTART_PATH))?,
             RESTART_PATH,
         ),
         // Reader ids follow the writers', as in `plfs bench open`.
-        (Some(plfs), Op::Read) => Handle::Plfs(
+        (Some(plfs), Op::Read, Start::At(_)) => Handle::Plfs(
             plfs.open(
                 RESTART_PATH,
                 OpenFlags::RDONLY,
@@ -296,7 +376,7 @@ fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<RestartResult> {
             .map_err(BenchError::plfs("plfs open", RESTART_PATH))?,
             RESTART_PATH,
         ),
-        (None, op) => {
+        (None, op, _) => {
             let path = direct_path(&spec.dir);
             // Not truncating: the parent made the file, other ranks write it.
             let file = OpenOptions::new()
@@ -357,17 +437,7 @@ fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<RestartResult> {
         }
     }
     handle.close(spec.op)?;
-    let end_ns = now_ns();
-    Ok(RestartResult {
-        rank: spec.rank,
-        began_ns,
-        open_ns,
-        end_ns,
-        bytes,
-        bad_bytes,
-        first_bad,
-        max_rss_kib: max_rss_kib(),
-    })
+    Ok(Timed { open_ns, bytes, bad_bytes, first_bad })
 }
 
 /// getrusage(RUSAGE_SELF).ru_maxrss, KiB on Linux (0 if it fails).
@@ -392,6 +462,25 @@ pub fn worker_main(args: &[String]) -> Result<()> {
 }
 
 fn worker_protocol(args: &[String]) -> Result<()> {
+    let spec = parse_worker_spec(args)?;
+    let rank = spec.rank;
+    let mut prepared = prepare(spec)?;
+    protocol::send_report::<RestartResult>(Channel::Bench, &Report::Ready { rank })?;
+    let worker = format!("restart worker {rank}");
+    let start_ns = match protocol::receive_order::<NoPhase>(&mut std::io::stdin().lock(), false, &worker)? {
+        Some(Order::Go { start_ns, .. }) => start_ns,
+        Some(Order::Exit) | None => {
+            return Err(BenchError::Protocol { phase: worker, problem: "stdin closed before GO".to_owned() });
+        }
+    };
+    let result = execute(&mut prepared, Start::At(start_ns))?;
+    protocol::send_report(Channel::Bench, &Report::Result(result))
+}
+
+/// A restart process's spec, from its one argument or
+/// [`crate::WORKER_SPEC_ENV`]; the caller runs [`mpi_worker_main`] when it
+/// names a strategy, else [`worker_main`].
+pub fn parse_worker_spec(args: &[String]) -> Result<RestartWorker> {
     let text = match args {
         [] => std::env::var(crate::WORKER_SPEC_ENV).map_err(|_| {
             BenchError::invalid(format!(
@@ -407,20 +496,81 @@ fn worker_protocol(args: &[String]) -> Result<()> {
             )));
         }
     };
-    let spec: RestartWorker = serde_json::from_str(&text)
-        .map_err(|source| BenchError::Json { what: format!("restart worker spec {text:?}"), source })?;
-    let rank = spec.rank;
-    let mut prepared = prepare(spec)?;
-    protocol::send_report::<RestartResult>(Channel::Bench, &Report::Ready { rank })?;
-    let worker = format!("restart worker {rank}");
-    let start_ns = match protocol::receive_order::<NoPhase>(&mut std::io::stdin().lock(), false, &worker)? {
-        Some(Order::Go { start_ns, .. }) => start_ns,
-        Some(Order::Exit) | None => {
-            return Err(BenchError::Protocol { phase: worker, problem: "stdin closed before GO".to_owned() });
+    serde_json::from_str(&text)
+        .map_err(|source| BenchError::Json { what: format!("restart worker spec {text:?}"), source })
+}
+
+/// The line rank 0 of an MPI phase prints on stdout before the JSON of
+/// every rank's [`MpiOutcome`], in rank order.
+pub const MPI_RESULT_PREFIX: &str = "RESTART-MPI ";
+
+/// One rank's outcome in an MPI phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MpiOutcome {
+    pub result: Option<RestartResult>,
+    pub error: Option<String>,
+}
+
+/// Entry point of a restart rank under mpirun (`plfs bench-worker restart
+/// <json>` whose spec names a strategy): `world` is the job's ranks, one
+/// process each; the spec's rank is replaced by the rank in `world`. Rank
+/// 0 prints every rank's outcome on stdout; a rank that failed makes it
+/// an error on every rank.
+pub fn mpi_worker_main(world: &dyn Comm, args: &[String]) -> Result<()> {
+    let collective = |doing| move |source| BenchError::Collective { doing, source };
+    let mut prepared = (|| {
+        let mut spec = parse_worker_spec(args)?;
+        spec.rank = world.rank();
+        if spec.processes != world.size() {
+            return Err(BenchError::invalid(format!(
+                "restart rank: the spec is for {} processes, mpirun started {}",
+                spec.processes,
+                world.size()
+            )));
         }
+        let name = spec.strategy.clone().unwrap_or_default();
+        let strategy: Strategy = name.parse().map_err(BenchError::plfs("restart rank", name))?;
+        let prepared = prepare(spec)?;
+        if let (Some(plfs), Op::Write, Strategy::Flatten) = (&prepared.plfs, prepared.spec.op, strategy) {
+            // Keeps this rank's index records for the gather at close.
+            retain_index(plfs, RESTART_PATH)
+                .map_err(BenchError::plfs("keeping the index of", RESTART_PATH))?;
+        }
+        Ok((prepared, strategy))
+    })();
+    // No rank starts the clock (a barrier) while another could not set up.
+    let mine = prepared.as_ref().err().map(|e| format!("rank {}: {e}", world.rank())).unwrap_or_default();
+    let all = world.allgather(mine.as_bytes()).map_err(collective("agreeing on the set-up"))?;
+    let outcome = match (&mut prepared, all.iter().find(|message| !message.is_empty())) {
+        (Ok((prepared, strategy)), None) => {
+            match execute(prepared, Start::Rank { comm: world, strategy: *strategy }) {
+                Ok(result) => MpiOutcome { result: Some(result), error: None },
+                Err(error) => {
+                    MpiOutcome { result: None, error: Some(format!("rank {}: {error}", world.rank())) }
+                }
+            }
+        }
+        (_, failed) => MpiOutcome {
+            result: None,
+            error: Some(failed.map(|m| String::from_utf8_lossy(m).into_owned()).unwrap_or(mine)),
+        },
     };
-    let result = execute(&mut prepared, start_ns)?;
-    protocol::send_report(Channel::Bench, &Report::Result(result))
+    let bytes = serde_json::to_vec(&outcome)
+        .map_err(|source| BenchError::Json { what: "a restart rank's outcome".to_owned(), source })?;
+    if let Some(all) = world.gather(0, &bytes).map_err(collective("gathering the outcomes"))? {
+        let outcomes = all
+            .iter()
+            .map(|bytes| serde_json::from_slice::<MpiOutcome>(bytes))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|source| BenchError::Json { what: "a restart rank's outcome".to_owned(), source })?;
+        let line = serde_json::to_string(&outcomes)
+            .map_err(|source| BenchError::Json { what: "the restart outcomes".to_owned(), source })?;
+        println!("{MPI_RESULT_PREFIX}{line}");
+    }
+    match outcome.error {
+        Some(error) => Err(BenchError::Rank(error)),
+        None => Ok(()),
+    }
 }
 
 /// One phase's figures in one run.
@@ -439,6 +589,10 @@ pub struct PhaseFigures {
     pub open_seconds_max: Option<f64>,
     /// Peak RSS of the largest process.
     pub max_rss_kib: u64,
+    /// CPU seconds of every process together, per MiB moved (None for a
+    /// peer, whose processes do not report it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_mib: Option<f64>,
     pub bad_bytes: u64,
     pub first_bad: Option<String>,
 }
@@ -491,6 +645,10 @@ pub struct RestartReport {
     pub verified: bool,
     /// The peers that ran beside plfs and the direct file.
     pub peers: Vec<String>,
+    /// The collective open strategy plfs's readers used as the ranks of
+    /// one mpirun per phase (None: independent processes, each opening on
+    /// its own, as a naive open).
+    pub strategy: Option<String>,
     /// Why a requested peer did not run (not built, or not applicable to
     /// the pattern).
     pub peer_notes: Vec<String>,
@@ -607,6 +765,68 @@ fn run_once(
     Ok(phases)
 }
 
+/// The Open MPI launcher a phase with an open strategy runs under.
+const MPIRUN: &str = "mpirun.openmpi";
+
+/// One phase as the ranks of one `mpirun`: every rank runs `spec` (its own
+/// rank filled in) through [`mpi_worker_main`]. The start is the earliest
+/// rank's clock start (a barrier), so mpirun's start-up is outside it.
+fn run_mpi_phase(
+    name: &str,
+    workers: &WorkerCommand,
+    spec: &RestartWorker,
+) -> Result<(u64, Vec<RestartResult>)> {
+    let mpirun = crate::peers::on_path(MPIRUN).ok_or_else(|| {
+        BenchError::invalid(format!(
+            "{name}: an open strategy runs plfs's ranks under {MPIRUN}, which is not on PATH \
+             (scripts/install-deps.sh installs Open MPI)"
+        ))
+    })?;
+    let json = serde_json::to_string(spec)
+        .map_err(|source| BenchError::Json { what: format!("{name}: the rank spec"), source })?;
+    let mut command = std::process::Command::new(&mpirun);
+    // Open MPI refuses root without the first; there may be more ranks
+    // than cores.
+    command
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", &spec.processes.to_string()])
+        .arg(&workers.program)
+        .args(&workers.args_prefix)
+        .env_remove("LD_PRELOAD")
+        .stdin(std::process::Stdio::null());
+    if workers.spec_as_arg {
+        command.arg(&json);
+    } else {
+        command.args(["-x", crate::WORKER_SPEC_ENV]).env(crate::WORKER_SPEC_ENV, &json);
+    }
+    let output =
+        command.output().map_err(|e| BenchError::io("starting", &mpirun)(e).context(name.to_owned()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let failed = |problem: String| BenchError::Protocol { phase: name.to_owned(), problem };
+    let Some(line) = stdout.lines().find_map(|line| line.strip_prefix(MPI_RESULT_PREFIX)) else {
+        return Err(failed(format!(
+            "{MPIRUN} exited {} with no result line; stderr:\n{stderr}",
+            output.status
+        )));
+    };
+    let outcomes: Vec<MpiOutcome> = serde_json::from_str(line)
+        .map_err(|source| BenchError::Json { what: format!("{name}: the ranks' outcomes"), source })?;
+    if let Some(error) = outcomes.iter().find_map(|outcome| outcome.error.clone()) {
+        return Err(BenchError::Rank(format!("{name}: {error}")));
+    }
+    let results: Vec<RestartResult> = outcomes.into_iter().filter_map(|outcome| outcome.result).collect();
+    if results.len() != spec.processes || !output.status.success() {
+        return Err(failed(format!(
+            "{MPIRUN} exited {} with {} of {} results; stderr:\n{stderr}",
+            output.status,
+            results.len(),
+            spec.processes
+        )));
+    }
+    let start_ns = results.iter().map(|r| r.began_ns).min().unwrap_or(0);
+    Ok((start_ns, results))
+}
+
 /// Drops the page cache before a read; the first time it cannot, warns and
 /// marks the run warm.
 fn drop_cache(warm: &mut bool) {
@@ -639,6 +859,7 @@ fn peer_phase(program: &PeerProgram, run: &PeerRun, op: PeerPhase, layout: &Layo
         mibs: result.mibs(),
         open_seconds_max: None,
         max_rss_kib: result.max_rss_kib,
+        cpu_ms_per_mib: None,
         bad_bytes: result.errors * 8,
         first_bad: None,
     })
@@ -670,9 +891,16 @@ fn phase(
             rank,
             dir: work.to_path_buf(),
             backends: spec.backends,
+            strategy: None,
         })
         .collect();
-    let (start_ns, results): (u64, Vec<RestartResult>) = run_workers(&name, workers, &specs, &[])?;
+    let (start_ns, results): (u64, Vec<RestartResult>) = match spec.strategy {
+        Some(strategy) if target == Target::Plfs => {
+            let rank0 = RestartWorker { strategy: Some(strategy.as_str().to_owned()), ..specs[0].clone() };
+            run_mpi_phase(&name, workers, &rank0)?
+        }
+        _ => run_workers(&name, workers, &specs, &[])?,
+    };
     let end_ns = results.iter().map(|r| r.end_ns).max().unwrap_or(start_ns).max(start_ns + 1);
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
     let bad_bytes: u64 = results.iter().map(|r| r.bad_bytes).sum();
@@ -694,6 +922,9 @@ fn phase(
         mibs: bytes as f64 / MIB / seconds,
         open_seconds_max: Some(results.iter().map(|r| r.open_ns).max().unwrap_or(0) as f64 / 1e9),
         max_rss_kib: results.iter().map(|r| r.max_rss_kib).max().unwrap_or(0),
+        cpu_ms_per_mib: Some(
+            results.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / 1e6 / (bytes.max(1) as f64 / MIB),
+        ),
         // A read that came back short counts as wrong too.
         bad_bytes: bad_bytes + if op == Op::Read { expected.saturating_sub(bytes) } else { 0 },
         first_bad: results.iter().find_map(|r| r.first_bad.clone()),
@@ -781,6 +1012,7 @@ fn summarize(spec: &RestartSpec, layout: Layout, runs: Vec<Vec<PhaseFigures>>, w
         warm,
         verified: runs.iter().flatten().all(|p| p.bad_bytes == 0),
         peers: Vec::new(),
+        strategy: spec.strategy.map(|s| s.as_str().to_owned()),
         peer_notes: Vec::new(),
         points,
         phases: runs,
@@ -833,6 +1065,14 @@ impl RestartReport {
         };
         let optional =
             |s: &Option<Spread>, digits: usize| s.as_ref().map_or("-".to_owned(), |s| spread(s, digits));
+        if let Some(strategy) = &self.strategy {
+            let _ = writeln!(
+                out,
+                "plfs: writers and readers are the ranks of one {MPIRUN} per phase; readers open with the \
+                 {strategy} strategy inside their clock{}",
+                if strategy == "flatten" { ", after the writers' flatten on close" } else { "" }
+            );
+        }
         for note in &self.peer_notes {
             let _ = writeln!(out, "{note}");
         }
@@ -869,6 +1109,29 @@ impl RestartReport {
                 peer_columns(optional(&point.ratio_vs_adios, 2), optional(&point.ratio_vs_hdf5, 2)),
                 optional(&point.ratio_vs_uniform, 2)
             );
+        }
+        // CPU per MiB read, plfs against direct, median over the runs:
+        // the library's own cost, apart from the disk and the load.
+        let cpu = |target: &str, decomp: &Option<String>| {
+            let mut values: Vec<f64> = self
+                .phases
+                .iter()
+                .flatten()
+                .filter(|p| p.target == target && p.op == "read" && &p.decomp == decomp)
+                .filter_map(|p| p.cpu_ms_per_mib)
+                .collect();
+            values.sort_by(f64::total_cmp);
+            values.get(values.len() / 2).copied()
+        };
+        for point in self.points.iter().filter(|p| p.op == "read" && p.target == "plfs") {
+            if let (Some(plfs), Some(direct)) = (cpu("plfs", &point.decomp), cpu("direct-n1", &point.decomp))
+            {
+                let _ = writeln!(
+                    out,
+                    "cpu {}: plfs readers {plfs:.2} ms per MiB, direct {direct:.2} ms per MiB",
+                    point.decomp.as_deref().unwrap_or("")
+                );
+            }
         }
         let plfs_read = |decomp: &str| {
             self.points
@@ -944,7 +1207,7 @@ impl RestartReport {
 #[cfg(test)]
 pub(crate) fn execute_in_process(spec: RestartWorker) -> Result<RestartResult> {
     let mut prepared = prepare(spec)?;
-    execute(&mut prepared, 0)
+    execute(&mut prepared, Start::At(0))
 }
 
 #[cfg(test)]
@@ -972,6 +1235,7 @@ mod tests {
             rank,
             dir: work.to_path_buf(),
             backends: 1,
+            strategy: None,
         };
         let writers = layout.writers() as usize;
         for target in [Target::DirectN1, Target::Plfs] {

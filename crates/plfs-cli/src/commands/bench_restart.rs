@@ -7,8 +7,10 @@ use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
+use plfs::collective::Strategy;
 use plfs_bench::peers::Peer;
 use plfs_bench::restart::{Block, Decomp, Pattern, RESTART_WORKER_ARG, RestartSpec};
+use plfs_mpi::MpiWorld;
 
 use crate::output::print_json;
 
@@ -25,7 +27,12 @@ use crate::output::print_json;
     pixie3d, --peers also writes and reads the same array as ADIOS BP and parallel HDF5 (the \
     programs `make peers` builds, under mpirun.openmpi) with the same writer grid, reader regions \
     and M, in the same run directory, the page cache dropped the same way; a peer that is not built \
-    is reported and the rest runs. Exits 1 if a byte read back was wrong.")]
+    is reported and the rest runs. With --strategy, plfs's writers and readers are instead the ranks \
+    of one mpirun.openmpi per phase (this binary, MPI through the plfs-mpi shim): the readers open \
+    collectively with that strategy inside their clock, which starts at a barrier after mpirun's \
+    start-up, and with flatten the writers' close flattens on close (their index records gathered \
+    to rank 0). The direct file keeps its independent processes. Exits 1 if a byte read back was \
+    wrong.")]
 pub struct Opts {
     /// Writer processes (N).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -71,6 +78,13 @@ pub struct Opts {
     /// they cannot store].
     #[arg(long, value_enum, value_delimiter = ',')]
     peers: Option<Vec<PeerArg>>,
+    /// Run plfs's phases as MPI ranks (under mpirun.openmpi, which the
+    /// bench starts) with this collective open strategy: naive, broadcast,
+    /// parallel or flatten (flatten also flattens on the writers' close);
+    /// uniform_restart (each rank its own writer's logs) with --decomp
+    /// uniform only.
+    #[arg(long)]
+    strategy: Option<Strategy>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -165,6 +179,11 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         }
         peers.push(peer);
     }
+    if opts.strategy == Some(Strategy::UniformRestart) && decomps.iter().any(|d| *d != Decomp::Uniform) {
+        bail!(
+            "--strategy uniform_restart reads only each rank's own writer's data: it needs --decomp uniform"
+        );
+    }
     let spec = RestartSpec {
         pattern,
         writers: opts.writers as usize,
@@ -176,6 +195,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         repeat: opts.repeat,
         keep: opts.keep,
         peers,
+        strategy: opts.strategy,
     };
     let mut worker = super::bench::worker_command()?;
     worker.args_prefix.push(RESTART_WORKER_ARG.to_owned());
@@ -190,8 +210,19 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     Ok(if report.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// `plfs bench-worker restart <json>`.
+/// `plfs bench-worker restart <json>`: an independent process, or, when
+/// the spec names an open strategy, a rank under mpirun.
 pub fn worker(args: &[String]) -> Result<ExitCode> {
-    plfs_bench::restart::worker_main(args).map_err(|e| anyhow!(e))?;
+    let spec = plfs_bench::restart::parse_worker_spec(args).map_err(|e| anyhow!(e))?;
+    if spec.strategy.is_none() {
+        plfs_bench::restart::worker_main(args).map_err(|e| anyhow!(e))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let world = MpiWorld::init()
+        .map_err(|e| anyhow!(e))?
+        .ok_or_else(|| anyhow!("a restart rank with an open strategy must run under mpirun"))?;
+    let result = plfs_bench::restart::mpi_worker_main(world.comm(), args).map_err(|e| anyhow!(e));
+    world.finalize().map_err(|e| anyhow!(e))?;
+    result?;
     Ok(ExitCode::SUCCESS)
 }

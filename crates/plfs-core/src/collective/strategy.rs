@@ -174,19 +174,48 @@ pub fn open_collective_with(
         return open_naive(plfs, path, writer);
     }
     // A PLFS 2.5 file has none of plfs's index logs to share: each rank
-    // reads its 2.5 index itself (every rank sees the same backends, so
-    // all decide alike without talking).
-    if plfs.is_plfs25(path)? {
-        return open_naive(plfs, path, writer);
-    }
+    // reads its 2.5 index itself. Only rank 0 looks (one lookup, not M):
+    // its first message says so instead of carrying an index or a list.
+    // A naive open is what a 2.5 file gets anyway, so it does not look;
+    // uniform restart sends no message, so each of its ranks looks itself.
     let index = match options.strategy {
         Strategy::Naive => return open_naive(plfs, path, writer),
         Strategy::Broadcast => broadcast_from_root(plfs, path, comm, |plfs| read_whole_index(plfs, path))?,
         Strategy::Flatten => broadcast_from_root(plfs, path, comm, |plfs| read_flattened(plfs, path))?,
         Strategy::Parallel => parallel_read(plfs, path, comm, options.group_ranks)?,
-        Strategy::UniformRestart => read_own_logs(plfs, path, comm.rank())?,
+        Strategy::UniformRestart if plfs.is_plfs25(path)? => Shared::Plfs25,
+        Strategy::UniformRestart => Shared::Index(read_own_logs(plfs, path, comm.rank())?),
     };
-    plfs.open_with_index(path, writer, index)
+    match index {
+        Shared::Index(index) => plfs.open_with_index(path, writer, index),
+        Shared::Plfs25 => open_naive(plfs, path, writer),
+    }
+}
+
+/// What a collective open's exchange gives every rank: the merged index,
+/// or rank 0's word that the file is a PLFS 2.5 file each rank opens
+/// itself.
+enum Shared {
+    Index(SharedIndex),
+    Plfs25,
+}
+
+/// Rank 0's first message, when the file is a PLFS 2.5 file: this status
+/// byte alone, in place of the index or the log list.
+const OUTCOME_PLFS25: u8 = 2;
+
+/// Rank 0's first message when its 2.5 check said yes, or failed (which
+/// every rank must hear rather than wait for an index).
+fn plfs25_message(checked: &Result<bool>, root: usize) -> Vec<u8> {
+    match checked {
+        Ok(_) => vec![OUTCOME_PLFS25],
+        Err(error) => outcome(Err(error), root),
+    }
+}
+
+/// Whether rank 0's first message says the file is a 2.5 file.
+fn says_plfs25(bytes: &[u8]) -> bool {
+    bytes == [OUTCOME_PLFS25]
 }
 
 /// The reference behaviour: an ordinary open whose index is built before
@@ -237,36 +266,49 @@ fn broadcast_from_root(
     path: &str,
     comm: &dyn Comm,
     build: impl FnOnce(&Plfs) -> Result<SharedIndex>,
-) -> Result<SharedIndex> {
+) -> Result<Shared> {
     const ROOT: usize = 0;
     if comm.rank() == ROOT {
+        match plfs.is_plfs25(path) {
+            Ok(false) => {}
+            checked => {
+                let mut bytes = plfs25_message(&checked, ROOT);
+                comm.broadcast(ROOT, &mut bytes).context(path.to_owned())?;
+                return checked.map(|_| Shared::Plfs25);
+            }
+        }
         let built = build(plfs);
         let mut bytes = outcome(built.as_ref().map(SharedIndex::encode), ROOT);
         comm.broadcast(ROOT, &mut bytes).context(path.to_owned())?;
-        built
+        built.map(Shared::Index)
     } else {
         let mut bytes = Vec::new();
         comm.broadcast(ROOT, &mut bytes).context(path.to_owned())?;
+        if says_plfs25(&bytes) {
+            return Ok(Shared::Plfs25);
+        }
         let payload = from_outcome(&bytes, path)?;
-        SharedIndex::decode(plfs, payload).context(path.to_owned())
+        SharedIndex::decode(plfs, payload).context(path.to_owned()).map(Shared::Index)
     }
 }
 
 /// The parallel index read (paper §3.4).
-fn parallel_read(
-    plfs: &Plfs,
-    path: &str,
-    comm: &dyn Comm,
-    group_ranks: Option<usize>,
-) -> Result<SharedIndex> {
+fn parallel_read(plfs: &Plfs, path: &str, comm: &dyn Comm, group_ranks: Option<usize>) -> Result<Shared> {
     const ROOT: usize = 0;
-    // 1. Rank 0 lists the logs once (listing is the metadata storm too).
+    // 1. Rank 0 lists the logs once (listing is the metadata storm too),
+    // or says the file is a 2.5 file.
     let mut list_bytes = if comm.rank() == ROOT {
-        outcome(plfs.index_logs(path).as_ref().map(IndexLogList::encode), ROOT)
+        match plfs.is_plfs25(path) {
+            Ok(false) => outcome(plfs.index_logs(path).as_ref().map(IndexLogList::encode), ROOT),
+            checked => plfs25_message(&checked, ROOT),
+        }
     } else {
         Vec::new()
     };
     comm.broadcast(ROOT, &mut list_bytes).context(path.to_owned())?;
+    if says_plfs25(&list_bytes) {
+        return Ok(Shared::Plfs25);
+    }
     let list = IndexLogList::decode(from_outcome(&list_bytes, path)?).context(path.to_owned())?;
     drop(list_bytes);
 
@@ -315,6 +357,7 @@ fn parallel_read(
         Some(built) => built,
         None => SharedIndex::decode(plfs, from_outcome(&index_bytes, path)?).context(path.to_owned()),
     }
+    .map(Shared::Index)
 }
 
 /// The parallel read's groups by node, as the paper has them: for each

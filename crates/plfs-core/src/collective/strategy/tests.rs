@@ -157,6 +157,59 @@ fn uniform_restart_reads_only_the_logs_of_the_writer_named_by_the_rank() {
     }
 }
 
+/// Only rank 0 looks to see whether the file is a PLFS 2.5 file, and says
+/// so in its first message: a rank that receives the index (broadcast,
+/// flatten) touches no backend during the open, and a parallel rank only
+/// opens its share of the index logs.
+#[test]
+fn only_rank_0_checks_for_a_plfs_25_file() {
+    const WRITERS: u64 = 3;
+    const READERS: usize = 4;
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, WRITERS);
+    plfs.flatten(PATH).unwrap();
+    for strategy in [Strategy::Broadcast, Strategy::Flatten, Strategy::Parallel] {
+        let costs = LocalComm::run(READERS, |comm| {
+            let (plfs, counting) = rank_mount(&backends, comm.rank());
+            let handle = open_collective_with(&plfs, PATH, comm, &options_for(strategy), 1000).unwrap();
+            let cost = counting.iter().map(|store| store.counts()).fold(OpCounts::default(), |a, b| a + b);
+            handle.close().unwrap();
+            cost
+        });
+        for (rank, cost) in costs.iter().enumerate().skip(1) {
+            let index_logs =
+                if strategy == Strategy::Parallel { u64::from(rank < WRITERS as usize) } else { 0 };
+            assert_eq!(
+                (cost.opens, cost.metadata),
+                (index_logs, 0),
+                "{strategy}: rank {rank} (opens, stats) during the open"
+            );
+        }
+    }
+}
+
+/// A PLFS 2.5 file through every strategy: rank 0's word reaches every
+/// rank, each reads the 2.5 index itself and gets the file's bytes.
+#[test]
+fn a_plfs_25_file_opens_on_every_rank_with_every_strategy() {
+    let (root, plfs, path, expected) = crate::plfs25_fixtures::copy("strided");
+    drop(plfs);
+    for strategy in Strategy::ALL.into_iter().chain([Strategy::UniformRestart]) {
+        let results = LocalComm::run(3, |comm| {
+            let plfs = crate::plfs25_fixtures::mount(root.path());
+            let handle = open_collective_with(&plfs, &path, comm, &options_for(strategy), 1000)?;
+            let bytes = read_whole(&handle);
+            handle.close()?;
+            Ok::<_, Error>(bytes)
+        });
+        for (rank, result) in results.into_iter().enumerate() {
+            let bytes = result.unwrap_or_else(|e| panic!("{strategy} rank {rank}: {e}"));
+            assert!(bytes == expected, "{strategy}: rank {rank} read other bytes");
+        }
+    }
+}
+
 #[test]
 fn naive_opens_every_index_log_on_every_rank_without_a_global_index() {
     let backends = backends();
