@@ -687,31 +687,137 @@ mod tests {
         assert!(plfs.set_layout("/own", &four).is_err());
     }
 
-    /// Writers on several hosts reach a component at once, each mount
-    /// configured with another pool behind the layout's pool name, so each
-    /// would place it elsewhere: the first record wins, every writer
-    /// follows it, and no byte lands on a backend the record does not name.
+    /// A store that holds every `create_new` of one stripes record until
+    /// `racers` callers have reached it, so each racing writer has read
+    /// "no record" and chosen its own placement before any record lands;
+    /// then counts who won and who lost the exclusive create.
+    #[derive(Debug)]
+    struct HeldCreates {
+        inner: SharedStore,
+        record: String,
+        barrier: Arc<Barrier>,
+        outcomes: Arc<std::sync::Mutex<Vec<bool>>>,
+    }
+
+    impl Store for HeldCreates {
+        fn url(&self) -> &str {
+            self.inner.url()
+        }
+        fn capabilities(&self) -> crate::store::Capabilities {
+            self.inner.capabilities()
+        }
+        fn create_dir(&self, p: &StorePath, m: u32) -> Result<()> {
+            self.inner.create_dir(p, m)
+        }
+        fn create_dir_all(&self, p: &StorePath) -> Result<()> {
+            self.inner.create_dir_all(p)
+        }
+        fn list(&self, p: &StorePath) -> Result<Vec<crate::store::DirEntry>> {
+            self.inner.list(p)
+        }
+        fn metadata(&self, p: &StorePath) -> Result<crate::store::Metadata> {
+            self.inner.metadata(p)
+        }
+        fn remove_file(&self, p: &StorePath) -> Result<()> {
+            self.inner.remove_file(p)
+        }
+        fn remove_dir(&self, p: &StorePath) -> Result<()> {
+            self.inner.remove_dir(p)
+        }
+        fn rename(&self, f: &StorePath, t: &StorePath) -> Result<()> {
+            self.inner.rename(f, t)
+        }
+        fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+            self.inner.exchange(a, b)
+        }
+        fn create_new(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+            if p.file_name() != Some(self.record.as_str()) {
+                return self.inner.create_new(p, c);
+            }
+            self.barrier.wait();
+            let result = self.inner.create_new(p, c);
+            self.outcomes.lock().unwrap().push(result.is_ok());
+            result
+        }
+        fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+            self.inner.replace(p, c)
+        }
+        fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
+            self.inner.create_append(p)
+        }
+        fn open_read(&self, p: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
+            self.inner.open_read(p)
+        }
+        fn open_write(
+            &self,
+            p: &StorePath,
+            how: crate::store::WriteOpen,
+        ) -> Result<Box<dyn crate::store::RandomWriter>> {
+            self.inner.open_write(p, how)
+        }
+        fn set_mode(&self, p: &StorePath, m: u32) -> Result<()> {
+            self.inner.set_mode(p, m)
+        }
+        fn set_owner(&self, p: &StorePath, u: Option<u32>, g: Option<u32>) -> Result<()> {
+            self.inner.set_owner(p, u, g)
+        }
+        fn set_times(
+            &self,
+            p: &StorePath,
+            a: Option<std::time::SystemTime>,
+            m: Option<std::time::SystemTime>,
+        ) -> Result<()> {
+            self.inner.set_times(p, a, m)
+        }
+        fn symlink(&self, t: &str, p: &StorePath) -> Result<()> {
+            self.inner.symlink(t, p)
+        }
+        fn read_link(&self, p: &StorePath) -> Result<String> {
+            self.inner.read_link(p)
+        }
+        fn space(&self) -> Result<crate::store::SpaceInfo> {
+            self.inner.space()
+        }
+    }
+
+    /// Writers on several hosts reach a component at once. Each host's
+    /// mount puts another pair of backends behind the layout's pool name,
+    /// so each chooses a different placement, and the store holds every
+    /// create of the component's record until all have chosen: exactly one
+    /// create wins, every loser takes the winner's record, and no byte
+    /// lands on a backend the record does not name.
     #[test]
     fn writers_on_several_hosts_agree_on_a_components_backends() {
-        let stores = stores(4);
+        let hosts = 4usize;
+        let barrier = Arc::new(Barrier::new(hosts));
+        let outcomes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stores: Vec<SharedStore> = stores(4)
+            .into_iter()
+            .map(|inner| {
+                Arc::new(HeldCreates {
+                    inner,
+                    record: crate::layout::stripes_name(1),
+                    barrier: barrier.clone(),
+                    outcomes: outcomes.clone(),
+                }) as SharedStore
+            })
+            .collect();
         let size = 64 * KIB;
         let layout = Layout::new(vec![
             component(0, Some(size), StripeCount::Count(1), size),
             Component { pool: Some("fast".into()), ..component(size, None, StripeCount::Count(2), size) },
         ])
         .unwrap();
-        let hosts = 6usize;
         let first = mount(&stores, Some(layout.clone()));
         first.open("/race", OpenFlags::WRONLY.create(), 0o644, 0).unwrap().close().unwrap();
-        let barrier = Arc::new(Barrier::new(hosts));
         let threads: Vec<_> = (0..hosts)
             .map(|host| {
                 let stores = stores.clone();
-                let barrier = barrier.clone();
                 let layout = layout.clone();
                 std::thread::spawn(move || {
-                    // Host h's pool "fast" is backends {h, h+1} (mod 4).
-                    let pool = vec![host % 4, (host + 1) % 4];
+                    // Host h's pool "fast" is backends {h, h+1} (mod 4):
+                    // no two hosts would choose the same pair.
+                    let pool = vec![host, (host + 1) % 4];
                     let striping = StripingConfig {
                         default_layout: Some(layout),
                         pools: [("fast".to_owned(), pool)].into_iter().collect(),
@@ -719,20 +825,22 @@ mod tests {
                     };
                     let plfs = mount_with(&stores, striping, &format!("host{host}"), 100 + host as u32);
                     let handle = plfs.open("/race", OpenFlags::WRONLY, 0, host as u64).unwrap();
-                    barrier.wait();
                     for unit in 0..8u64 {
                         let offset = size * (1 + unit) + host as u64 * 1000;
                         handle.write(&pattern(offset, 1000), offset).unwrap();
                     }
                     handle.close().unwrap();
+                    stripes_of(&plfs, "/race", 1).expect("placed")
                 })
             })
             .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
+        let seen: Vec<Vec<BackendId>> = threads.into_iter().map(|thread| thread.join().unwrap()).collect();
+        let mut outcomes = outcomes.lock().unwrap().clone();
+        outcomes.sort();
+        assert_eq!(outcomes, [vec![false; hosts - 1], vec![true]].concat(), "one create wins, the rest lose");
         let placed = stripes_of(&first, "/race", 1).expect("component 2 placed");
         assert_eq!(placed.len(), 2);
+        assert!(seen.iter().all(|backends| *backends == placed), "{seen:?} vs {placed:?}");
         assert!(problems(&first, "/race", false).is_empty(), "{:?}", first.recover("/race", false).unwrap());
         let logs = data_logs(&first, "/race");
         assert!(logs.iter().all(|log| placed.contains(&log.backend)), "{placed:?} vs {logs:?}");
