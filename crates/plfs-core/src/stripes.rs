@@ -856,6 +856,56 @@ mod tests {
         }
     }
 
+    /// `plfs map` names each extent's component, stripe and backend, and
+    /// `plfs query` the stripes each record places and each data log holds.
+    #[test]
+    fn map_and_query_name_the_component_stripe_and_backend_of_the_data() {
+        let stores = stores(4);
+        let plfs = mount(&stores, Some(progressive()));
+        let total = 6 * MIB as usize;
+        let handle = plfs.open("/m", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&pattern(0, total), 0).unwrap();
+        handle.close().unwrap();
+        let placed: Vec<Vec<BackendId>> = (0..3).map(|c| stripes_of(&plfs, "/m", c).unwrap()).collect();
+        let map = plfs.map("/m").unwrap();
+        assert!(map.entries.len() > 3, "{map:?}");
+        let mut seen = BTreeSet::new();
+        for entry in &map.entries {
+            let stripe = entry.stripe.unwrap_or_else(|| panic!("no stripe: {entry:?}"));
+            let (component, start) = match entry.logical {
+                offset if offset < MIB => (1, 0),
+                offset if offset < 4 * MIB => (2, MIB),
+                _ => (3, 4 * MIB),
+            };
+            let backends = &placed[component - 1];
+            let expected = ((entry.logical - start) / (256 * KIB)) % backends.len() as u64;
+            assert_eq!((stripe.component, u64::from(stripe.stripe)), (component, expected), "{entry:?}");
+            assert_eq!(BackendId(stripe.backend), backends[stripe.stripe as usize], "{entry:?}");
+            assert!(entry.log.starts_with(&format!("{}/", stores[stripe.backend].url())), "{entry:?}");
+            seen.insert((stripe.component, stripe.stripe));
+        }
+        assert_eq!(seen.len(), 1 + 2 + 4, "every stripe of every component: {seen:?}");
+        let pieces = plfs.query("/m").unwrap();
+        let records: Vec<_> = pieces.iter().filter(|p| p.kind == crate::tools::PieceKind::Stripes).collect();
+        assert_eq!(records.len(), 3);
+        for record in records {
+            let component = record.stripes[0].component;
+            let backends: Vec<BackendId> = record.stripes.iter().map(|s| BackendId(s.backend)).collect();
+            assert_eq!(backends, placed[component - 1], "{record:?}");
+        }
+        let logs: Vec<_> = pieces.iter().filter(|p| p.kind == crate::tools::PieceKind::DataLog).collect();
+        assert_eq!(logs.len(), 4);
+        let mut held = 0;
+        for log in logs {
+            assert!(!log.stripes.is_empty(), "{log:?}");
+            for stripe in &log.stripes {
+                assert_eq!(log.backend, stores[stripe.backend].url(), "{log:?}");
+                held += 1;
+            }
+        }
+        assert_eq!(held, 1 + 2 + 4);
+    }
+
     #[test]
     fn an_unknown_layout_version_is_refused_naming_the_file() {
         let stores = stores(2);
