@@ -103,7 +103,10 @@ pub(crate) fn read_stripes(
         return Err(Error::corrupt(format!("{}: holds component {}", label(), record.component)));
     }
     let shadow = mount.placement.shadow_backends();
-    let backends: Vec<BackendId> = record.backends.iter().map(|index| BackendId(*index as usize)).collect();
+    let backends = match located_backends(mount, &record, &format!("/{path}: {}", label()))? {
+        Some(backends) => backends,
+        None => record.backends.iter().map(|index| BackendId(*index as usize)).collect(),
+    };
     if let Some(bad) = backends.iter().find(|backend| !shadow.contains(backend)) {
         return Err(Error::corrupt(format!(
             "{}: names backend {} but the mount has no shadow backend of that index ({} backends)",
@@ -113,6 +116,83 @@ pub(crate) fn read_stripes(
         )));
     }
     Ok(Some(backends))
+}
+
+/// What a stripes record keeps to recognise a backend: its URL without
+/// access parameters (an S3 endpoint or credentials file may change, the
+/// bucket and prefix do not), without a trailing slash.
+pub(crate) fn backend_location(store: &dyn Store) -> &str {
+    let url = store.url();
+    let url = url.split_once('?').map_or(url, |(location, _)| location);
+    url.trim_end_matches('/')
+}
+
+/// The backends of a version 3 record found by their locations, so a
+/// plfsrc that lists the same backends in another order still reads and
+/// writes each stripe where it is. None when positions must do: a version
+/// 2 record (no locations), or a mount that has none of the record's
+/// locations (the backends were moved as a whole, e.g. copied elsewhere).
+/// A record some of whose locations the mount has and others not is an
+/// error naming the record and both lists: following positions there
+/// would put stripes on backends the file was never placed on.
+fn located_backends(
+    mount: &MountState,
+    record: &StripesRecord,
+    label: &str,
+) -> Result<Option<Vec<BackendId>>> {
+    if record.locations.is_empty() {
+        return Ok(None);
+    }
+    let shadow = mount.placement.shadow_backends();
+    let at = |backend: BackendId| backend_location(mount.store(backend));
+    let found: Vec<Option<BackendId>> = record
+        .backends
+        .iter()
+        .zip(&record.locations)
+        .map(|(&position, location)| {
+            let position = BackendId(position as usize);
+            if shadow.contains(&position) && at(position) == location {
+                return Some(position);
+            }
+            shadow.iter().copied().find(|&backend| at(backend) == location)
+        })
+        .collect();
+    if found.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut distinct: Vec<BackendId> = found.iter().flatten().copied().collect();
+    distinct.sort();
+    distinct.dedup();
+    if found.iter().all(Option::is_some) && distinct.len() == found.len() {
+        return Ok(Some(found.into_iter().flatten().collect()));
+    }
+    let recorded: Vec<String> = record
+        .backends
+        .iter()
+        .zip(&record.locations)
+        .map(|(position, location)| format!("{position} {location}"))
+        .collect();
+    let mounted: Vec<String> =
+        shadow.iter().map(|&backend| format!("{} {}", backend.0, at(backend))).collect();
+    Err(Error::invalid(format!(
+        "{label}: the component was placed on backends [{}], but this mount's backends are [{}]: \
+         a backend was moved or renamed in the plfsrc; name it as before to write this component \
+         (reads are unaffected)",
+        recorded.join(", "),
+        mounted.join(", ")
+    )))
+}
+
+/// The record of `backends` for component `component`.
+fn record_of(mount: &MountState, component: u32, backends: &[BackendId]) -> StripesRecord {
+    StripesRecord {
+        component,
+        backends: backends.iter().map(|backend| backend.0 as u32).collect(),
+        locations: backends
+            .iter()
+            .map(|&backend| backend_location(mount.store(backend)).to_owned())
+            .collect(),
+    }
 }
 
 /// The backends a component may use: the mount's shadow backends, narrowed
@@ -176,13 +256,13 @@ pub(crate) fn place_component(
     let rotor = u64::from(name_hash(placement_name(path))) + component as u64;
     let chosen = choose_backends(&spaces, count, &mount.striping, rotor)
         .with_context(|| format!("/{path}: placing layout component {}", component + 1))?;
-    let record =
-        StripesRecord { component: index, backends: chosen.iter().map(|backend| *backend as u32).collect() };
+    let chosen: Vec<BackendId> = chosen.into_iter().map(BackendId).collect();
+    let record = record_of(mount, index, &chosen);
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
     let access = protection::read_access(mount, path)?;
     match store.create_new_protected(&paths.stripes(index), &record.encode(), &Pieces::of(&access).public) {
-        Ok(()) => Ok(chosen.into_iter().map(BackendId).collect()),
+        Ok(()) => Ok(chosen),
         Err(error) if error.kind() == ErrorKind::AlreadyExists => read_stripes(mount, path, index)?
             .ok_or_else(|| Error::new(ErrorKind::Io, format!("/{path}: stripes record {index} vanished"))),
         Err(error) => Err(error.context(format!("{}: {}", store.url(), paths.stripes(index)))),
@@ -318,7 +398,9 @@ pub(crate) fn check(
     for component in 0..components as u32 {
         match read_stripes(mount, path, component) {
             Ok(found) => placed.push(found),
-            Err(error) if damaged(&error) => {
+            // A record naming backends this mount has not got (moved in
+            // the plfsrc) is reported like a damaged one.
+            Err(error) if damaged(&error) || error.kind() == ErrorKind::InvalidInput => {
                 findings.push(LayoutFinding {
                     problem: LayoutProblem::Damaged,
                     location: at(&paths.stripes(component)),
@@ -434,10 +516,7 @@ fn rebuild(
             None => return Ok(None),
         }
     }
-    let record = StripesRecord {
-        component: component as u32,
-        backends: backends.iter().map(|backend| backend.0 as u32).collect(),
-    };
+    let record = record_of(mount, component as u32, &backends);
     let (canonical_backend, paths) = canonical(mount, path);
     let access = protection::read_access(mount, path)?;
     mount.store(canonical_backend).create_new_protected(
@@ -906,6 +985,95 @@ mod tests {
         assert_eq!(held, 1 + 2 + 4);
     }
 
+    /// The plfsrc lists the same backends in another order (all but the
+    /// canonical one, which holds the container and is found by its
+    /// position, as in PLFS 2.5): the records find each stripe's backend
+    /// by its location, so the file reads back, a rewrite lands on the
+    /// backends the records placed the stripes on, and `recover` finds
+    /// nothing wrong through either order.
+    #[test]
+    fn a_plfsrc_listing_the_backends_in_another_order_still_follows_the_records() {
+        let stores = stores(4);
+        let plfs = mount(&stores, Some(progressive()));
+        let total = 6 * MIB as usize;
+        let handle = plfs.open("/o", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&pattern(0, total), 0).unwrap();
+        handle.close().unwrap();
+        let (kept, _) = canonical(plfs.state(), &StorePath::parse("o").unwrap());
+        let others: Vec<usize> = (0..4).filter(|&index| index != kept.0).collect();
+        let mut order: Vec<usize> = (0..4).collect();
+        for (k, &index) in others.iter().enumerate() {
+            order[index] = others[(k + 1) % others.len()];
+        }
+        let reordered: Vec<SharedStore> = order.iter().map(|&index| stores[index].clone()).collect();
+        let other = mount(&reordered, None);
+        assert!(read_back(&other, "/o") == pattern(0, total));
+        // Rewritten through the reordered mount, with other bytes.
+        let rewrite: Vec<u8> = pattern(0, total).iter().map(|byte| byte ^ 0x5a).collect();
+        let handle = other.open("/o", OpenFlags::WRONLY, 0, 5).unwrap();
+        handle.write(&rewrite, 0).unwrap();
+        handle.close().unwrap();
+        assert!(problems(&other, "/o", false).is_empty(), "{:?}", other.recover("/o", false).unwrap());
+        assert!(problems(&plfs, "/o", false).is_empty(), "{:?}", plfs.recover("/o", false).unwrap());
+        assert!(read_back(&other, "/o") == rewrite);
+        assert!(read_back(&plfs, "/o") == rewrite);
+        // Still one data log per writer per backend: the rewrite went where
+        // the first writer's stripes are.
+        let logs = data_logs(&plfs, "/o");
+        let backends: BTreeSet<BackendId> = logs.iter().map(|log| log.backend).collect();
+        assert_eq!((logs.len(), backends.len()), (8, 4), "{logs:?}");
+    }
+
+    /// One backend renamed in the plfsrc while the others keep their
+    /// locations: a writer reaching a component placed on it fails with an
+    /// error naming the file, the record and both backend lists, and what
+    /// was written reads back. Every backend moved at once (a copy of the
+    /// whole mount) is followed by position.
+    #[test]
+    fn a_backend_renamed_in_the_plfsrc_is_refused_by_name_and_a_moved_mount_is_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<std::path::PathBuf> =
+            (0..3).map(|index| root.path().join(format!("b{index}"))).collect();
+        let posix = |labels: &[String]| -> Plfs {
+            let stores: Vec<SharedStore> = dirs
+                .iter()
+                .zip(labels)
+                .map(|(dir, label)| {
+                    std::fs::create_dir_all(dir).unwrap();
+                    Arc::new(crate::store::posix::PosixStore::new(dir, label.clone()).unwrap()) as SharedStore
+                })
+                .collect();
+            mount(&stores, Some(Layout::striped(StripeCount::All, 64 * KIB).unwrap()))
+        };
+        let labels: Vec<String> = dirs.iter().map(|dir| format!("posix://{}", dir.display())).collect();
+        let plfs = posix(&labels);
+        let handle = plfs.open("/m", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&pattern(0, 512 * KIB as usize), 0).unwrap();
+        handle.close().unwrap();
+
+        let mut renamed = labels.clone();
+        renamed[1] = "posix:///somewhere/else".to_owned();
+        let partly = posix(&renamed);
+        assert!(read_back(&partly, "/m") == pattern(0, 512 * KIB as usize), "reads are unaffected");
+        let handle = partly.open("/m", OpenFlags::WRONLY, 0, 3).unwrap();
+        let error = handle.write(b"more", 512 * KIB).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        let message = error.to_string();
+        for needle in ["/m", "stripes.0", "moved or renamed", "somewhere/else", &labels[1]] {
+            assert!(message.contains(needle), "{needle:?} missing from: {message}");
+        }
+        handle.close().unwrap();
+        assert!(read_back(&plfs, "/m") == pattern(0, 512 * KIB as usize));
+
+        let moved: Vec<String> = (0..3).map(|index| format!("posix:///copied/b{index}")).collect();
+        let copy = posix(&moved);
+        let handle = copy.open("/m", OpenFlags::WRONLY, 0, 4).unwrap();
+        handle.write(b"more", 512 * KIB).unwrap();
+        handle.close().unwrap();
+        assert!(problems(&copy, "/m", false).is_empty());
+        assert_eq!(&read_back(&copy, "/m")[512 * KIB as usize..], b"more");
+    }
+
     #[test]
     fn an_unknown_layout_version_is_refused_naming_the_file() {
         let stores = stores(2);
@@ -957,6 +1125,7 @@ mod tests {
         // A record that disagrees with where the bytes are: reported, left.
         let mut swapped = StripesRecord::decode(&original).unwrap();
         swapped.backends.rotate_left(1);
+        swapped.locations.rotate_left(1);
         store.replace(&paths.stripes(2), &swapped.encode()).unwrap();
         let report = plfs.recover("/r", true).unwrap();
         assert!(!report.findings.is_empty());
