@@ -226,7 +226,12 @@ pub unsafe extern "C" fn plfs_path_removexattr(path: *const c_char, key: *const 
 ///
 /// # Safety
 /// `out` is NULL or writable for `size` bytes; `length` is NULL or writable.
-unsafe fn deliver_sized(bytes: &[u8], out: *mut c_void, size: usize, length: *mut usize) -> Result<(), PlfsError> {
+unsafe fn deliver_sized(
+    bytes: &[u8],
+    out: *mut c_void,
+    size: usize,
+    length: *mut usize,
+) -> Result<(), PlfsError> {
     // SAFETY: NULL or writable.
     if let Some(length) = unsafe { length.as_mut() } {
         *length = bytes.len();

@@ -928,7 +928,8 @@ fn rename_by_publishing_processes() {
 #[test]
 fn extended_attributes_with_setfattr_and_getfattr() {
     let setup = Setup::new();
-    let outcome = |program: &str, args: &[&str]| setup.preloaded(program, args).stdin(Stdio::null()).output().unwrap();
+    let outcome =
+        |program: &str, args: &[&str]| setup.preloaded(program, args).stdin(Stdio::null()).output().unwrap();
     let dir = setup.logical("d");
     setup.run("mkdir", &[&dir]);
     setup.run("setfattr", &["-n", "user.plfs.layout", "-v", "-E -1 -c -1 -S 64K", &dir]);

@@ -331,7 +331,8 @@ impl Plfs {
             let Some(backends) = placed else { continue };
             let (canonical, paths) = container::canonical(state, logical);
             let (url, record) = (state.store(canonical).url(), paths.stripes(component as u32).to_string());
-            let Some(piece) = pieces.iter_mut().find(|piece| piece.backend == url && piece.path == record) else {
+            let Some(piece) = pieces.iter_mut().find(|piece| piece.backend == url && piece.path == record)
+            else {
                 continue;
             };
             piece.stripes = backends
@@ -617,7 +618,13 @@ fn piece25(piece: plfs25::Piece25) -> PhysicalPiece {
 }
 
 fn piece(store: &dyn Store, path: &StorePath, kind: PieceKind, bytes: u64) -> PhysicalPiece {
-    PhysicalPiece { backend: store.url().to_owned(), path: path.to_string(), kind, bytes, stripes: Vec::new() }
+    PhysicalPiece {
+        backend: store.url().to_owned(),
+        path: path.to_string(),
+        kind,
+        bytes,
+        stripes: Vec::new(),
+    }
 }
 
 /// A striped file's layout and its components' recorded backends, to say
@@ -674,7 +681,8 @@ impl StripedMap {
             let Some(found) = self.stripe_of(position, backend) else { return };
             into.insert(found);
             let component = &self.layout.components()[found.component - 1];
-            let stripes = self.placed[found.component - 1].as_ref().map_or(self.pool_size, |p| p.len() as u32);
+            let stripes =
+                self.placed[found.component - 1].as_ref().map_or(self.pool_size, |p| p.len() as u32);
             if units_in_component.0 != found.component {
                 units_in_component = (found.component, 0);
             }

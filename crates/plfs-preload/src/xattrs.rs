@@ -35,7 +35,13 @@ fn list(path: &CStr, names: *mut c_char, size: size_t) -> Result<usize, Errno> {
     Ok(length)
 }
 
-fn set(path: &CStr, name: *const c_char, value: *const c_void, size: size_t, flags: c_int) -> Result<(), Errno> {
+fn set(
+    path: &CStr,
+    name: *const c_char,
+    value: *const c_void,
+    size: size_t,
+    flags: c_int,
+) -> Result<(), Errno> {
     if !name.is_null() {
         // SAFETY: a non-NULL name is a C string (the libc contract).
         let name = unsafe { CStr::from_ptr(name) }.to_bytes();
@@ -80,7 +86,12 @@ path_getxattr!(lgetxattr);
 /// # Safety
 /// The fgetxattr(2) contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn fgetxattr(fd: c_int, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
+pub unsafe extern "C" fn fgetxattr(
+    fd: c_int,
+    name: *const c_char,
+    value: *mut c_void,
+    size: size_t,
+) -> ssize_t {
     if let Some(logical) = fd_path(fd) {
         return size_result(get(&logical, name, value, size));
     }
