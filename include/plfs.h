@@ -143,6 +143,20 @@ plfs_error_t plfs_setxattr(Plfs_fd *fd, const void *value, const char *key);
  * included), replacing any. */
 plfs_error_t plfs_setxattr_len(Plfs_fd *fd, const void *value, const char *key, size_t len);
 
+/* Not in PLFS 2.5: the extended attributes of path (a file or a directory;
+ * no descriptor needed) with the conventions of getxattr(2) & co.
+ * *length (if not NULL) is the whole value's (list's) length; size 0 only
+ * asks for it; a shorter buffer is PLFS_ERANGE (nothing is cut). The list
+ * is the names, each ended by a NUL, sorted. flags: 0, XATTR_CREATE
+ * (PLFS_EEXIST if present) or XATTR_REPLACE (PLFS_ENODATA if absent); a
+ * value too long to keep is PLFS_E2BIG. Missing: PLFS_ENODATA. */
+plfs_error_t plfs_path_getxattr(const char *path, const char *key, void *value, size_t size,
+                                size_t *length);
+plfs_error_t plfs_path_listxattr(const char *path, char *list, size_t size, size_t *length);
+plfs_error_t plfs_path_setxattr(const char *path, const char *key, const void *value, size_t size,
+                                int flags);
+plfs_error_t plfs_path_removexattr(const char *path, const char *key);
+
 /* Hard links are impossible (a file is a container): always PLFS_ENOSYS
  * for valid arguments, as in 2.5. */
 plfs_error_t plfs_link(const char *path, const char *to);

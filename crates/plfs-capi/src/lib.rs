@@ -12,7 +12,7 @@
 //! - `paths`: `plfs_unlink`, `plfs_rename`, `plfs_link`, `plfs_symlink`,
 //!   `plfs_readlink`.
 //! - `dirs`: `plfs_mkdir`, `plfs_rmdir`, `plfs_readdir`, `plfs_*dir_c`.
-//! - `xattrs`: `plfs_getxattr`, `plfs_setxattr`.
+//! - `xattrs`: `plfs_getxattr`, `plfs_setxattr`; by path, `plfs_path_getxattr` & co.
 //! - `info`: file types, `plfs_expand_path`, host name, version.
 //! - `collective`: `plfs_open_collective_ops`, `plfs_index_retain`, `plfs_flatten_close_ops`.
 //! - `interposer`: keeps the LD_PRELOAD interposer out of this library's

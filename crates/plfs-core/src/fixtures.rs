@@ -434,8 +434,11 @@ mod striped {
             .map(|index| {
                 let dir = root.join(format!("b{index}"));
                 std::fs::create_dir_all(&dir).unwrap();
+                // A label that does not name the temporary directory: the
+                // stripes records keep each backend's location (§15), and
+                // the fixture's bytes must not depend on where it was made.
                 let store: SharedStore =
-                    Arc::new(PosixStore::new(&dir, format!("file://{}", dir.display())).unwrap());
+                    Arc::new(PosixStore::new(&dir, format!("posix:///striped-fixture/b{index}")).unwrap());
                 (store, BackendRole::Any)
             })
             .collect();

@@ -103,7 +103,10 @@ pub(crate) fn read_stripes(
         return Err(Error::corrupt(format!("{}: holds component {}", label(), record.component)));
     }
     let shadow = mount.placement.shadow_backends();
-    let backends: Vec<BackendId> = record.backends.iter().map(|index| BackendId(*index as usize)).collect();
+    let backends = match located_backends(mount, &record, &format!("/{path}: {}", label()))? {
+        Some(backends) => backends,
+        None => record.backends.iter().map(|index| BackendId(*index as usize)).collect(),
+    };
     if let Some(bad) = backends.iter().find(|backend| !shadow.contains(backend)) {
         return Err(Error::corrupt(format!(
             "{}: names backend {} but the mount has no shadow backend of that index ({} backends)",
@@ -113,6 +116,83 @@ pub(crate) fn read_stripes(
         )));
     }
     Ok(Some(backends))
+}
+
+/// What a stripes record keeps to recognise a backend: its URL without
+/// access parameters (an S3 endpoint or credentials file may change, the
+/// bucket and prefix do not), without a trailing slash.
+pub(crate) fn backend_location(store: &dyn Store) -> &str {
+    let url = store.url();
+    let url = url.split_once('?').map_or(url, |(location, _)| location);
+    url.trim_end_matches('/')
+}
+
+/// The backends of a version 3 record found by their locations, so a
+/// plfsrc that lists the same backends in another order still reads and
+/// writes each stripe where it is. None when positions must do: a version
+/// 2 record (no locations), or a mount that has none of the record's
+/// locations (the backends were moved as a whole, e.g. copied elsewhere).
+/// A record some of whose locations the mount has and others not is an
+/// error naming the record and both lists: following positions there
+/// would put stripes on backends the file was never placed on.
+fn located_backends(
+    mount: &MountState,
+    record: &StripesRecord,
+    label: &str,
+) -> Result<Option<Vec<BackendId>>> {
+    if record.locations.is_empty() {
+        return Ok(None);
+    }
+    let shadow = mount.placement.shadow_backends();
+    let at = |backend: BackendId| backend_location(mount.store(backend));
+    let found: Vec<Option<BackendId>> = record
+        .backends
+        .iter()
+        .zip(&record.locations)
+        .map(|(&position, location)| {
+            let position = BackendId(position as usize);
+            if shadow.contains(&position) && at(position) == location {
+                return Some(position);
+            }
+            shadow.iter().copied().find(|&backend| at(backend) == location)
+        })
+        .collect();
+    if found.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut distinct: Vec<BackendId> = found.iter().flatten().copied().collect();
+    distinct.sort();
+    distinct.dedup();
+    if found.iter().all(Option::is_some) && distinct.len() == found.len() {
+        return Ok(Some(found.into_iter().flatten().collect()));
+    }
+    let recorded: Vec<String> = record
+        .backends
+        .iter()
+        .zip(&record.locations)
+        .map(|(position, location)| format!("{position} {location}"))
+        .collect();
+    let mounted: Vec<String> =
+        shadow.iter().map(|&backend| format!("{} {}", backend.0, at(backend))).collect();
+    Err(Error::invalid(format!(
+        "{label}: the component was placed on backends [{}], but this mount's backends are [{}]: \
+         a backend was moved or renamed in the plfsrc; name it as before to write this component \
+         (reads are unaffected)",
+        recorded.join(", "),
+        mounted.join(", ")
+    )))
+}
+
+/// The record of `backends` for component `component`.
+fn record_of(mount: &MountState, component: u32, backends: &[BackendId]) -> StripesRecord {
+    StripesRecord {
+        component,
+        backends: backends.iter().map(|backend| backend.0 as u32).collect(),
+        locations: backends
+            .iter()
+            .map(|&backend| backend_location(mount.store(backend)).to_owned())
+            .collect(),
+    }
 }
 
 /// The backends a component may use: the mount's shadow backends, narrowed
@@ -176,13 +256,13 @@ pub(crate) fn place_component(
     let rotor = u64::from(name_hash(placement_name(path))) + component as u64;
     let chosen = choose_backends(&spaces, count, &mount.striping, rotor)
         .with_context(|| format!("/{path}: placing layout component {}", component + 1))?;
-    let record =
-        StripesRecord { component: index, backends: chosen.iter().map(|backend| *backend as u32).collect() };
+    let chosen: Vec<BackendId> = chosen.into_iter().map(BackendId).collect();
+    let record = record_of(mount, index, &chosen);
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
     let access = protection::read_access(mount, path)?;
     match store.create_new_protected(&paths.stripes(index), &record.encode(), &Pieces::of(&access).public) {
-        Ok(()) => Ok(chosen.into_iter().map(BackendId).collect()),
+        Ok(()) => Ok(chosen),
         Err(error) if error.kind() == ErrorKind::AlreadyExists => read_stripes(mount, path, index)?
             .ok_or_else(|| Error::new(ErrorKind::Io, format!("/{path}: stripes record {index} vanished"))),
         Err(error) => Err(error.context(format!("{}: {}", store.url(), paths.stripes(index)))),
@@ -318,7 +398,9 @@ pub(crate) fn check(
     for component in 0..components as u32 {
         match read_stripes(mount, path, component) {
             Ok(found) => placed.push(found),
-            Err(error) if damaged(&error) => {
+            // A record naming backends this mount has not got (moved in
+            // the plfsrc) is reported like a damaged one.
+            Err(error) if damaged(&error) || error.kind() == ErrorKind::InvalidInput => {
                 findings.push(LayoutFinding {
                     problem: LayoutProblem::Damaged,
                     location: at(&paths.stripes(component)),
@@ -434,10 +516,7 @@ fn rebuild(
             None => return Ok(None),
         }
     }
-    let record = StripesRecord {
-        component: component as u32,
-        backends: backends.iter().map(|backend| backend.0 as u32).collect(),
-    };
+    let record = record_of(mount, component as u32, &backends);
     let (canonical_backend, paths) = canonical(mount, path);
     let access = protection::read_access(mount, path)?;
     mount.store(canonical_backend).create_new_protected(
@@ -687,31 +766,137 @@ mod tests {
         assert!(plfs.set_layout("/own", &four).is_err());
     }
 
-    /// Writers on several hosts reach a component at once, each mount
-    /// configured with another pool behind the layout's pool name, so each
-    /// would place it elsewhere: the first record wins, every writer
-    /// follows it, and no byte lands on a backend the record does not name.
+    /// A store that holds every `create_new` of one stripes record until
+    /// `racers` callers have reached it, so each racing writer has read
+    /// "no record" and chosen its own placement before any record lands;
+    /// then counts who won and who lost the exclusive create.
+    #[derive(Debug)]
+    struct HeldCreates {
+        inner: SharedStore,
+        record: String,
+        barrier: Arc<Barrier>,
+        outcomes: Arc<std::sync::Mutex<Vec<bool>>>,
+    }
+
+    impl Store for HeldCreates {
+        fn url(&self) -> &str {
+            self.inner.url()
+        }
+        fn capabilities(&self) -> crate::store::Capabilities {
+            self.inner.capabilities()
+        }
+        fn create_dir(&self, p: &StorePath, m: u32) -> Result<()> {
+            self.inner.create_dir(p, m)
+        }
+        fn create_dir_all(&self, p: &StorePath) -> Result<()> {
+            self.inner.create_dir_all(p)
+        }
+        fn list(&self, p: &StorePath) -> Result<Vec<crate::store::DirEntry>> {
+            self.inner.list(p)
+        }
+        fn metadata(&self, p: &StorePath) -> Result<crate::store::Metadata> {
+            self.inner.metadata(p)
+        }
+        fn remove_file(&self, p: &StorePath) -> Result<()> {
+            self.inner.remove_file(p)
+        }
+        fn remove_dir(&self, p: &StorePath) -> Result<()> {
+            self.inner.remove_dir(p)
+        }
+        fn rename(&self, f: &StorePath, t: &StorePath) -> Result<()> {
+            self.inner.rename(f, t)
+        }
+        fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+            self.inner.exchange(a, b)
+        }
+        fn create_new(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+            if p.file_name() != Some(self.record.as_str()) {
+                return self.inner.create_new(p, c);
+            }
+            self.barrier.wait();
+            let result = self.inner.create_new(p, c);
+            self.outcomes.lock().unwrap().push(result.is_ok());
+            result
+        }
+        fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
+            self.inner.replace(p, c)
+        }
+        fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
+            self.inner.create_append(p)
+        }
+        fn open_read(&self, p: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
+            self.inner.open_read(p)
+        }
+        fn open_write(
+            &self,
+            p: &StorePath,
+            how: crate::store::WriteOpen,
+        ) -> Result<Box<dyn crate::store::RandomWriter>> {
+            self.inner.open_write(p, how)
+        }
+        fn set_mode(&self, p: &StorePath, m: u32) -> Result<()> {
+            self.inner.set_mode(p, m)
+        }
+        fn set_owner(&self, p: &StorePath, u: Option<u32>, g: Option<u32>) -> Result<()> {
+            self.inner.set_owner(p, u, g)
+        }
+        fn set_times(
+            &self,
+            p: &StorePath,
+            a: Option<std::time::SystemTime>,
+            m: Option<std::time::SystemTime>,
+        ) -> Result<()> {
+            self.inner.set_times(p, a, m)
+        }
+        fn symlink(&self, t: &str, p: &StorePath) -> Result<()> {
+            self.inner.symlink(t, p)
+        }
+        fn read_link(&self, p: &StorePath) -> Result<String> {
+            self.inner.read_link(p)
+        }
+        fn space(&self) -> Result<crate::store::SpaceInfo> {
+            self.inner.space()
+        }
+    }
+
+    /// Writers on several hosts reach a component at once. Each host's
+    /// mount puts another pair of backends behind the layout's pool name,
+    /// so each chooses a different placement, and the store holds every
+    /// create of the component's record until all have chosen: exactly one
+    /// create wins, every loser takes the winner's record, and no byte
+    /// lands on a backend the record does not name.
     #[test]
     fn writers_on_several_hosts_agree_on_a_components_backends() {
-        let stores = stores(4);
+        let hosts = 4usize;
+        let barrier = Arc::new(Barrier::new(hosts));
+        let outcomes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stores: Vec<SharedStore> = stores(4)
+            .into_iter()
+            .map(|inner| {
+                Arc::new(HeldCreates {
+                    inner,
+                    record: crate::layout::stripes_name(1),
+                    barrier: barrier.clone(),
+                    outcomes: outcomes.clone(),
+                }) as SharedStore
+            })
+            .collect();
         let size = 64 * KIB;
         let layout = Layout::new(vec![
             component(0, Some(size), StripeCount::Count(1), size),
             Component { pool: Some("fast".into()), ..component(size, None, StripeCount::Count(2), size) },
         ])
         .unwrap();
-        let hosts = 6usize;
         let first = mount(&stores, Some(layout.clone()));
         first.open("/race", OpenFlags::WRONLY.create(), 0o644, 0).unwrap().close().unwrap();
-        let barrier = Arc::new(Barrier::new(hosts));
         let threads: Vec<_> = (0..hosts)
             .map(|host| {
                 let stores = stores.clone();
-                let barrier = barrier.clone();
                 let layout = layout.clone();
                 std::thread::spawn(move || {
-                    // Host h's pool "fast" is backends {h, h+1} (mod 4).
-                    let pool = vec![host % 4, (host + 1) % 4];
+                    // Host h's pool "fast" is backends {h, h+1} (mod 4):
+                    // no two hosts would choose the same pair.
+                    let pool = vec![host, (host + 1) % 4];
                     let striping = StripingConfig {
                         default_layout: Some(layout),
                         pools: [("fast".to_owned(), pool)].into_iter().collect(),
@@ -719,20 +904,22 @@ mod tests {
                     };
                     let plfs = mount_with(&stores, striping, &format!("host{host}"), 100 + host as u32);
                     let handle = plfs.open("/race", OpenFlags::WRONLY, 0, host as u64).unwrap();
-                    barrier.wait();
                     for unit in 0..8u64 {
                         let offset = size * (1 + unit) + host as u64 * 1000;
                         handle.write(&pattern(offset, 1000), offset).unwrap();
                     }
                     handle.close().unwrap();
+                    stripes_of(&plfs, "/race", 1).expect("placed")
                 })
             })
             .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
+        let seen: Vec<Vec<BackendId>> = threads.into_iter().map(|thread| thread.join().unwrap()).collect();
+        let mut outcomes = outcomes.lock().unwrap().clone();
+        outcomes.sort();
+        assert_eq!(outcomes, [vec![false; hosts - 1], vec![true]].concat(), "one create wins, the rest lose");
         let placed = stripes_of(&first, "/race", 1).expect("component 2 placed");
         assert_eq!(placed.len(), 2);
+        assert!(seen.iter().all(|backends| *backends == placed), "{seen:?} vs {placed:?}");
         assert!(problems(&first, "/race", false).is_empty(), "{:?}", first.recover("/race", false).unwrap());
         let logs = data_logs(&first, "/race");
         assert!(logs.iter().all(|log| placed.contains(&log.backend)), "{placed:?} vs {logs:?}");
@@ -746,6 +933,145 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `plfs map` names each extent's component, stripe and backend, and
+    /// `plfs query` the stripes each record places and each data log holds.
+    #[test]
+    fn map_and_query_name_the_component_stripe_and_backend_of_the_data() {
+        let stores = stores(4);
+        let plfs = mount(&stores, Some(progressive()));
+        let total = 6 * MIB as usize;
+        let handle = plfs.open("/m", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&pattern(0, total), 0).unwrap();
+        handle.close().unwrap();
+        let placed: Vec<Vec<BackendId>> = (0..3).map(|c| stripes_of(&plfs, "/m", c).unwrap()).collect();
+        let map = plfs.map("/m").unwrap();
+        assert!(map.entries.len() > 3, "{map:?}");
+        let mut seen = BTreeSet::new();
+        for entry in &map.entries {
+            let stripe = entry.stripe.unwrap_or_else(|| panic!("no stripe: {entry:?}"));
+            let (component, start) = match entry.logical {
+                offset if offset < MIB => (1, 0),
+                offset if offset < 4 * MIB => (2, MIB),
+                _ => (3, 4 * MIB),
+            };
+            let backends = &placed[component - 1];
+            let expected = ((entry.logical - start) / (256 * KIB)) % backends.len() as u64;
+            assert_eq!((stripe.component, u64::from(stripe.stripe)), (component, expected), "{entry:?}");
+            assert_eq!(BackendId(stripe.backend), backends[stripe.stripe as usize], "{entry:?}");
+            assert!(entry.log.starts_with(&format!("{}/", stores[stripe.backend].url())), "{entry:?}");
+            seen.insert((stripe.component, stripe.stripe));
+        }
+        assert_eq!(seen.len(), 1 + 2 + 4, "every stripe of every component: {seen:?}");
+        let pieces = plfs.query("/m").unwrap();
+        let records: Vec<_> = pieces.iter().filter(|p| p.kind == crate::tools::PieceKind::Stripes).collect();
+        assert_eq!(records.len(), 3);
+        for record in records {
+            let component = record.stripes[0].component;
+            let backends: Vec<BackendId> = record.stripes.iter().map(|s| BackendId(s.backend)).collect();
+            assert_eq!(backends, placed[component - 1], "{record:?}");
+        }
+        let logs: Vec<_> = pieces.iter().filter(|p| p.kind == crate::tools::PieceKind::DataLog).collect();
+        assert_eq!(logs.len(), 4);
+        let mut held = 0;
+        for log in logs {
+            assert!(!log.stripes.is_empty(), "{log:?}");
+            for stripe in &log.stripes {
+                assert_eq!(log.backend, stores[stripe.backend].url(), "{log:?}");
+                held += 1;
+            }
+        }
+        assert_eq!(held, 1 + 2 + 4);
+    }
+
+    /// The plfsrc lists the same backends in another order (all but the
+    /// canonical one, which holds the container and is found by its
+    /// position, as in PLFS 2.5): the records find each stripe's backend
+    /// by its location, so the file reads back, a rewrite lands on the
+    /// backends the records placed the stripes on, and `recover` finds
+    /// nothing wrong through either order.
+    #[test]
+    fn a_plfsrc_listing_the_backends_in_another_order_still_follows_the_records() {
+        let stores = stores(4);
+        let plfs = mount(&stores, Some(progressive()));
+        let total = 6 * MIB as usize;
+        let handle = plfs.open("/o", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&pattern(0, total), 0).unwrap();
+        handle.close().unwrap();
+        let (kept, _) = canonical(plfs.state(), &StorePath::parse("o").unwrap());
+        let others: Vec<usize> = (0..4).filter(|&index| index != kept.0).collect();
+        let mut order: Vec<usize> = (0..4).collect();
+        for (k, &index) in others.iter().enumerate() {
+            order[index] = others[(k + 1) % others.len()];
+        }
+        let reordered: Vec<SharedStore> = order.iter().map(|&index| stores[index].clone()).collect();
+        let other = mount(&reordered, None);
+        assert!(read_back(&other, "/o") == pattern(0, total));
+        // Rewritten through the reordered mount, with other bytes.
+        let rewrite: Vec<u8> = pattern(0, total).iter().map(|byte| byte ^ 0x5a).collect();
+        let handle = other.open("/o", OpenFlags::WRONLY, 0, 5).unwrap();
+        handle.write(&rewrite, 0).unwrap();
+        handle.close().unwrap();
+        assert!(problems(&other, "/o", false).is_empty(), "{:?}", other.recover("/o", false).unwrap());
+        assert!(problems(&plfs, "/o", false).is_empty(), "{:?}", plfs.recover("/o", false).unwrap());
+        assert!(read_back(&other, "/o") == rewrite);
+        assert!(read_back(&plfs, "/o") == rewrite);
+        // Still one data log per writer per backend: the rewrite went where
+        // the first writer's stripes are.
+        let logs = data_logs(&plfs, "/o");
+        let backends: BTreeSet<BackendId> = logs.iter().map(|log| log.backend).collect();
+        assert_eq!((logs.len(), backends.len()), (8, 4), "{logs:?}");
+    }
+
+    /// One backend renamed in the plfsrc while the others keep their
+    /// locations: a writer reaching a component placed on it fails with an
+    /// error naming the file, the record and both backend lists, and what
+    /// was written reads back. Every backend moved at once (a copy of the
+    /// whole mount) is followed by position.
+    #[test]
+    fn a_backend_renamed_in_the_plfsrc_is_refused_by_name_and_a_moved_mount_is_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<std::path::PathBuf> =
+            (0..3).map(|index| root.path().join(format!("b{index}"))).collect();
+        let posix = |labels: &[String]| -> Plfs {
+            let stores: Vec<SharedStore> = dirs
+                .iter()
+                .zip(labels)
+                .map(|(dir, label)| {
+                    std::fs::create_dir_all(dir).unwrap();
+                    Arc::new(crate::store::posix::PosixStore::new(dir, label.clone()).unwrap()) as SharedStore
+                })
+                .collect();
+            mount(&stores, Some(Layout::striped(StripeCount::All, 64 * KIB).unwrap()))
+        };
+        let labels: Vec<String> = dirs.iter().map(|dir| format!("posix://{}", dir.display())).collect();
+        let plfs = posix(&labels);
+        let handle = plfs.open("/m", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        handle.write(&pattern(0, 512 * KIB as usize), 0).unwrap();
+        handle.close().unwrap();
+
+        let mut renamed = labels.clone();
+        renamed[1] = "posix:///somewhere/else".to_owned();
+        let partly = posix(&renamed);
+        assert!(read_back(&partly, "/m") == pattern(0, 512 * KIB as usize), "reads are unaffected");
+        let handle = partly.open("/m", OpenFlags::WRONLY, 0, 3).unwrap();
+        let error = handle.write(b"more", 512 * KIB).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        let message = error.to_string();
+        for needle in ["/m", "stripes.0", "moved or renamed", "somewhere/else", &labels[1]] {
+            assert!(message.contains(needle), "{needle:?} missing from: {message}");
+        }
+        handle.close().unwrap();
+        assert!(read_back(&plfs, "/m") == pattern(0, 512 * KIB as usize));
+
+        let moved: Vec<String> = (0..3).map(|index| format!("posix:///copied/b{index}")).collect();
+        let copy = posix(&moved);
+        let handle = copy.open("/m", OpenFlags::WRONLY, 0, 4).unwrap();
+        handle.write(b"more", 512 * KIB).unwrap();
+        handle.close().unwrap();
+        assert!(problems(&copy, "/m", false).is_empty());
+        assert_eq!(&read_back(&copy, "/m")[512 * KIB as usize..], b"more");
     }
 
     #[test]
@@ -799,6 +1125,7 @@ mod tests {
         // A record that disagrees with where the bytes are: reported, left.
         let mut swapped = StripesRecord::decode(&original).unwrap();
         swapped.backends.rotate_left(1);
+        swapped.locations.rotate_left(1);
         store.replace(&paths.stripes(2), &swapped.encode()).unwrap();
         let report = plfs.recover("/r", true).unwrap();
         assert!(!report.findings.is_empty());

@@ -38,6 +38,27 @@ pub struct MapEntry {
     /// The data log, as `<backend url>/<path>`.
     pub log: String,
     pub physical: u64,
+    /// Of a striped file: the component and stripe of the extent's first
+    /// byte, and the backend its bytes are on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripe: Option<StripeOf>,
+}
+
+/// Where bytes of a striped file lie in its layout (FORMAT.md §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct StripeOf {
+    /// Counted from 1, as `plfs getstripe` and messages count components.
+    pub component: usize,
+    /// Counted from 0 within the component.
+    pub stripe: u32,
+    /// The backend's position in the mount's list.
+    pub backend: usize,
+}
+
+impl std::fmt::Display for StripeOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}/s{}@b{}", self.component, self.stripe, self.backend)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -106,6 +127,11 @@ pub struct PhysicalPiece {
     pub path: String,
     pub kind: PieceKind,
     pub bytes: u64,
+    /// Of a striped file: for a stripes record, each stripe of its
+    /// component and the backend it is placed on; for a data log, the
+    /// stripes it holds bytes of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stripes: Vec<StripeOf>,
 }
 
 /// One problem `recover` found, and whether it was repaired.
@@ -225,6 +251,7 @@ impl Plfs {
             .iter()
             .map(|log| format!("{}/{}", state.store(log.backend).url(), log.path(&logical, LogKind::Data)))
             .collect();
+        let striped = StripedMap::read(state, &logical).context(path.to_owned())?;
         let extents = loaded.index.extents();
         let mut entries = Vec::with_capacity(extents.len());
         let mut totals = MapTotals {
@@ -252,6 +279,7 @@ impl Plfs {
                 writer: log.id.writer,
                 log: log_names[extent.log.0 as usize].clone(),
                 physical: extent.physical,
+                stripe: striped.as_ref().and_then(|striped| striped.stripe_of(logical_offset, log.backend)),
             });
         }
         if totals.eof > position {
@@ -289,7 +317,46 @@ impl Plfs {
         if pieces.is_empty() {
             return Err(Error::new(ErrorKind::NotFound, path.to_owned()));
         }
+        self.annotate_stripes(&logical, path, &mut pieces)?;
         Ok(pieces)
+    }
+
+    /// Of a striped file: names on each stripes record the stripes it
+    /// places, and on each data log the stripes it holds bytes of (from
+    /// the merged index, so only striped files pay for reading it).
+    fn annotate_stripes(&self, logical: &StorePath, path: &str, pieces: &mut [PhysicalPiece]) -> Result<()> {
+        let state = self.state();
+        let Some(striped) = StripedMap::read(state, logical).context(path.to_owned())? else { return Ok(()) };
+        for (component, placed) in striped.placed.iter().enumerate() {
+            let Some(backends) = placed else { continue };
+            let (canonical, paths) = container::canonical(state, logical);
+            let (url, record) = (state.store(canonical).url(), paths.stripes(component as u32).to_string());
+            let Some(piece) = pieces.iter_mut().find(|piece| piece.backend == url && piece.path == record)
+            else {
+                continue;
+            };
+            piece.stripes = backends
+                .iter()
+                .enumerate()
+                .map(|(stripe, backend)| StripeOf {
+                    component: component + 1,
+                    stripe: stripe as u32,
+                    backend: backend.0,
+                })
+                .collect();
+        }
+        let mut held: BTreeMap<String, BTreeSet<StripeOf>> = BTreeMap::new();
+        for entry in self.map(path)?.entries {
+            let Some(first) = entry.stripe else { continue };
+            let stripes = held.entry(entry.log).or_default();
+            striped.stripes_in(entry.logical, entry.length, BackendId(first.backend), stripes);
+        }
+        for piece in pieces.iter_mut().filter(|piece| piece.kind == PieceKind::DataLog) {
+            if let Some(stripes) = held.remove(&format!("{}/{}", piece.backend, piece.path)) {
+                piece.stripes = stripes.into_iter().collect();
+            }
+        }
+        Ok(())
     }
 
     /// An n-n file's one physical piece: the plain file on its backend.
@@ -509,6 +576,7 @@ fn map25(state: &MountState, logical: &StorePath, found: &Found25) -> Result<Fil
             writer: extent.pid as u64,
             log: index.chunks[extent.chunk].shown(),
             physical: extent.physical,
+            stripe: None,
         });
     }
     if totals.eof > position {
@@ -545,11 +613,91 @@ fn piece25(piece: plfs25::Piece25) -> PhysicalPiece {
         path: location.path.to_string(),
         kind,
         bytes: piece.bytes,
+        stripes: Vec::new(),
     }
 }
 
 fn piece(store: &dyn Store, path: &StorePath, kind: PieceKind, bytes: u64) -> PhysicalPiece {
-    PhysicalPiece { backend: store.url().to_owned(), path: path.to_string(), kind, bytes }
+    PhysicalPiece {
+        backend: store.url().to_owned(),
+        path: path.to_string(),
+        kind,
+        bytes,
+        stripes: Vec::new(),
+    }
+}
+
+/// A striped file's layout and its components' recorded backends, to say
+/// which component and stripe a logical offset is in.
+struct StripedMap {
+    layout: crate::striping::Layout,
+    /// Per component: its stripes record's backends, None if unplaced.
+    placed: Vec<Option<Vec<BackendId>>>,
+    /// Stripes of an unplaced component: as many as this mount would give.
+    pool_size: u32,
+}
+
+impl StripedMap {
+    /// None for a file without a layout. A damaged layout or record is
+    /// not an error here (reads follow the index, `plfs recover` names
+    /// the damage): the file maps without stripes.
+    fn read(state: &MountState, path: &StorePath) -> Result<Option<StripedMap>> {
+        let damaged = |error: &Error| matches!(error.kind(), ErrorKind::Corrupt | ErrorKind::Unsupported);
+        let layout = match stripes::read_layout(state, path) {
+            Ok(Some(layout)) => layout,
+            Ok(None) => return Ok(None),
+            Err(error) if damaged(&error) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut placed = Vec::with_capacity(layout.components().len());
+        for component in 0..layout.components().len() as u32 {
+            match stripes::read_stripes(state, path, component) {
+                Ok(found) => placed.push(found),
+                Err(error) if damaged(&error) || error.kind() == ErrorKind::InvalidInput => placed.push(None),
+                Err(error) => return Err(error),
+            }
+        }
+        let pool_size = state.placement.shadow_backends().len() as u32;
+        Ok(Some(StripedMap { layout, placed, pool_size }))
+    }
+
+    /// The component and stripe of `offset`, with the backend its bytes
+    /// are on (`backend`, from the log that holds them).
+    fn stripe_of(&self, offset: u64, backend: BackendId) -> Option<StripeOf> {
+        let component = self.layout.locate(offset, |_| 1)?.component;
+        let stripes = self.placed[component].as_ref().map_or(self.pool_size, |placed| placed.len() as u32);
+        let location = self.layout.locate(offset, |_| stripes)?;
+        Some(StripeOf { component: component + 1, stripe: location.stripe, backend: backend.0 })
+    }
+
+    /// Adds the stripes bytes `[offset, offset + length)` lie in: unit by
+    /// unit, leaving a component once all its stripes were seen, so a
+    /// long extent (one stripe of a huge component) costs little.
+    fn stripes_in(&self, offset: u64, length: u64, backend: BackendId, into: &mut BTreeSet<StripeOf>) {
+        let end = offset.saturating_add(length);
+        let mut position = offset;
+        let mut units_in_component = (usize::MAX, 0u64);
+        while position < end {
+            let Some(found) = self.stripe_of(position, backend) else { return };
+            into.insert(found);
+            let component = &self.layout.components()[found.component - 1];
+            let stripes =
+                self.placed[found.component - 1].as_ref().map_or(self.pool_size, |p| p.len() as u32);
+            if units_in_component.0 != found.component {
+                units_in_component = (found.component, 0);
+            }
+            units_in_component.1 += 1;
+            let Some(location) = self.layout.locate(position, |_| stripes) else { return };
+            position = if units_in_component.1 >= u64::from(stripes) {
+                match component.end {
+                    Some(component_end) => component_end,
+                    None => return,
+                }
+            } else {
+                location.unit_end
+            };
+        }
+    }
 }
 
 fn walk_container(store: &dyn Store, container: &StorePath, pieces: &mut Vec<PhysicalPiece>) -> Result<()> {

@@ -28,7 +28,10 @@ use plfs::store::posix::PosixStore;
 use plfs::store::test_server::TestServer;
 use plfs::store::{SharedStore, StorePath};
 use plfs::tools::LogKind;
-use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
+use strided::{
+    RECORD_BYTES, check_striped, now_ms, record_bytes, striped_mount, verify_strided, wait_until,
+    write_strided,
+};
 
 const WRITERS: u64 = 6;
 const RECORDS_PER_WRITER: u64 = 24;
@@ -53,26 +56,43 @@ fn store_root(server: &TestServer, name: &str) -> String {
 #[test]
 fn child() {
     let Ok(role) = std::env::var("PLFS_TEST_ROLE") else { return };
-    assert_eq!(role, "hdfs-strided-writer", "unknown role");
     let url = std::env::var("PLFS_TEST_HDFS_URL").unwrap();
     let args: Vec<u64> =
         std::env::var("PLFS_TEST_ARGS").unwrap().split(',').map(|arg| arg.parse().unwrap()).collect();
     let (rank, start_at_ms) = (args[0], args[1]);
-    let plfs = hdfs_mount(&url);
-    // Every writer opens at about the same moment, racing to create the container.
-    wait_until(start_at_ms);
-    write_strided(&plfs, FILE, rank, WRITERS, RECORDS_PER_WRITER);
+    match role.as_str() {
+        "hdfs-strided-writer" => {
+            let plfs = hdfs_mount(&url);
+            // Every writer opens at about the same moment, racing to create the container.
+            wait_until(start_at_ms);
+            write_strided(&plfs, FILE, rank, WRITERS, RECORDS_PER_WRITER);
+        }
+        "hdfs-striped-writer" => {
+            // PLFS_TEST_HDFS_URL: the backends' URLs, separated by '|'.
+            let stores = url.split('|').map(hdfs_store).collect();
+            let plfs = striped_mount(stores, &format!("host{rank}"));
+            wait_until(start_at_ms);
+            write_strided(&plfs, FILE, rank, WRITERS, RECORDS_PER_WRITER);
+        }
+        other => panic!("unknown role {other}"),
+    }
 }
 
 /// WRITERS processes write FILE N-1 strided into the store at `url`.
 fn write_n1_with_processes(url: &str) {
     hdfs_mount(url).mkdir("/n1", 0o755).unwrap();
+    spawn_writers("hdfs-strided-writer", url);
+}
+
+/// WRITERS processes of `role`, started to open at one moment; waits for
+/// them all.
+fn spawn_writers(role: &str, url: &str) {
     let start_at_ms = now_ms() + 500;
     let children: Vec<Child> = (0..WRITERS)
         .map(|rank| {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-                .env("PLFS_TEST_ROLE", "hdfs-strided-writer")
+                .env("PLFS_TEST_ROLE", role)
                 .env("PLFS_TEST_HDFS_URL", url)
                 .env("PLFS_TEST_ARGS", format!("{rank},{start_at_ms}"))
                 .stdout(Stdio::null())
@@ -171,6 +191,26 @@ fn n1_strided_processes_replication_1_and_a_posix_canonical_hdfs_shadow_mount() 
     let began = Instant::now();
     posix_canonical_hdfs_shadow(&server);
     eprintln!("canonical posix, shadow hdfs: {:?}", began.elapsed());
+
+    let began = Instant::now();
+    striped_over_four_hdfs_backends(&server);
+    eprintln!("striped over four hdfs backends: {:?}", began.elapsed());
+}
+
+/// FILE striped over four HDFS backends (`-c -1`, 64 KiB units) by WRITERS
+/// processes, each as another host racing to place the stripes; read back
+/// byte for byte by a mount with no layout configured.
+fn striped_over_four_hdfs_backends(server: &TestServer) {
+    let urls: Vec<String> = (0..4).map(|index| store_root(server, &format!("striped{index}"))).collect();
+    let mount = || {
+        let backends = urls.iter().map(|url| (hdfs_store(url), BackendRole::Any)).collect();
+        Plfs::new(backends, Options::from_environment(Tuning::default())).unwrap()
+    };
+    mount().mkdir("/n1", 0o755).unwrap();
+    spawn_writers("hdfs-striped-writer", &urls.join("|"));
+    let reader = mount();
+    verify_read(&reader, || {});
+    check_striped(&reader, FILE, urls.len());
 }
 
 /// A mount whose canonical backend is POSIX and whose shadow is HDFS: the

@@ -24,7 +24,10 @@ use plfs::open::OpenFlags;
 use plfs::store::s3::{S3Store, SEGMENT_BYTES_MAX};
 use plfs::store::test_server::TestServer;
 use plfs::store::{AppendWriter, SharedStore, Store, StoreExt, StorePath, conformance};
-use strided::{RECORD_BYTES, now_ms, record_bytes, verify_strided, wait_until, write_strided};
+use strided::{
+    RECORD_BYTES, check_striped, now_ms, record_bytes, striped_mount, verify_strided, wait_until,
+    write_strided,
+};
 
 /// The server's URL with `prefix` as the key prefix.
 fn location(server: &TestServer, prefix: &str) -> String {
@@ -98,6 +101,13 @@ fn child() {
             let plfs = mount(&urls);
             wait_until(start_at);
             write_strided(&plfs, "/n1/checkpoint", rank, writers, records);
+        }
+        "striped-writer" => {
+            // args: rank, writers, records, start_at_ms; host `host<rank>`.
+            let (rank, writers, records, start_at) = (args[0], args[1], args[2], args[3]);
+            let plfs = striped_mount(urls.iter().map(|url| store_at(url)).collect(), &format!("host{rank}"));
+            wait_until(start_at);
+            write_strided(&plfs, "/striped/checkpoint", rank, writers, records);
         }
         other => panic!("unknown role {other}"),
     }
@@ -254,6 +264,27 @@ fn n1_strided_processes_then_a_fresh_reader() {
     verify_strided(&reader, "/n1/checkpoint", writers * records, || {});
     let inventory = reader.inventory("/n1/checkpoint").unwrap();
     assert_eq!(inventory.logs.len(), writers as usize, "one log pair per writer process");
+}
+
+/// A file striped over four S3 backends (`-c -1`, 64 KiB units) by four
+/// writer processes, each as another host, racing to place its stripes:
+/// one placement wins, every writer follows it, and a reader with no
+/// layout configured reads every byte back.
+#[test]
+fn a_striped_file_over_every_backend_from_processes_on_several_hosts() {
+    let Some(server) = TestServer::start("s3", &[]) else { return };
+    let urls: Vec<String> = (0..4).map(|index| location(&server, &format!("striped{index}"))).collect();
+    let plfs = mount(&urls);
+    plfs.mkdir("/striped", 0o755).unwrap();
+    let (writers, records) = (4u64, 24u64);
+    let start = now_ms() + 500;
+    let children: Vec<Child> = (0..writers)
+        .map(|rank| spawn_child("striped-writer", &urls, &[rank, writers, records, start]))
+        .collect();
+    wait_all(children, Duration::from_secs(120));
+    let reader = mount(&urls);
+    verify_strided(&reader, "/striped/checkpoint", writers * records, || {});
+    check_striped(&reader, "/striped/checkpoint", urls.len());
 }
 
 /// Sixteen processes create the same file at once: one container results,

@@ -18,6 +18,7 @@
 //! - `stdio`: fopen, fdopen (fopencookie streams), freopen.
 //! - `pump`: plfs files redirected onto 0, 1, 2 (or freopen'd): pipes a
 //!   pump process drains into (or fills from) the file.
+//! - `xattrs`: getxattr, setxattr, listxattr, removexattr (l*, f* too).
 //! - `writer`: the writer id (the pid, or the MPI rank the MPI-IO wrapper names).
 
 // plfs_call! expands its arguments inside the one unsafe C call they are
@@ -38,3 +39,4 @@ mod real;
 mod stdio;
 mod umask;
 mod writer;
+mod xattrs;

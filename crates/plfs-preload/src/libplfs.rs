@@ -40,6 +40,10 @@ type Closedir = unsafe extern "C" fn(PlfsDirp) -> c_int;
 type Statvfs = unsafe extern "C" fn(*const c_char, *mut libc::statvfs) -> c_int;
 type Sync = unsafe extern "C" fn(PlfsFd) -> c_int;
 type ErrorToErrno = unsafe extern "C" fn(c_int) -> c_int;
+type GetXattr = unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t, *mut size_t) -> c_int;
+type ListXattr = unsafe extern "C" fn(*const c_char, *mut c_char, size_t, *mut size_t) -> c_int;
+type SetXattr = unsafe extern "C" fn(*const c_char, *const c_char, *const c_void, size_t, c_int) -> c_int;
+type RemoveXattr = unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
 
 /// The functions of libplfs.so this interposer uses; None when the loaded
 /// library does not (yet) export one.
@@ -65,6 +69,10 @@ pub struct Library {
     pub access: Option<PathInt>,
     pub statvfs: Option<Statvfs>,
     pub sync: Option<Sync>,
+    pub getxattr: Option<GetXattr>,
+    pub listxattr: Option<ListXattr>,
+    pub setxattr: Option<SetXattr>,
+    pub removexattr: Option<RemoveXattr>,
     error_to_errno: Option<ErrorToErrno>,
 }
 
@@ -134,6 +142,10 @@ fn load() -> Option<Library> {
         access: symbol!("plfs_access", PathInt),
         statvfs: symbol!("plfs_statvfs", Statvfs),
         sync: symbol!("plfs_sync", Sync),
+        getxattr: symbol!("plfs_path_getxattr", GetXattr),
+        listxattr: symbol!("plfs_path_listxattr", ListXattr),
+        setxattr: symbol!("plfs_path_setxattr", SetXattr),
+        removexattr: symbol!("plfs_path_removexattr", RemoveXattr),
         error_to_errno: symbol!("plfs_error_to_errno", ErrorToErrno),
     })
 }

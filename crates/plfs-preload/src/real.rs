@@ -131,4 +131,16 @@ real_functions! {
     flock: unsafe extern "C" fn(c_int, c_int) -> c_int;
     posix_fadvise: unsafe extern "C" fn(c_int, off_t, off_t, c_int) -> c_int;
     posix_fadvise64: unsafe extern "C" fn(c_int, off64_t, off64_t, c_int) -> c_int;
+    getxattr: unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t) -> ssize_t;
+    lgetxattr: unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t) -> ssize_t;
+    fgetxattr: unsafe extern "C" fn(c_int, *const c_char, *mut c_void, size_t) -> ssize_t;
+    listxattr: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t;
+    llistxattr: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t;
+    flistxattr: unsafe extern "C" fn(c_int, *mut c_char, size_t) -> ssize_t;
+    setxattr: unsafe extern "C" fn(*const c_char, *const c_char, *const c_void, size_t, c_int) -> c_int;
+    lsetxattr: unsafe extern "C" fn(*const c_char, *const c_char, *const c_void, size_t, c_int) -> c_int;
+    fsetxattr: unsafe extern "C" fn(c_int, *const c_char, *const c_void, size_t, c_int) -> c_int;
+    removexattr: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
+    lremovexattr: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
+    fremovexattr: unsafe extern "C" fn(c_int, *const c_char) -> c_int;
 }

@@ -29,10 +29,22 @@ pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
         (true, false) => print_json(&map)?,
         (false, totals_only) => {
             if !totals_only {
-                println!("{:>16} {:>12} {:>8} {:>14}  log", "logical", "length", "writer", "physical");
+                // A striped file's extents also say where they lie in its
+                // layout: component, stripe and backend (c2/s1@b3).
+                let striped = map.entries.iter().any(|entry| entry.stripe.is_some());
+                let stripe_header = if striped { format!(" {:>12}", "stripe") } else { String::new() };
+                println!(
+                    "{:>16} {:>12} {:>8} {:>14}{stripe_header}  log",
+                    "logical", "length", "writer", "physical"
+                );
                 for entry in &map.entries {
+                    let stripe = match (&entry.stripe, striped) {
+                        (Some(stripe), _) => format!(" {:>12}", stripe.to_string()),
+                        (None, true) => format!(" {:>12}", "-"),
+                        (None, false) => String::new(),
+                    };
                     println!(
-                        "{:>16} {:>12} {:>8} {:>14}  {}",
+                        "{:>16} {:>12} {:>8} {:>14}{stripe}  {}",
                         entry.logical, entry.length, entry.writer, entry.physical, entry.log
                     );
                 }

@@ -61,10 +61,15 @@ pub fn print_pieces(logical: &str, pieces: &[PhysicalPiece]) {
     } else {
         println!("{logical}:");
     }
-    println!("{:<18} {:>12}  location", "kind", "bytes");
+    // A striped file's stripes records and data logs also say which
+    // stripes they place or hold: component, stripe and backend.
+    let striped = pieces.iter().any(|piece| !piece.stripes.is_empty());
+    println!("{:<18} {:>12}  location{}", "kind", "bytes", if striped { "  stripes" } else { "" });
     for piece in pieces {
+        let stripes: Vec<String> = piece.stripes.iter().map(ToString::to_string).collect();
+        let stripes = if stripes.is_empty() { String::new() } else { format!("  {}", stripes.join(" ")) };
         println!(
-            "{:<18} {:>12}  {}/{}",
+            "{:<18} {:>12}  {}/{}{stripes}",
             serde_name(&piece.kind),
             piece.bytes,
             piece.backend.trim_end_matches('/'),

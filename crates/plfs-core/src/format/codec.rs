@@ -77,6 +77,18 @@ impl<'a> Reader<'a> {
 /// whole-file records (access, version). Returns the body between the
 /// version field and the CRC.
 pub fn open_sealed<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &'static str) -> Result<(u16, &'a [u8])> {
+    open_sealed_up_to(bytes, magic, what, super::FORMAT_VERSION)
+}
+
+/// [`open_sealed`] for a record with a version of its own, `newest` the
+/// newest this plfs reads (a record that gained fields after the common
+/// format version).
+pub fn open_sealed_up_to<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 8],
+    what: &'static str,
+    newest: u16,
+) -> Result<(u16, &'a [u8])> {
     if bytes.len() < magic.len() + 2 + 4 {
         return Err(Error::corrupt(format!("{what}: {} bytes is too short", bytes.len())));
     }
@@ -92,13 +104,10 @@ pub fn open_sealed<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &'static str) -> 
         )));
     }
     let version = u16::from_le_bytes([content[8], content[9]]);
-    if version > super::FORMAT_VERSION {
+    if version > newest {
         return Err(Error::new(
             crate::ErrorKind::Unsupported,
-            format!(
-                "{what}: format version {version} is newer than this plfs reads ({})",
-                super::FORMAT_VERSION
-            ),
+            format!("{what}: format version {version} is newer than this plfs reads ({newest})"),
         ));
     }
     Ok((version, &content[10..]))
@@ -106,9 +115,14 @@ pub fn open_sealed<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &'static str) -> 
 
 /// Starts a sealed record: magic and version.
 pub fn begin_sealed(magic: &[u8; 8]) -> Vec<u8> {
+    begin_sealed_version(magic, super::FORMAT_VERSION)
+}
+
+/// Starts a sealed record of a record-specific `version`.
+pub fn begin_sealed_version(magic: &[u8; 8], version: u16) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(magic);
-    put_u16(&mut out, super::FORMAT_VERSION);
+    put_u16(&mut out, version);
     out
 }
 

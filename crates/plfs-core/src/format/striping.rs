@@ -3,7 +3,10 @@
 //! component, naming the backends of the component's stripes once its
 //! first byte is written.
 
-use super::codec::{Reader, begin_sealed, open_sealed, put_u16, put_u32, put_u64, seal};
+use super::codec::{
+    Reader, begin_sealed, begin_sealed_version, open_sealed, open_sealed_up_to, put_u16, put_u32, put_u64,
+    seal,
+};
 use crate::error::{Error, Result};
 use crate::striping::{Component, Layout, StripeCount};
 
@@ -78,30 +81,60 @@ pub fn decode_layout(bytes: &[u8]) -> Result<Layout> {
 }
 
 /// Where one component's stripes are: stripe `k` lives on backend
-/// `backends[k]` (an index into the mount's backend list).
+/// `backends[k]` (a position in the mount's backend list) whose location
+/// was `locations[k]` when the record was made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripesRecord {
     pub component: u32,
     pub backends: Vec<u32>,
+    /// Each stripe's backend's location (its URL without access
+    /// parameters), so a plfsrc whose backends were reordered is noticed
+    /// and followed. Empty in records of version 2, which had none.
+    pub locations: Vec<String>,
 }
 
+/// Version 3 added each backend's location; version 2 records (positions
+/// only) still read.
+pub const STRIPES_VERSION: u16 = 3;
+
+/// The longest backend location a record keeps (bytes).
+pub const LOCATION_MAX_BYTES: usize = 4096;
+
 impl StripesRecord {
+    /// Version 3, or version 2 byte for byte when there are no locations
+    /// (what `recover` and the tests of old records write).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = begin_sealed(STRIPES_MAGIC);
+        let mut out = if self.locations.is_empty() {
+            begin_sealed(STRIPES_MAGIC)
+        } else {
+            assert_eq!(self.locations.len(), self.backends.len(), "one location per stripe");
+            begin_sealed_version(STRIPES_MAGIC, STRIPES_VERSION)
+        };
         put_u32(&mut out, self.component);
         put_u32(&mut out, self.backends.len() as u32);
         for backend in &self.backends {
             put_u32(&mut out, *backend);
         }
+        for location in &self.locations {
+            // A longer location is kept cut (at a character boundary): it
+            // then matches no backend, and positions are used (§15).
+            let mut length = location.len().min(LOCATION_MAX_BYTES);
+            while !location.is_char_boundary(length) {
+                length -= 1;
+            }
+            put_u16(&mut out, length as u16);
+            out.extend_from_slice(&location.as_bytes()[..length]);
+        }
         seal(out)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<StripesRecord> {
-        let (_, body) = open_sealed(bytes, STRIPES_MAGIC, "stripes record")?;
+        let (version, body) = open_sealed_up_to(bytes, STRIPES_MAGIC, "stripes record", STRIPES_VERSION)?;
         let mut reader = Reader::new(body, "stripes record");
         let component = reader.u32()?;
         let count = reader.u32()? as usize;
-        if count == 0 || reader.remaining() != count * 4 {
+        let too_short = count.checked_mul(4).is_none_or(|needed| reader.remaining() < needed);
+        if count == 0 || too_short || (version < 3 && reader.remaining() != count * 4) {
             return Err(Error::corrupt(format!(
                 "stripes record: {count} stripes but {} bytes of backends",
                 reader.remaining()
@@ -114,7 +147,22 @@ impl StripesRecord {
         if seen.len() != backends.len() {
             return Err(Error::corrupt(format!("stripes record: a backend is named twice in {backends:?}")));
         }
-        Ok(StripesRecord { component, backends })
+        let mut locations = Vec::new();
+        if version >= 3 {
+            for _ in 0..count {
+                let length = usize::from(reader.u16()?);
+                let location = std::str::from_utf8(reader.take(length)?)
+                    .map_err(|_| Error::corrupt("stripes record: a backend location is not UTF-8"))?;
+                locations.push(location.to_owned());
+            }
+            if reader.remaining() != 0 {
+                return Err(Error::corrupt(format!(
+                    "stripes record: {} bytes after the locations",
+                    reader.remaining()
+                )));
+            }
+        }
+        Ok(StripesRecord { component, backends, locations })
     }
 }
 
@@ -176,12 +224,38 @@ mod tests {
 
     #[test]
     fn stripes_round_trip_and_golden_bytes() {
-        let record = StripesRecord { component: 2, backends: vec![3, 0, 1] };
+        let record = StripesRecord { component: 2, backends: vec![3, 0, 1], locations: Vec::new() };
         let bytes = record.encode();
         assert_eq!(&bytes[..10], b"PLFSSTRP\x02\x00");
         assert_eq!(&bytes[10..18], &[2, 0, 0, 0, 3, 0, 0, 0]);
         assert_eq!(bytes.len(), 18 + 12 + 4);
         assert_eq!(StripesRecord::decode(&bytes).unwrap(), record);
+    }
+
+    #[test]
+    fn version_3_records_keep_each_backends_location() {
+        let record = StripesRecord {
+            component: 1,
+            backends: vec![2, 0],
+            locations: vec!["posix:///b2".into(), "s3://bucket/b0".into()],
+        };
+        let bytes = record.encode();
+        assert_eq!(&bytes[..10], b"PLFSSTRP\x03\x00");
+        assert_eq!(&bytes[10..26], &[1, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&bytes[26..39], b"\x0b\x00posix:///b2");
+        assert_eq!(bytes.len(), 26 + 13 + 16 + 4);
+        assert_eq!(StripesRecord::decode(&bytes).unwrap(), record);
+        // Version 4 is refused by name; a location cut short is damage.
+        let mut newer = bytes.clone();
+        newer[8] = 4;
+        reseal(&mut newer);
+        let error = StripesRecord::decode(&newer).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unsupported);
+        assert!(error.to_string().contains("stripes record: format version 4"), "{error}");
+        let mut short = bytes[..bytes.len() - 5].to_vec();
+        short.extend_from_slice(&[0; 4]);
+        reseal(&mut short);
+        assert_eq!(StripesRecord::decode(&short).unwrap_err().kind(), ErrorKind::Corrupt);
     }
 
     #[test]
@@ -193,7 +267,7 @@ mod tests {
         assert_eq!(error.kind(), ErrorKind::Unsupported);
         assert!(error.to_string().contains("layout file: format version 9"), "{error}");
 
-        let mut bytes = StripesRecord { component: 0, backends: vec![1] }.encode();
+        let mut bytes = StripesRecord { component: 0, backends: vec![1], locations: Vec::new() }.encode();
         bytes[8] = 7;
         reseal(&mut bytes);
         assert_eq!(StripesRecord::decode(&bytes).unwrap_err().kind(), ErrorKind::Unsupported);
@@ -210,7 +284,7 @@ mod tests {
         reseal(&mut bytes);
         let error = decode_layout(&bytes).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
-        let mut bytes = StripesRecord { component: 0, backends: vec![1, 1] }.encode();
+        let mut bytes = StripesRecord { component: 0, backends: vec![1, 1], locations: Vec::new() }.encode();
         reseal(&mut bytes);
         assert!(StripesRecord::decode(&bytes).unwrap_err().to_string().contains("named twice"));
     }

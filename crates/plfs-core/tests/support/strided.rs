@@ -70,3 +70,54 @@ pub fn verify_strided(plfs: &Plfs, path: &str, records: u64, mut between: impl F
     }
     handle.close().unwrap();
 }
+
+/// `-E -1 -c -1 -S 64K`: one component striped over every backend in
+/// 64 KiB units, so each 47001-byte record crosses stripe units and
+/// backends. Set explicitly, whatever the mount default is.
+pub fn striped_over_every_backend() -> plfs::striping::StripingConfig {
+    plfs::striping::StripingConfig {
+        default_layout: Some("-E -1 -c -1 -S 64K".parse().unwrap()),
+        ..plfs::striping::StripingConfig::default()
+    }
+}
+
+/// A mount of `backends` with [`striped_over_every_backend`], as a writer
+/// on host `host` (each writer process names another host, so their
+/// placements race as on a cluster).
+pub fn striped_mount(backends: Vec<plfs::store::SharedStore>, host: &str) -> Plfs {
+    let backends = backends.into_iter().map(|store| (store, plfs::config::BackendRole::Any)).collect();
+    let mut options = plfs::fs::Options::from_environment(plfs::config::Tuning::default());
+    options.hostname = host.to_owned();
+    Plfs::with_striping(backends, options, striped_over_every_backend()).unwrap()
+}
+
+/// A striped file over `backends` backends is laid out as its layout says:
+/// one stripes record naming every backend, data logs on every backend,
+/// every extent of the map on the backend of its stripe, and nothing for
+/// `plfs recover` to report.
+pub fn check_striped(plfs: &Plfs, path: &str, backends: usize) {
+    let pieces = plfs.query(path).unwrap();
+    let records: Vec<_> = pieces.iter().filter(|p| p.kind == plfs::tools::PieceKind::Stripes).collect();
+    assert_eq!(records.len(), 1, "{path}: one component, one stripes record: {records:?}");
+    let mut placed: Vec<usize> = records[0].stripes.iter().map(|stripe| stripe.backend).collect();
+    placed.sort_unstable();
+    assert_eq!(placed, (0..backends).collect::<Vec<_>>(), "{path}: a stripe on every backend");
+    let mut holding: Vec<usize> = plfs
+        .inventory(path)
+        .unwrap()
+        .logs
+        .iter()
+        .filter(|log| log.has_data)
+        .map(|log| log.backend.0)
+        .collect();
+    holding.sort_unstable();
+    holding.dedup();
+    assert_eq!(holding, (0..backends).collect::<Vec<_>>(), "{path}: data logs on every backend");
+    let map = plfs.map(path).unwrap();
+    for entry in &map.entries {
+        let stripe = entry.stripe.unwrap_or_else(|| panic!("{path}: an extent without a stripe: {entry:?}"));
+        assert_eq!(records[0].stripes[stripe.stripe as usize].backend, stripe.backend, "{path}: {entry:?}");
+    }
+    let report = plfs.recover(path, false).unwrap();
+    assert!(report.findings.is_empty(), "{path}: {report:?}");
+}
