@@ -65,6 +65,8 @@ enum Command {
     Flatten(commands::flatten::Opts),
     /// Find, and with --fix repair, what crashed writers left in a file.
     Recover(commands::recover::Opts),
+    /// Turn PLFS 2.5 files (one, or all under a directory) into plfs files.
+    Migrate(commands::migrate::Opts),
     /// Set a directory's layout template, or a new file's layout (lfs setstripe syntax).
     Setstripe(commands::setstripe::Opts),
     /// Show the layout of a file or directory and where a file's data is.
@@ -106,6 +108,7 @@ impl Command {
             Command::Cp(_) => "cp",
             Command::Flatten(_) => "flatten",
             Command::Recover(_) => "recover",
+            Command::Migrate(_) => "migrate",
             Command::Setstripe(_) => "setstripe",
             Command::Getstripe(_) => "getstripe",
             Command::Df(_) => "df",
@@ -136,6 +139,7 @@ fn main() -> ExitCode {
         Command::Cp(opts) => commands::cp::run(&context, &opts),
         Command::Flatten(opts) => commands::flatten::run(&context, &opts),
         Command::Recover(opts) => commands::recover::run(&context, &opts),
+        Command::Migrate(opts) => commands::migrate::run(&context, &opts),
         Command::Setstripe(opts) => commands::setstripe::run(&context, &opts),
         Command::Getstripe(opts) => commands::getstripe::run(&context, &opts),
         Command::Df(opts) => commands::df::run(&context, &opts),

@@ -387,6 +387,12 @@ pub(crate) fn inventory(mount: &MountState, path: &StorePath) -> Result<Inventor
             let ContainerEntry::Hostdir(hostdir) = layout::classify_container_entry(&entry.name) else {
                 continue;
             };
+            // plfs makes hostdirs as directories; a link is a PLFS 2.5
+            // metalink that a migration (crate::migrate) is removing, and
+            // may dangle once the switch displaced its shadow.
+            if entry.kind == EntryKind::Symlink {
+                continue;
+            }
             let hostdir_path = paths.hostdir(hostdir);
             let logs =
                 store.list(&hostdir_path).with_context(|| format!("{}: {hostdir_path}", store.url()))?;

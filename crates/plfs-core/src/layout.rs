@@ -19,6 +19,9 @@
 //! <dir>/.plfs-gone.<hash>.<...>    a container being removed
 //! <dir>/.plfs-swap.<hash>.<...>    a container being renamed onto <dir>/<name>,
 //!                                  or the one it displaced
+//! <dir>/.plfs-migrate.<...>.<name>  a PLFS 2.5 file's copy being built (crate::migrate)
+//! <dir>/.plfs-migrated.<...>.<name> that copy verified, or the 2.5 container
+//!                                  it displaced
 //! ```
 //!
 //! The small-file (1-N) directory containers have their names in
@@ -57,6 +60,8 @@ const NEW_CONTAINER_PREFIX: &str = ".plfs-new.";
 const REMOVED_CONTAINER_PREFIX: &str = ".plfs-gone.";
 const MOVING_FILE_PREFIX: &str = ".plfs-moving.";
 const SWAP_CONTAINER_PREFIX: &str = ".plfs-swap.";
+const MIGRATING_PREFIX: &str = ".plfs-migrate.";
+const MIGRATED_PREFIX: &str = ".plfs-migrated.";
 
 /// Identifies one writer's pair of logs: unique because stamps from one
 /// process strictly increase and pid and host tell processes apart.
@@ -329,6 +334,36 @@ pub fn swap_owner(name: &str) -> Option<LogId> {
         pid: u32::try_from(hex_u64(pid, 8)?).ok()?,
         host: u32::try_from(hex_u64(host, 8)?).ok()?,
     })
+}
+
+/// Name the plfs copy of the PLFS 2.5 file `file_name` takes beside it
+/// while `plfs migrate` builds it (`verified` false) and once every byte
+/// was checked against the 2.5 file (`verified` true); after the switch
+/// the verified name holds what the copy displaced. The file name is kept
+/// whole (not hashed) so a rerun or `plfs recover` of the file finds its
+/// migration by listing the directory; process and host say whether the
+/// migrating process may still be running.
+pub fn migration_name(verified: bool, file_name: &str, owner: &LogId) -> String {
+    let prefix = if verified { MIGRATED_PREFIX } else { MIGRATING_PREFIX };
+    format!("{prefix}{:016x}.{:08x}.{:08x}.{file_name}", owner.stamp, owner.pid, owner.host)
+}
+
+/// A migration name: whether verified, the migrating process (as a log id
+/// with stamp, pid and host) and the file it is for.
+pub fn parse_migration_name(name: &str) -> Option<(bool, LogId, &str)> {
+    let (verified, rest) = match name.strip_prefix(MIGRATED_PREFIX) {
+        Some(rest) => (true, rest),
+        None => (false, name.strip_prefix(MIGRATING_PREFIX)?),
+    };
+    let mut fields = rest.splitn(4, '.');
+    let (stamp, pid, host, file) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let owner = LogId {
+        stamp: hex_u64(stamp, 16)?,
+        writer: 0,
+        pid: u32::try_from(hex_u64(pid, 8)?).ok()?,
+        host: u32::try_from(hex_u64(host, 8)?).ok()?,
+    };
+    (!file.is_empty()).then_some((verified, owner, file))
 }
 
 /// Name an n-n file is copied under on its new backend while a rename

@@ -88,6 +88,7 @@ pub mod index;
 pub(crate) mod index;
 pub(crate) mod layout;
 pub(crate) mod load;
+pub(crate) mod migrate;
 pub(crate) mod mount_state;
 pub mod mounts;
 pub mod open;
@@ -108,3 +109,4 @@ pub(crate) mod workload;
 pub mod xattr;
 
 pub use error::{Error, ErrorKind, Result};
+pub use migrate::{MigrateOptions, MigrateOutcome, MigrateReport};

@@ -221,6 +221,43 @@ fn follow_metalink(
     ))
 }
 
+/// The metalinks of a 2.5 container and the hostdirs they point at, for removing
+/// them: the container is listed at `listed` on `store` (its own name, or
+/// the hidden name a migration moved it to) and its metalinks resolved as
+/// for `logical`. A link whose hostdir is gone already (an earlier
+/// migration run removed it) is skipped, so the removal can be redone.
+pub(crate) fn metalinked_hostdirs(
+    mount: &MountState,
+    store: &dyn Store,
+    listed: &StorePath,
+    logical: &StorePath,
+) -> Result<Vec<(String, Location)>> {
+    let mut found = Vec::new();
+    let entries = match store.list(listed) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(found),
+        Err(error) => return Err(error.context(format!("{}: {listed}", store.url()))),
+    };
+    for entry in entries {
+        if entry.kind != EntryKind::Symlink || !entry.name.starts_with(HOSTDIR_PREFIX) {
+            continue;
+        }
+        let text = store.read_link(&listed.join(&entry.name)?)?;
+        match follow_metalink(mount, store, &logical.join(&entry.name)?, &text) {
+            Ok(location) => found.push((entry.name, location)),
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(found)
+}
+
+/// Hosts that still have the 2.5 file at `path` open (its `meta/` holds
+/// their open records): a writer there may add to it.
+pub(crate) fn open_hosts(mount: &MountState, path: &StorePath, found: &Found25) -> Result<BTreeSet<String>> {
+    Ok(read_meta(mount.store(found.backend), path)?.open_hosts)
+}
+
 /// A piece of the merged index: `length` bytes of data dropping `chunk`
 /// at `physical`, written by `pid`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -171,6 +171,10 @@ pub enum Problem {
     /// A rename onto a name that a crash cut short (finished by the fix),
     /// or one still running (left alone).
     InterruptedRename,
+    /// A `plfs migrate` of a PLFS 2.5 file that a crash cut short: a
+    /// half-built copy (removed by the fix), a verified copy (switched
+    /// in), or 2.5 pieces of a switched file (removed).
+    InterruptedMigration,
     /// A name plfs does not write.
     UnknownEntry,
     /// Data bytes whose CRC32C does not match their index record
@@ -444,13 +448,23 @@ impl Plfs {
     /// its record carries.
     pub fn recover_with(&self, path: &str, fix: bool, verify: bool) -> Result<RecoveryReport> {
         let logical = StorePath::parse(path)?;
+        // A migration cut short first: it decides whether the name is a
+        // 2.5 file (nothing more to check) or a plfs one.
+        let migration = crate::migrate::finish_pending(self, &logical, fix).context(path.to_owned())?;
+        let mut report = RecoveryReport::default();
+        for note in migration {
+            let location = note.split(": ").next().unwrap_or_default().to_owned();
+            report.findings.push(Finding { problem: Problem::InterruptedMigration, location, detail: note, fixed: fix });
+        }
+        if !report.findings.is_empty() && plfs25_file(self, path)?.is_some() {
+            return Ok(report);
+        }
         // A damaged container is what recover repairs; anything else must
         // be a plfs file, as for the other tools.
         if self.damaged(&logical).context(path.to_owned())?.is_none() {
             file_path(self, path)?;
         }
-        let mut recovery =
-            Recovery { state: self.state(), path: &logical, fix, verify, report: RecoveryReport::default() };
+        let mut recovery = Recovery { state: self.state(), path: &logical, fix, verify, report };
         recovery.run().context(path.to_owned())?;
         Ok(recovery.report)
     }

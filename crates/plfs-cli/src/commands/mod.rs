@@ -16,6 +16,7 @@ pub mod flatten;
 pub mod getstripe;
 pub mod ls;
 pub mod map;
+pub mod migrate;
 pub mod mkdir;
 pub mod mount;
 pub mod mv;

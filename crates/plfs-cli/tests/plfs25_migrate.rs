@@ -1,0 +1,183 @@
+//! `plfs migrate` run as a program over a site of PLFS 2.5 fixtures
+//! (crates/plfs-core/testdata/plfs25) copied into a tree on two backends:
+//! every file reads the same bytes before and after (`plfs cp`, the
+//! library's read, by a separate process), nothing 2.5 wrote is left, a
+//! file still open is refused until `--force-open`, and `--to` moves a
+//! file. Crash points are covered in plfs-core (`migrate::tests`).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_plfs");
+
+/// Copies a fixture's backends into `backends`, the container moved into
+/// `subdir` (2.5 hashed only the file name, so its backend stays right).
+fn place(scenario: &str, backends: &Path, subdir: &str) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plfs-core/testdata/plfs25").join(scenario);
+    for backend in ["b0", "b1"] {
+        let from = fixture.join(backend);
+        if !from.exists() {
+            continue;
+        }
+        for entry in fs::read_dir(&from).unwrap() {
+            let entry = entry.unwrap();
+            let to = backends.join(backend).join(subdir).join(entry.file_name());
+            copy_tree(&entry.path(), &to);
+        }
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+            if entry.file_name() == ".plfsaccess113918400" {
+                fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+            }
+        }
+    }
+}
+
+struct Site {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+    mount: PathBuf,
+}
+
+impl Site {
+    fn new() -> Site {
+        let dir = tempfile::Builder::new().prefix("plfs25-migrate.").tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let mount = root.join("mnt");
+        let mut text = format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount.display());
+        for backend in ["b0", "b1"] {
+            fs::create_dir_all(root.join("backends").join(backend)).unwrap();
+            text.push_str(&format!(
+                "    - location: posix://{}\n",
+                root.join("backends").join(backend).display()
+            ));
+        }
+        let config = root.join("plfsrc");
+        fs::write(&config, text).unwrap();
+        Site { _dir: dir, root, config, mount }
+    }
+
+    fn plfs(&self, args: &[&str]) -> Output {
+        Command::new(BIN).arg("--config").arg(&self.config).args(args).output().unwrap()
+    }
+
+    fn path(&self, inside: &str) -> String {
+        format!("{}/{inside}", self.mount.display())
+    }
+
+    /// The file's bytes as another process reads them through the library.
+    fn read(&self, inside: &str) -> Vec<u8> {
+        let out = self.root.join("read.out");
+        let _ = fs::remove_file(&out);
+        let output = self.plfs(&["cp", &self.path(inside), out.to_str().unwrap()]);
+        assert!(output.status.success(), "plfs cp {inside}: {}", describe(&output));
+        fs::read(&out).unwrap()
+    }
+
+    /// Entries under the backends that only 2.5 or a migration write.
+    fn leftovers(&self) -> Vec<String> {
+        let output = Command::new("find")
+            .arg(self.root.join("backends"))
+            .args([
+                "(",
+                "-name",
+                ".plfsaccess*",
+                "-o",
+                "-name",
+                "dropping.*",
+                "-o",
+                "-name",
+                ".plfs-migrat*",
+                ")",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).lines().map(str::to_owned).collect()
+    }
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "status {:?}, stdout {:?}, stderr {:?}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn a_tree_of_25_files_migrates_in_place_and_reads_the_same() {
+    let site = Site::new();
+    let backends = site.root.join("backends");
+    let files = [
+        ("strided", "tree"),
+        ("overlap", "tree/a"),
+        ("truncate", "tree/a"),
+        ("metalink", "tree/a/b"),
+        ("flattened", "tree/a/b"),
+        ("open", "tree"),
+    ];
+    for (scenario, subdir) in files {
+        place(scenario, &backends, subdir);
+    }
+    let before: Vec<Vec<u8>> =
+        files.iter().map(|(scenario, subdir)| site.read(&format!("{subdir}/{scenario}.ckpt"))).collect();
+    // The open file is refused, named; the others migrate.
+    let first = site.plfs(&["migrate", &site.path("tree"), "--json"]);
+    assert!(!first.status.success(), "an open 2.5 file migrated: {}", describe(&first));
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(stderr.contains("open.ckpt") && stderr.contains("--force-open"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(summary["files"], 5, "{summary}");
+    assert!(summary["index_bytes_before"].as_u64().unwrap() > 0, "{summary}");
+    let second = site.plfs(&["migrate", &site.path("tree"), "--force-open"]);
+    assert!(second.status.success(), "{}", describe(&second));
+    let text = String::from_utf8_lossy(&second.stdout);
+    assert!(text.contains("migrated 1 files") && text.contains("5 already plfs"), "{text}");
+    for ((scenario, subdir), bytes) in files.iter().zip(&before) {
+        let inside = format!("{subdir}/{scenario}.ckpt");
+        assert!(site.read(&inside) == *bytes, "{inside}: bytes changed");
+        let version = site.plfs(&["version", &site.path(&inside)]);
+        assert!(
+            !String::from_utf8_lossy(&version.stdout).contains("2.5"),
+            "{inside}: {}",
+            describe(&version)
+        );
+    }
+    assert_eq!(site.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn migrate_to_moves_a_file_and_a_rerun_is_harmless() {
+    let site = Site::new();
+    place("metalink", &site.root.join("backends"), "");
+    let bytes = site.read("metalink.ckpt");
+    let output = site.plfs(&["mkdir", &site.path("new")]);
+    assert!(output.status.success(), "{}", describe(&output));
+    let moved = site.plfs(&["migrate", &site.path("metalink.ckpt"), "--to", &site.path("new")]);
+    assert!(moved.status.success(), "{}", describe(&moved));
+    assert!(site.read("new/metalink.ckpt") == bytes);
+    let gone = site.plfs(&["stat", &site.path("metalink.ckpt")]);
+    assert!(!gone.status.success(), "the 2.5 file is still there");
+    assert_eq!(site.leftovers(), Vec::<String>::new());
+    let again = site.plfs(&["migrate", &site.path("new")]);
+    assert!(again.status.success(), "{}", describe(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("migrated 0 files"));
+    assert!(site.read("new/metalink.ckpt") == bytes);
+}
