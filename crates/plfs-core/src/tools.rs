@@ -454,7 +454,12 @@ impl Plfs {
         let mut report = RecoveryReport::default();
         for note in migration {
             let location = note.split(": ").next().unwrap_or_default().to_owned();
-            report.findings.push(Finding { problem: Problem::InterruptedMigration, location, detail: note, fixed: fix });
+            report.findings.push(Finding {
+                problem: Problem::InterruptedMigration,
+                location,
+                detail: note,
+                fixed: fix,
+            });
         }
         if !report.findings.is_empty() && plfs25_file(self, path)?.is_some() {
             return Ok(report);
