@@ -110,7 +110,7 @@ fn setstripe_and_getstripe_on_directories_and_new_files() {
     assert_eq!(
         template["components"][1],
         json!({"start": 1 << 20, "end": null, "stripe_count": -1, "stripes": 2, "stripe_size": 1 << 20,
-               "pool": "fast", "pool_backends": [0, 1]})
+               "pool": "fast", "pool_backends": [0, 1], "placed": []})
     );
     let text = setup.ok(&["getstripe", &setup.logical("d")]);
     assert!(
@@ -145,6 +145,15 @@ fn setstripe_and_getstripe_on_directories_and_new_files() {
     assert!(
         setup.ok(&["getstripe", &setup.logical("d/full")]).contains(&format!("1 objects, {bytes} bytes"))
     );
+    // Each placed stripe names its backend: the first component got one
+    // stripe, on the backend that holds the data; the second none yet.
+    let backend = full["backends"][0]["backend"].as_u64().unwrap();
+    assert_eq!(full["components"][0]["placed"], json!([{"stripe": 0, "backend": backend}]), "{full}");
+    assert_eq!(full["components"][1]["placed"], json!([]), "{full}");
+    let text = setup.ok(&["getstripe", &setup.logical("d/full")]);
+    assert!(text.contains(&format!("    stripes: s0@b{backend}\n")), "{text}");
+    assert!(text.contains("    stripes: not placed yet\n"), "{text}");
+    assert_eq!(file["components"][0]["placed"], json!([]), "{file}");
 
     // Bad layouts name the token and change nothing.
     for (args, expect) in [

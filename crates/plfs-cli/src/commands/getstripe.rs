@@ -10,6 +10,7 @@ use plfs::ErrorKind;
 use plfs::attr::FileKind;
 use plfs::striping::syntax::size_text;
 use plfs::striping::{Layout, StripeCount};
+use plfs::tools::PieceKind;
 use serde::Serialize;
 
 use crate::output::print_json;
@@ -51,6 +52,15 @@ struct ComponentReport {
     pool: Option<String>,
     /// Backends the component may use.
     pool_backends: Vec<usize>,
+    /// Of a file: each stripe placed so far and its backend (a component
+    /// is placed at the first byte written to it, so this may be empty).
+    placed: Vec<PlacedStripe>,
+}
+
+#[derive(Serialize)]
+struct PlacedStripe {
+    stripe: u32,
+    backend: usize,
 }
 
 #[derive(Serialize)]
@@ -101,7 +111,10 @@ pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
             Err(error) => return Err(target.error(error)),
         }
     }
-    let components = layout.as_ref().map_or_else(Vec::new, |layout| components(plfs, layout));
+    let mut components = layout.as_ref().map_or_else(Vec::new, |layout| components(plfs, layout));
+    if attr.kind == FileKind::File && !components.is_empty() {
+        place_stripes(plfs, &target.path, &mut components).map_err(|error| target.error(error))?;
+    }
     let report = Report {
         path: target.shown().display().to_string(),
         kind: if attr.kind == FileKind::Directory { "directory" } else { "file" },
@@ -138,9 +151,33 @@ fn components(plfs: &plfs::fs::Plfs, layout: &Layout) -> Vec<ComponentReport> {
                 stripe_size: component.stripe_size,
                 pool: component.pool.clone(),
                 pool_backends: if component.pool.is_some() { pool_backends } else { (0..stores).collect() },
+                placed: Vec::new(),
             }
         })
         .collect()
+}
+
+/// Fills in each component's placed stripes from the file's stripes
+/// records (what `plfs query` lists), so the user sees where each stripe
+/// went, not only what the layout allows.
+fn place_stripes(plfs: &plfs::fs::Plfs, path: &str, components: &mut [ComponentReport]) -> plfs::Result<()> {
+    let pieces = plfs.query(path)?;
+    for piece in pieces.iter().filter(|piece| piece.kind == PieceKind::Stripes) {
+        for stripe in &piece.stripes {
+            // Components count from 1 in records and messages.
+            let Some(component) = stripe.component.checked_sub(1).and_then(|index| components.get_mut(index))
+            else {
+                continue;
+            };
+            if !component.placed.iter().any(|placed| placed.stripe == stripe.stripe) {
+                component.placed.push(PlacedStripe { stripe: stripe.stripe, backend: stripe.backend });
+            }
+        }
+    }
+    for component in components.iter_mut() {
+        component.placed.sort_by_key(|placed| placed.stripe);
+    }
+    Ok(())
 }
 
 fn print_text(report: &Report) {
@@ -163,6 +200,18 @@ fn print_text(report: &Report) {
             component.stripes,
             size_text(component.stripe_size)
         );
+        if report.kind == "file" {
+            let placed: Vec<String> = component
+                .placed
+                .iter()
+                .map(|placed| format!("s{}@b{}", placed.stripe, placed.backend))
+                .collect();
+            if placed.is_empty() {
+                println!("    stripes: not placed yet");
+            } else {
+                println!("    stripes: {}", placed.join(" "));
+            }
+        }
     }
     if report.kind == "file" {
         if report.backends.is_empty() {
