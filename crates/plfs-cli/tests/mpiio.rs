@@ -273,7 +273,9 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     );
     for rank in 0..WRITERS {
         let (slots, logs) = &writers[&rank];
-        assert_eq!(logs.len(), 1, "rank {rank} wrote one data log: {logs:?}");
+        // One per backend the layout sent its records to: the mount's
+        // default spreads the file's later megabytes over both backends.
+        assert!((1..=2).contains(&logs.len()), "rank {rank} wrote one data log per backend: {logs:?}");
         let expected: BTreeSet<u64> = (0..RECORDS).map(|record| record * WRITERS + rank).collect();
         assert_eq!(slots, &expected, "rank {rank} wrote exactly its own records");
     }

@@ -63,11 +63,16 @@ fn library(relative: &str) -> String {
 
 /// A shared_file plfsrc over four backends in the nodes' scratch
 /// directory, and its mount point (a plain directory until a node mounts
-/// it: the preload and MPI-IO need only the name).
+/// it: the preload and MPI-IO need only the name). No layout: these tests
+/// check that each node writes into the one hostdir its name picks, which
+/// a striped file's writers do on every backend (tests/layouts.rs).
 fn plfsrc(nodes: &Nodes) -> (PathBuf, PathBuf) {
     let mount = nodes.path("mnt");
     std::fs::create_dir(&mount).unwrap();
-    let mut text = format!("- mount_point: {}\n  workload: shared_file\n  backends:\n", mount.display());
+    let mut text = format!(
+        "- mount_point: {}\n  workload: shared_file\n  default_layout: none\n  backends:\n",
+        mount.display()
+    );
     for backend in 0..4 {
         let path = nodes.path(&format!("b{backend}"));
         std::fs::create_dir(&path).unwrap();

@@ -67,11 +67,15 @@ fn pieces(backends: &[PathBuf], name: &str) -> Vec<PathBuf> {
 }
 
 /// What stat(2) may show anyone who can search the directory: the access
-/// and version files and the meta records (docs/FORMAT.md §1).
+/// and version files and the meta records, and what `getstripe` shows: the
+/// layout and stripes records, which name backends but no byte's place
+/// (docs/FORMAT.md §1).
 fn stat_information(piece: &Path) -> bool {
     let name = piece.file_name().unwrap().to_str().unwrap();
     name == "access"
         || name == "version"
+        || name == "layout"
+        || name.strip_prefix("stripes.").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         || name == "meta"
         || piece.parent().and_then(Path::file_name).is_some_and(|parent| parent == "meta")
 }

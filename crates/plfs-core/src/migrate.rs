@@ -55,7 +55,6 @@ use crate::open::{OpenFlags, WriterId};
 use crate::placement::{HostdirId, name_hash, placement_name};
 use crate::plfs25::{self, Found25, Index25};
 use crate::store::{EntryKind, Store, StoreExt, StorePath};
-use crate::tools::PieceKind;
 use crate::workload::Found;
 
 /// Owner stamps tried until the copy's container and its logs land on the
@@ -129,7 +128,7 @@ impl Plfs {
         report.recovered = finish_pending(self, &logical, true).context(path.to_owned())?;
         let Some(found) = plfs25_at(self, &logical, path)? else {
             report.outcome = MigrateOutcome::NotPlfs25;
-            report.index_bytes_after = index_bytes(self, path)?;
+            report.index_bytes_after = self.index_bytes(path)?;
             return Ok(report);
         };
         let source = Source::open(state, &logical, &found, path, options)?;
@@ -148,7 +147,7 @@ impl Plfs {
         switch(state, &logical, &verified).context(path.to_owned())?;
         clean_up(state, &logical).context(path.to_owned())?;
         report.fill(&source);
-        report.index_bytes_after = index_bytes(self, path)?;
+        report.index_bytes_after = self.index_bytes(path)?;
         Ok(report)
     }
 
@@ -203,7 +202,7 @@ impl Plfs {
         report.fill(&source);
         drop(source);
         self.unlink(path)?;
-        report.index_bytes_after = index_bytes(target, to)?;
+        report.index_bytes_after = target.index_bytes(to)?;
         Ok(report)
     }
 
@@ -293,16 +292,6 @@ fn plfs25_at(plfs: &Plfs, logical: &StorePath, path: &str) -> Result<Option<Foun
         Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
         Found::Symlink(_) => Err(Error::invalid(format!("{path}: is a symbolic link"))),
     }
-}
-
-/// Bytes of a plfs file's index logs (and global index).
-fn index_bytes(plfs: &Plfs, path: &str) -> Result<u64> {
-    Ok(plfs
-        .query(path)?
-        .iter()
-        .filter(|piece| matches!(piece.kind, PieceKind::IndexLog | PieceKind::GlobalIndex))
-        .map(|piece| piece.bytes)
-        .sum())
 }
 
 fn verified_name(building: &StorePath) -> Result<StorePath> {

@@ -293,6 +293,17 @@ impl Plfs {
         Ok(FileMap { entries, totals, format: None })
     }
 
+    /// Bytes of a plfs file's index logs and global index (what
+    /// `plfs migrate` reports before and after).
+    pub(crate) fn index_bytes(&self, path: &str) -> Result<u64> {
+        Ok(self
+            .query(path)?
+            .iter()
+            .filter(|piece| matches!(piece.kind, PieceKind::IndexLog | PieceKind::GlobalIndex))
+            .map(|piece| piece.bytes)
+            .sum())
+    }
+
     /// Every physical piece of a file on every backend.
     pub fn query(&self, path: &str) -> Result<Vec<PhysicalPiece>> {
         let state = self.state();
@@ -450,7 +461,13 @@ impl Plfs {
         let logical = StorePath::parse(path)?;
         // A migration cut short first: it decides whether the name is a
         // 2.5 file (nothing more to check) or a plfs one.
-        let migration = crate::migrate::finish_pending(self, &logical, fix).context(path.to_owned())?;
+        // Only container mounts hold 2.5 files and migrations; on others
+        // the file's path is a plain file, not a directory to look in.
+        let migration = if self.files().containers().is_some() {
+            crate::migrate::finish_pending(self, &logical, fix).context(path.to_owned())?
+        } else {
+            Vec::new()
+        };
         let mut report = RecoveryReport::default();
         for note in migration {
             let location = note.split(": ").next().unwrap_or_default().to_owned();

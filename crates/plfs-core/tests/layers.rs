@@ -48,7 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("seam", &["workload"]),
     // The `Plfs` façade (with its registry of open files, the same for
     // every workload) and what is built on it.
-    ("facade", &["fs", "fs::open_files", "tools", "xattr", "collective", "mounts"]),
+    ("facade", &["fs", "fs::open_files", "tools", "migrate", "xattr", "collective", "mounts"]),
 ];
 
 /// Imports inside one layer that close a cycle, each with the reason it is
