@@ -492,7 +492,8 @@ fn plfs_25_containers_read_through_the_c_api() {
         for backend in ["b0", "b1"] {
             let from = fixtures.join(scenario).join(backend);
             if from.exists() {
-                let copied = Command::new("cp").arg("-a").arg(from.join(".")).arg(fixture.path(backend)).status();
+                let copied =
+                    Command::new("cp").arg("-a").arg(from.join(".")).arg(fixture.path(backend)).status();
                 assert!(copied.unwrap().success(), "cp {}", from.display());
             }
         }
@@ -519,6 +520,10 @@ fn plfs_25_containers_read_through_the_c_api() {
         std::fs::write(&expected, &bytes).unwrap();
         let before = plain_files(fixture.dir.path());
         fixture.run(&program, &[file, expected], &format!("container_25: OK: {size} bytes"));
-        assert_eq!(plain_files(fixture.dir.path()), before, "{scenario}: the refused changes wrote something");
+        assert_eq!(
+            plain_files(fixture.dir.path()),
+            before,
+            "{scenario}: the refused changes wrote something"
+        );
     }
 }

@@ -485,14 +485,26 @@ fn plfs25_containers(flavor: &str, io: Option<&str>) {
     );
     let copied = Command::new("bash").arg("-c").arg(copy).current_dir(dir.path()).status().unwrap();
     assert!(copied.success());
-    let mut run =
-        Run { flavor, io, program: reader.clone(), plfsrc, preload: preload_of(flavor), verbose: false, user: None };
+    let mut run = Run {
+        flavor,
+        io,
+        program: reader.clone(),
+        plfsrc,
+        preload: preload_of(flavor),
+        verbose: false,
+        user: None,
+    };
     let ranks = 3;
     for scenario in scenarios {
         let file = mount.join(format!("{scenario}.ckpt"));
         let expected = dir.path().join(format!("{scenario}.expected"));
-        let output =
-            Command::new(PLFS).arg("cp").arg(&file).arg(&expected).env("PLFSRC", &run.plfsrc).output().unwrap();
+        let output = Command::new(PLFS)
+            .arg("cp")
+            .arg(&file)
+            .arg(&expected)
+            .env("PLFSRC", &run.plfsrc)
+            .output()
+            .unwrap();
         assert!(output.status.success(), "plfs cp {scenario}: {}", String::from_utf8_lossy(&output.stderr));
         let bytes = std::fs::read(&expected).unwrap();
         assert!(!bytes.is_empty(), "{scenario}");
