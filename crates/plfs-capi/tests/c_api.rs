@@ -471,3 +471,59 @@ fn statvfs_sums_distinct_backend_file_systems() {
     let expected = format!("size {} files {}\n", 64u64 << 20, files(&small.0) + files(&large.0));
     assert!(stdout.starts_with(&expected), "{stdout} should start with {expected}");
 }
+
+/// The PLFS 2.5 fixtures (crates/plfs-core/testdata/plfs25), all six
+/// copied onto the `mnt` mount's two backends (2.5 put each container on
+/// the backend its name hashed to, and the names differ), read by
+/// tests/c/container_25.c through plfs_open/plfs_read and refused every
+/// change with PLFS_EACCES. The expected bytes are the library's own read
+/// (which plfs-core's `plfs25_fixtures` checks against what the 2.5
+/// writers wrote), made in this process before the C program runs.
+#[test]
+fn plfs_25_containers_read_through_the_c_api() {
+    use plfs_core_crate::config::plfsrc;
+    use plfs_core_crate::fs::{Options, Plfs};
+    use plfs_core_crate::open::OpenFlags;
+
+    let fixture = Fixture::new();
+    let fixtures = workspace().join("crates/plfs-core/testdata/plfs25");
+    let scenarios = ["strided", "overlap", "truncate", "metalink", "flattened", "open"];
+    for scenario in scenarios {
+        for backend in ["b0", "b1"] {
+            let from = fixtures.join(scenario).join(backend);
+            if from.exists() {
+                let copied =
+                    Command::new("cp").arg("-a").arg(from.join(".")).arg(fixture.path(backend)).status();
+                assert!(copied.unwrap().success(), "cp {}", from.display());
+            }
+        }
+    }
+    // 2.5 made the access file (whose mode is the file's) 0600; git keeps 0644.
+    let chmod = Command::new("find")
+        .args([fixture.path("b0"), fixture.path("b1")])
+        .args(["-name", ".plfsaccess113918400", "-exec", "chmod", "600", "{}", "+"])
+        .status();
+    assert!(chmod.unwrap().success());
+    let config = plfsrc::parse_file(&fixture.plfsrc).unwrap();
+    let program = fixture.compile_in_tree("container_25.c", &[]);
+    for scenario in scenarios {
+        let file = fixture.path(&format!("mnt/{scenario}.ckpt"));
+        let (mount, inside) = config.resolve(&file).unwrap();
+        let plfs = Plfs::from_config(mount, Options::from_environment(config.tuning.clone())).unwrap();
+        let size = plfs.stat(&inside).unwrap().size as usize;
+        let opened = plfs.open(&inside, OpenFlags::RDONLY, 0, 1).unwrap();
+        let mut bytes = vec![0; size];
+        assert_eq!(opened.read(&mut bytes, 0).unwrap(), size, "{scenario}");
+        opened.close().unwrap();
+        assert!(size > 0, "{scenario}");
+        let expected = fixture.path(&format!("{scenario}.expected"));
+        std::fs::write(&expected, &bytes).unwrap();
+        let before = plain_files(fixture.dir.path());
+        fixture.run(&program, &[file, expected], &format!("container_25: OK: {size} bytes"));
+        assert_eq!(
+            plain_files(fixture.dir.path()),
+            before,
+            "{scenario}: the refused changes wrote something"
+        );
+    }
+}

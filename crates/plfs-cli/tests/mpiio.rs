@@ -458,3 +458,85 @@ fn mpiio_errors_under_open_mpi_romio() {
 fn mpiio_errors_under_mpich() {
     mpiio_errors("mpich", None);
 }
+
+/// The PLFS 2.5 fixtures (crates/plfs-core/testdata/plfs25), all six on
+/// the mount's two backends, read in place by an unmodified MPI program
+/// (crates/plfs-mpi/tests/c/mpiio_read_expected.c): 3 ranks read 100-byte
+/// pieces round robin with MPI_File_read_at and compare them with the
+/// library's bytes (`plfs cp`, which plfs-core checks against what the 2.5
+/// writers wrote); a write open fails on every rank with MPI_ERR_ACCESS
+/// (mpiio_errors.c) and changes nothing.
+fn plfs25_containers(flavor: &str, io: Option<&str>) {
+    if !have_mpi(flavor) {
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("plfs-mpiio-25.").tempdir().unwrap();
+    let reader = compile_program(flavor, "mpiio_read_expected", dir.path());
+    let errors = compile_program(flavor, "mpiio_errors", dir.path());
+    let (mount, plfsrc) = plfs_in(dir.path());
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plfs-core/testdata/plfs25");
+    let scenarios = ["strided", "overlap", "truncate", "metalink", "flattened", "open"];
+    // 2.5 put each container on the backend its name hashed to, and made
+    // the access file (whose mode is the file's) 0600; git keeps 0644.
+    let copy = format!(
+        "set -e; for s in {}; do for b in 0 1; do \
+         if [ -d {f}/$s/b$b ]; then cp -a {f}/$s/b$b/. b$b/; fi; done; done; \
+         find b0 b1 -name .plfsaccess113918400 -exec chmod 600 {{}} +",
+        scenarios.join(" "),
+        f = fixtures.display()
+    );
+    let copied = Command::new("bash").arg("-c").arg(copy).current_dir(dir.path()).status().unwrap();
+    assert!(copied.success());
+    let mut run = Run {
+        flavor,
+        io,
+        program: reader.clone(),
+        plfsrc,
+        preload: preload_of(flavor),
+        verbose: false,
+        user: None,
+    };
+    let ranks = 3;
+    for scenario in scenarios {
+        let file = mount.join(format!("{scenario}.ckpt"));
+        let expected = dir.path().join(format!("{scenario}.expected"));
+        let output = Command::new(PLFS)
+            .arg("cp")
+            .arg(&file)
+            .arg(&expected)
+            .env("PLFSRC", &run.plfsrc)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "plfs cp {scenario}: {}", String::from_utf8_lossy(&output.stderr));
+        let bytes = std::fs::read(&expected).unwrap();
+        assert!(!bytes.is_empty(), "{scenario}");
+        let file_text = file.display().to_string();
+        run.program = reader.clone();
+        run.expect(
+            ranks,
+            &[&file_text, expected.to_str().unwrap(), "100"],
+            &format!("mpiio_read_expected: OK: {ranks} ranks read {} bytes", bytes.len()),
+        );
+        run.program = errors.clone();
+        run.expect(ranks, &["open-create", &file_text, "access"], "mpiio_errors: OK: open-create");
+        let again = dir.path().join(format!("{scenario}.again"));
+        let output =
+            Command::new(PLFS).arg("cp").arg(&file).arg(&again).env("PLFSRC", &run.plfsrc).output().unwrap();
+        assert!(output.status.success() && std::fs::read(&again).unwrap() == bytes, "{scenario}: changed");
+    }
+}
+
+#[test]
+fn plfs25_containers_under_open_mpi_ompio() {
+    plfs25_containers("openmpi", Some("ompio"));
+}
+
+#[test]
+fn plfs25_containers_under_open_mpi_romio() {
+    plfs25_containers("openmpi", Some("romio321"));
+}
+
+#[test]
+fn plfs25_containers_under_mpich() {
+    plfs25_containers("mpich", None);
+}

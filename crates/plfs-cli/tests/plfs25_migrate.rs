@@ -2,8 +2,9 @@
 //! (crates/plfs-core/testdata/plfs25) copied into a tree on two backends:
 //! every file reads the same bytes before and after (`plfs cp`, the
 //! library's read, by a separate process), nothing 2.5 wrote is left, a
-//! file still open is refused until `--force-open`, and `--to` moves a
-//! file. Crash points are covered in plfs-core (`migrate::tests`).
+//! file still open is refused until `--force-open`, `--to` moves a file,
+//! and a run killed by SIGKILL at any moment is finished by a rerun. Each
+//! crash point is covered in plfs-core (`migrate::tests`).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -180,4 +181,79 @@ fn migrate_to_moves_a_file_and_a_rerun_is_harmless() {
     assert!(again.status.success(), "{}", describe(&again));
     assert!(String::from_utf8_lossy(&again.stdout).contains("migrated 0 files"));
     assert!(site.read("new/metalink.ckpt") == bytes);
+}
+
+/// `plfs migrate` killed by SIGKILL at moments spread over a whole run
+/// (measured first, on the same tree), ten times: after each kill every
+/// file still reads its bytes (as 2.5 or as plfs, never neither), a rerun
+/// completes, and nothing 2.5 or a migration wrote is left.
+#[test]
+fn migrate_killed_at_any_moment_is_finished_by_a_rerun() {
+    let files =
+        [("strided", "t"), ("overlap", "t/a"), ("metalink", "t/a"), ("flattened", "t/b"), ("open", "t")];
+    let setup = || {
+        let site = Site::new();
+        for (scenario, subdir) in files {
+            place(scenario, &site.root.join("backends"), subdir);
+            // 2.5 made every directory on every backend.
+            for backend in ["b0", "b1"] {
+                fs::create_dir_all(site.root.join("backends").join(backend).join(subdir)).unwrap();
+            }
+        }
+        let bytes: Vec<Vec<u8>> =
+            files.iter().map(|(scenario, subdir)| site.read(&format!("{subdir}/{scenario}.ckpt"))).collect();
+        (site, bytes)
+    };
+    let migrate = |site: &Site| {
+        let mut command = Command::new(BIN);
+        command.arg("--config").arg(&site.config).args(["migrate", &site.path("t"), "--force-open"]);
+        command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        command
+    };
+    // How long a whole run takes here: the kills are spread over it.
+    let (site, _) = setup();
+    let started = std::time::Instant::now();
+    assert!(migrate(&site).status().unwrap().success());
+    let whole = started.elapsed();
+    let trials = 10u32;
+    let mut killed = 0;
+    for trial in 0..trials {
+        let (site, bytes) = setup();
+        let mut child = migrate(&site).spawn().unwrap();
+        std::thread::sleep(whole * trial / trials);
+        // Fails only when the run already ended (then wait() says so).
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        if !status.success() {
+            killed += 1;
+        }
+        let mut still_25 = 0;
+        for ((scenario, subdir), bytes) in files.iter().zip(&bytes) {
+            let inside = format!("{subdir}/{scenario}.ckpt");
+            assert!(site.read(&inside) == *bytes, "trial {trial}: {inside} reads other bytes after the kill");
+            let version = site.plfs(&["version", &site.path(&inside)]);
+            still_25 += usize::from(String::from_utf8_lossy(&version.stdout).contains("PLFS 2.5"));
+        }
+        // What the kill interrupted, for the log: files left as 2.5 and
+        // the migration's own names left behind.
+        let pending = site.leftovers().iter().filter(|name| name.contains(".plfs-migrat")).count();
+        eprintln!(
+            "trial {trial}: {status}; {still_25} of {} files still 2.5, {pending} migration names",
+            files.len()
+        );
+        let rerun = site.plfs(&["migrate", &site.path("t"), "--force-open"]);
+        assert!(rerun.status.success(), "trial {trial}: {}", describe(&rerun));
+        for ((scenario, subdir), bytes) in files.iter().zip(&bytes) {
+            let inside = format!("{subdir}/{scenario}.ckpt");
+            assert!(site.read(&inside) == *bytes, "trial {trial}: {inside}: bytes changed");
+            let version = site.plfs(&["version", &site.path(&inside)]);
+            assert!(
+                !String::from_utf8_lossy(&version.stdout).contains("2.5"),
+                "trial {trial}: {inside}: {}",
+                describe(&version)
+            );
+        }
+        assert_eq!(site.leftovers(), Vec::<String>::new(), "trial {trial}");
+    }
+    eprintln!("{killed} of {trials} runs killed before they finished (a whole run: {whole:?})");
 }

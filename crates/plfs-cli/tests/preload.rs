@@ -1000,3 +1000,62 @@ print("ok")
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
     assert!(setup.contents("d/f") == data);
 }
+
+/// The PLFS 2.5 fixtures (crates/plfs-core/testdata/plfs25), all six on
+/// the mount's two backends, read in place by unmodified programs under
+/// the interposer: `cat` and `cmp` give the library's bytes (`plfs cp`,
+/// which plfs-core checks against what the 2.5 writers wrote), `stat`
+/// gives the size and 2.5's 0600, and shell appends, truncations and
+/// `cp` onto the file fail with EACCES without changing a byte.
+#[test]
+fn plfs_25_containers_read_by_unmodified_programs() {
+    let setup = Setup::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plfs-core/testdata/plfs25");
+    let scenarios = ["strided", "overlap", "truncate", "metalink", "flattened", "open"];
+    // 2.5 put each container on the backend its name hashed to (b0 or
+    // b1: backend0 or backend1 here) and made the access file, whose mode
+    // is the file's, 0600 (git keeps 0644).
+    let copy = format!(
+        "set -e; for s in {}; do for b in 0 1; do \
+         if [ -d {f}/$s/b$b ]; then cp -a {f}/$s/b$b/. backend$b/; fi; done; done; \
+         find backend0 backend1 -name .plfsaccess113918400 -exec chmod 600 {{}} +",
+        scenarios.join(" "),
+        f = s(&fixtures)
+    );
+    let copied = Command::new("bash").arg("-c").arg(copy).current_dir(setup.dir.path()).status().unwrap();
+    assert!(copied.success());
+    for scenario in scenarios {
+        let name = format!("{scenario}.ckpt");
+        let file = setup.logical(&name);
+        let library = setup.contents(&name);
+        assert!(!library.is_empty(), "{scenario}");
+        let expected = setup.scratch(&format!("{scenario}.expected"));
+        fs::write(&expected, &library).unwrap();
+        let cat = setup.run("cat", &[&file]);
+        assert!(cat.stdout == library, "{scenario}: cat printed other bytes than the library reads");
+        setup.run("cmp", &[&file, s(&expected)]);
+        let md5 = |path: &str| -> String {
+            let output = setup.run("md5sum", &[path]);
+            String::from_utf8_lossy(&output.stdout).split(' ').next().unwrap().to_owned()
+        };
+        assert_eq!(md5(&file), md5(s(&expected)), "{scenario}: md5sum");
+        let stat = setup.run("stat", &["-c", "%s %a %F", &file]);
+        assert_eq!(
+            String::from_utf8_lossy(&stat.stdout),
+            format!("{} 600 regular file\n", library.len()),
+            "{scenario}: stat"
+        );
+        for change in [
+            format!("echo x >> {file}"),
+            format!("echo x > {file}"),
+            format!("truncate -s 0 {file}"),
+            format!("cp {} {file}", s(&expected)),
+        ] {
+            let output = setup.preloaded("sh", &["-c", &change]).stdin(Stdio::null()).output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!output.status.success(), "{scenario}: `{change}` succeeded");
+            assert!(stderr.contains("Permission denied"), "{scenario}: `{change}`: {stderr}");
+        }
+        assert!(setup.contents(&name) == library, "{scenario}: a refused change altered the file");
+    }
+}
