@@ -746,7 +746,11 @@ fn backend_logs(backends: &[PathBuf], prefix: &str) -> Vec<PathBuf> {
 /// holds: a node's writer keeps one log pair per backend its file's layout
 /// sends data to (the mount default spreads a large file over them).
 fn most_logs_on_one_backend(backends: &[PathBuf], prefix: &str) -> usize {
-    backends.iter().map(|backend| backend_logs(std::slice::from_ref(backend), prefix).len()).max().unwrap_or(0)
+    backends
+        .iter()
+        .map(|backend| backend_logs(std::slice::from_ref(backend), prefix).len())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Every local process writing one file goes through the daemon's one
@@ -786,8 +790,10 @@ fn local_processes_share_one_log_pair_per_file() {
     });
     assert!(fs::read(&path).unwrap() == records, "the records read back through the mount");
     let (data, index) = (backend_logs(&mount.backends, "data."), backend_logs(&mount.backends, "index."));
-    let (data_most, index_most) =
-        (most_logs_on_one_backend(&mount.backends, "data."), most_logs_on_one_backend(&mount.backends, "index."));
+    let (data_most, index_most) = (
+        most_logs_on_one_backend(&mount.backends, "data."),
+        most_logs_on_one_backend(&mount.backends, "index."),
+    );
     assert!(
         data_most == 1 && index_most == 1 && data.len() == index.len() && data.len() <= mount.backends.len(),
         "{} data and {} index logs ({data_most} and {index_most} at most on one backend) for {} writing \

@@ -75,7 +75,9 @@ fn stat_information(piece: &Path) -> bool {
     name == "access"
         || name == "version"
         || name == "layout"
-        || name.strip_prefix("stripes.").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        || name
+            .strip_prefix("stripes.")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         || name == "meta"
         || piece.parent().and_then(Path::file_name).is_some_and(|parent| parent == "meta")
 }
