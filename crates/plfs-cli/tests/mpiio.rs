@@ -322,7 +322,7 @@ fn mpiio(flavor: &str, io: Option<&str>) {
     let mut covered = BTreeSet::new();
     for (writer, (slots, logs)) in &writers {
         assert!(*writer < WRITERS, "writer {writer} is not a writing rank");
-        assert_eq!(logs.len(), 1, "writer {writer} wrote one data log: {logs:?}");
+        assert!((1..=2).contains(&logs.len()), "writer {writer} wrote one data log per backend: {logs:?}");
         covered.extend(slots);
     }
     assert_eq!(covered, (0..WRITERS * RECORDS).collect(), "every record was written");
