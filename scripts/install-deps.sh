@@ -18,6 +18,7 @@ packages=(
   iproute2          # ip netns / veth / bridge, for the simulated nodes
   strace            # the interposer's start-up test (no plfsrc, no thread)
   attr              # setfattr/getfattr, for the user.plfs.layout attribute test
+  python3           # scripts in the preload and security tests (os.setxattr, os.open)
   # The collective open (crates/plfs-mpi, crates/plfs-capi): both MPIs, side
   # by side, so the tests prove one libplfs serves either. Each is used
   # through its suffixed name (mpicc.openmpi, mpirun.mpich, ...).
