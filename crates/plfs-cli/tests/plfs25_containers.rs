@@ -8,6 +8,7 @@
 //! refused, and `plfs map`/`query`/`version` must say PLFS 2.5.
 
 mod fuse_support;
+mod plfs25_support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -15,30 +16,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use fuse_support::{PlfsMount, bash, describe, run, serial};
+use plfs25_support::copy_tree;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SCENARIOS: &[&str] = &["strided", "overlap", "truncate", "metalink", "flattened", "open"];
-
-/// Copies a fixture's tree (files and metalinks) as 2.5 left it: the
-/// access file 0600, which git does not keep.
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-            if entry.file_name() == ".plfsaccess113918400" {
-                fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
-            }
-        }
-    }
-}
 
 #[test]
 fn plfs25_fixtures_read_through_fuse_and_refuse_writes() {

@@ -6,10 +6,13 @@
 //! and a run killed by SIGKILL at any moment is finished by a rerun. Each
 //! crash point is covered in plfs-core (`migrate::tests`).
 
+mod plfs25_support;
+
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use plfs25_support::copy_tree;
 
 const BIN: &str = env!("CARGO_BIN_EXE_plfs");
 
@@ -26,25 +29,6 @@ fn place(scenario: &str, backends: &Path, subdir: &str) {
             let entry = entry.unwrap();
             let to = backends.join(backend).join(subdir).join(entry.file_name());
             copy_tree(&entry.path(), &to);
-        }
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-            if entry.file_name() == ".plfsaccess113918400" {
-                fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
-            }
         }
     }
 }
