@@ -978,13 +978,18 @@ fn fsx_rich_ops_with_writeback_cache() {
     println!("fsx -N {FSX_OPS} -S 3 (rich ops) with writeback_cache: A-OK in {elapsed:.1?}");
 }
 
-/// `-o writeback_cache`: several processes' unaligned N-1 strided writes
-/// through write-only opens land in the page cache and reach the daemon
-/// merged, so fewer index records than writes; they read back byte for
-/// byte through the mount and, after the writers' fsync and close,
-/// through another mount of the same backends. O_APPEND still appends.
+/// `-o writeback_cache`: several writers' unaligned N-1 writes through
+/// write-only opens land in the page cache and reach the daemon merged,
+/// so fewer index records than writes; they read back byte for byte
+/// through the mount and, after the writers' fsync and close, through
+/// another mount of the same backends. O_APPEND still appends.
+///
+/// Each writer fills its own segment back to front, so the daemon can
+/// hardly merge two writes that reach it one by one (the next one ends
+/// where the last began): without the writeback cache 140 records were
+/// counted for the 160 writes, with it 18 to 20 here.
 #[test]
-fn writeback_cache_merges_strided_writes() {
+fn writeback_cache_merges_segmented_writes() {
     let _serial = serial();
     let mount = PlfsMount::new(&["writeback_cache"]);
     const RECORD: usize = 47001;
@@ -998,8 +1003,8 @@ fn writeback_cache_merges_strided_writes() {
             let path = &path;
             scope.spawn(move || {
                 let file = fs::OpenOptions::new().write(true).open(path).unwrap();
-                for k in 0..PER_WRITER {
-                    file.write_all_at(&record(w, k), ((k * WRITERS + w) * RECORD) as u64).unwrap();
+                for k in (0..PER_WRITER).rev() {
+                    file.write_all_at(&record(w, k), ((w * PER_WRITER + k) * RECORD) as u64).unwrap();
                 }
                 file.sync_all().unwrap();
             });
@@ -1007,13 +1012,18 @@ fn writeback_cache_merges_strided_writes() {
     });
     let mut expected = Vec::with_capacity(RECORD * WRITERS * PER_WRITER);
     for slot in 0..WRITERS * PER_WRITER {
-        expected.extend_from_slice(&record(slot % WRITERS, slot / WRITERS));
+        expected.extend_from_slice(&record(slot / PER_WRITER, slot % PER_WRITER));
     }
     assert!(fs::read(&path).unwrap() == expected, "read back through the mount");
     let other = mount.second_over_same_backends(&[]);
     assert!(fs::read(other.path("wb.dat")).unwrap() == expected, "read back through another mount");
+    // How far below the write count depends on when the kernel's dirty
+    // throttling flushes (FUSE gets a small share of the dirty limit): a
+    // loaded 2-core CI machine saw 75 records for an earlier, strided
+    // version of this test, so the bound leaves room.
     let records = mount.map_totals("wb.dat")["records"].as_u64().unwrap();
-    assert!(records < (WRITERS * PER_WRITER / 4) as u64, "{records} index records for 160 write(2)s");
+    let writes = (WRITERS * PER_WRITER) as u64;
+    assert!(records <= writes / 2, "{records} index records for {writes} write(2)s");
 
     let log = mount.path("log.txt");
     bash(&format!("printf first >> '{0}'; printf second >> '{0}'", s(&log)), &mount.scratch, MIN);
