@@ -121,8 +121,32 @@ impl Command {
     }
 }
 
+/// The commands that only print what they read: when whoever reads their
+/// output goes away (`plfs map F | head`), they stop there, the way `ls`
+/// and `cat` do. Rust ignores SIGPIPE, which turns the broken pipe into a
+/// panic in `println!`; these commands get the default action back. Every
+/// other command keeps it ignored: a daemon or a writer must see EPIPE on a
+/// backend's socket as an error, never die of it halfway.
+fn stops_on_a_closed_stdout(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::CheckConfig(_)
+            | Command::Version(_)
+            | Command::Map(_)
+            | Command::Query(_)
+            | Command::Ls(_)
+            | Command::Stat(_)
+            | Command::Getstripe(_)
+            | Command::Df(_)
+    )
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if stops_on_a_closed_stdout(&cli.command) {
+        // SAFETY: set before any thread starts; SIG_DFL is a valid action.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     init_logging(cli.verbose);
     let name = cli.command.name();
     let context = Context::new(cli.config);

@@ -867,3 +867,40 @@ fn recover_reports_a_damaged_data_log_header_and_version_file() {
     setup.ok(&["cp", &logical, s(&back)]);
     assert_same_file(&source, &back);
 }
+
+/// `plfs map FILE | head`: when the reader of stdout goes away, the
+/// listing commands stop quietly, as `ls` and `cat` do, instead of
+/// panicking with a backtrace on the broken pipe. The pipe's read end is
+/// closed before the command starts, so its first write meets EPIPE.
+#[test]
+fn listing_commands_stop_quietly_when_stdout_is_closed() {
+    use std::os::unix::process::ExitStatusExt;
+    let setup = Setup::new();
+    let plfs = setup.library();
+    let handle = plfs.open("/listed", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+    for k in 0..50u64 {
+        handle.write_as(&[7; 100], k * 200, 0).unwrap();
+    }
+    handle.close().unwrap();
+    let file = setup.logical("listed");
+    for args in [
+        &["map", file.as_str()][..],
+        &["map", "--totals", &file],
+        &["stat", &file],
+        &["ls", &setup.logical("")],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = Command::new(BIN)
+            .arg("--config")
+            .arg(&setup.config)
+            .args(args)
+            .env_remove("PLFSRC")
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = stderr(&output);
+        assert!(stderr.is_empty(), "plfs {args:?} into a closed pipe printed: {stderr}");
+        assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "plfs {args:?}: {:?}", output.status);
+    }
+}
