@@ -476,7 +476,13 @@ impl Namespace {
             Namespace::Plain { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
-                let mut file = fs::File::create_new(&path).map_err(BenchError::io("create", &path))?;
+                // O_CREAT|O_TRUNC, as mdtest's creat(2) and the library
+                // case below: no O_EXCL lookup. (Under the interposer on a
+                // small_file mount such a lookup caches the directory's
+                // view mid-phase, and a name seen there before its writer
+                // closed keeps its old size until a refresh: README,
+                // close-to-open on small_file.)
+                let mut file = fs::File::create(&path).map_err(BenchError::io("create", &path))?;
                 file.write_all(bytes).map_err(BenchError::io("write", &path))
             }
             Namespace::Plfs { plfs, .. } => {
