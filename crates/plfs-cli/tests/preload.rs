@@ -754,6 +754,38 @@ fn small_files_closed_by_another_process_are_seen() {
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
 }
 
+/// A create for writing goes straight to plfs_open (no getattr first):
+/// on a small_file mount it loads no view of the directory, so this
+/// process's next lookup reads a fresh one and sees what another process
+/// closed meanwhile; and a create onto a directory still fails with EISDIR
+/// on every workload.
+#[test]
+fn a_create_loads_no_directory_view_and_refuses_a_directory() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let d = setup.logical("d");
+        setup.run("mkdir", &[&d]);
+        setup.run("bash", &["-c", &format!("echo old > {d}/x")]);
+        let script = format!(
+            r#"echo y > {d}/y
+bash -c 'echo newer > {d}/x'
+read -r line < {d}/x
+echo "read: $line"
+if echo z > {d} 2>/dev/null; then echo "directory: written"; else echo "directory: refused"; fi"#
+        );
+        let output = setup.run("bash", &["-c", &script]);
+        let out = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            out,
+            "read: newer\ndirectory: refused\n",
+            "{workload}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let error = setup.preloaded("bash", &["-c", &format!("echo z > {d}")]).output().unwrap();
+        assert!(String::from_utf8_lossy(&error.stderr).contains("Is a directory"), "{workload}: {error:?}");
+    }
+}
+
 /// `rewinddir` on a plfs stream re-reads the directory: what another
 /// (preloaded) process unlinked or created since the first listing shows
 /// in the second, on every workload.
