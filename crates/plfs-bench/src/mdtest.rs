@@ -1,10 +1,15 @@
 //! An mdtest-style metadata benchmark: N processes each create (create,
-//! write a few bytes, close), stat and remove F files in ONE logical
-//! directory, phase by phase, every phase timed between barriers. The
+//! write a few bytes, close), stat, read (open, read the bytes back and
+//! check them, close) and remove F files in ONE logical directory, phase
+//! by phase, every phase timed between barriers. The
 //! paper's federated metadata (§5) spreads that directory's metadata over
 //! K backends, each its own metadata server; [`MdTarget`] says what the
 //! directory is: plain files in one directory (the baseline), an n-n mount
-//! over K backends, containers (n-1) over K backends, or (not yet) 1-n.
+//! over K backends, containers (n-1) over K backends, or a 1-n
+//! (small_file) mount over K backends. Each plfs target runs through every
+//! asked [`MdInterface`]: the library in each worker, or plain syscalls on
+//! a mount point under the LD_PRELOAD interposer or on a FUSE mount served
+//! by `plfs mount --foreground` (a daemon of its own, stopped by its pid).
 //!
 //! On one node the page cache serves metadata at memory speed, so spreading
 //! it hides nothing; with a service time each backend directory gets an
@@ -18,17 +23,19 @@
 //! `PLFS-MDTEST-RESULT <json>` (or `PLFS-MDTEST-ERROR <message>`); `EXIT`
 //! ends it. Between phases the parent checks the directory (untimed).
 
+use std::ffi::OsString;
 use std::fmt::{self, Write as _};
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use plfs::config::{BackendRole, Tuning, Workload as MountWorkload};
+use plfs::config::{BackendRole, Tuning, Workload as MountWorkload, plfsrc};
 use plfs::fs::{Options, Plfs};
 use plfs::open::OpenFlags;
 use plfs::store::SharedStore;
@@ -51,6 +58,11 @@ const DIR_NAME: &str = "mdtest";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const PHASE_TIMEOUT: Duration = Duration::from_secs(3600);
 const GO_DELAY: Duration = Duration::from_millis(100);
+/// How long `plfs mount --foreground` may take to mount, and to unmount
+/// and exit once sent SIGTERM.
+const FUSE_START_TIMEOUT: Duration = Duration::from_secs(20);
+const FUSE_STOP_TIMEOUT: Duration = Duration::from_secs(60);
+const FUSE_POLL: Duration = Duration::from_millis(20);
 
 /// What the benchmark's directory is. Adding a layout is one arm in
 /// [`Namespace::open`] (and its name here).
@@ -109,6 +121,74 @@ impl FromStr for MdTarget {
     }
 }
 
+/// How a plfs target's workers reach plfs (`--interface`; the names are
+/// those of `plfs bench n1-strided --interface`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdInterface {
+    /// `Plfs` calls in each worker process.
+    #[serde(rename = "lib")]
+    Library,
+    /// Plain syscalls on the mount point under LD_PRELOAD=libplfs_preload.so.
+    #[serde(rename = "preload")]
+    Preload,
+    /// Plain syscalls on a FUSE mount (`plfs mount --foreground`).
+    #[serde(rename = "fuse")]
+    Fuse,
+}
+
+impl MdInterface {
+    pub const ALL: [MdInterface; 3] = [MdInterface::Library, MdInterface::Preload, MdInterface::Fuse];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MdInterface::Library => "lib",
+            MdInterface::Preload => "preload",
+            MdInterface::Fuse => "fuse",
+        }
+    }
+}
+
+impl fmt::Display for MdInterface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for MdInterface {
+    type Err = BenchError;
+
+    fn from_str(text: &str) -> Result<MdInterface> {
+        MdInterface::ALL.into_iter().find(|i| i.as_str() == text).ok_or_else(|| {
+            BenchError::invalid(format!("unknown mdtest interface {text:?} (expected lib, preload or fuse)"))
+        })
+    }
+}
+
+/// One case: a target through one interface (none for direct) over K
+/// backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MdCase {
+    target: MdTarget,
+    interface: Option<MdInterface>,
+    backends: usize,
+}
+
+impl MdCase {
+    fn name(&self) -> String {
+        match self.interface {
+            None => format!("mdtest {}", self.target),
+            Some(interface) => format!("mdtest {} {interface} K={}", self.target, self.backends),
+        }
+    }
+
+    fn dir_name(&self) -> String {
+        match self.interface {
+            None => self.target.as_str().to_owned(),
+            Some(interface) => format!("{}-{interface}-k{}", self.target, self.backends),
+        }
+    }
+}
+
 /// One `plfs bench mdtest` run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MdtestSpec {
@@ -118,6 +198,10 @@ pub struct MdtestSpec {
     /// The K values each federated target runs with.
     pub backends: Vec<usize>,
     pub targets: Vec<MdTarget>,
+    /// The interfaces each plfs target runs through.
+    pub interfaces: Vec<MdInterface>,
+    /// libplfs_preload.so, for [`MdInterface::Preload`].
+    pub preload: Option<PathBuf>,
     /// Where the run's files go (a fresh subdirectory).
     pub dir: PathBuf,
     /// Service time of the emulated metadata servers; zero: none.
@@ -126,14 +210,20 @@ pub struct MdtestSpec {
 }
 
 impl MdtestSpec {
-    /// (target, K) in the order they run.
-    fn cases(&self) -> Vec<(MdTarget, usize)> {
+    /// Every case in the order they run: each target, each interface, each K.
+    fn cases(&self) -> Vec<MdCase> {
         let mut cases = Vec::new();
-        for target in &self.targets {
-            if target.federated() {
-                cases.extend(self.backends.iter().map(|k| (*target, *k)));
-            } else {
-                cases.push((*target, 1));
+        for &target in &self.targets {
+            if !target.federated() {
+                cases.push(MdCase { target, interface: None, backends: 1 });
+                continue;
+            }
+            for &interface in &self.interfaces {
+                cases.extend(self.backends.iter().map(|&backends| MdCase {
+                    target,
+                    interface: Some(interface),
+                    backends,
+                }));
             }
         }
         cases
@@ -149,6 +239,20 @@ impl MdtestSpec {
         if self.backends.is_empty() || self.backends.contains(&0) {
             return Err(BenchError::invalid("mdtest: --backends must list positive counts"));
         }
+        if self.interfaces.is_empty() {
+            return Err(BenchError::invalid("mdtest: --interface lists no interface"));
+        }
+        if self.interfaces.contains(&MdInterface::Preload) && self.preload.is_none() {
+            return Err(BenchError::invalid("mdtest: the preload interface needs libplfs_preload.so"));
+        }
+        // The emulated servers wrap the stores of a library mount; the
+        // interposer and the FUSE daemon open their own from the plfsrc.
+        if !self.mds_service.is_zero() && self.interfaces.iter().any(|i| *i != MdInterface::Library) {
+            return Err(BenchError::invalid(
+                "mdtest: --mds-service-us emulates servers inside the library's stores; \
+                 run it with --interface lib only",
+            ));
+        }
         Ok(())
     }
 }
@@ -158,16 +262,18 @@ impl MdtestSpec {
 pub enum MdPhase {
     Create,
     Stat,
+    Read,
     Remove,
 }
 
 impl MdPhase {
-    const ALL: [MdPhase; 3] = [MdPhase::Create, MdPhase::Stat, MdPhase::Remove];
+    pub const ALL: [MdPhase; 4] = [MdPhase::Create, MdPhase::Stat, MdPhase::Read, MdPhase::Remove];
 
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             MdPhase::Create => "create",
             MdPhase::Stat => "stat",
+            MdPhase::Read => "read",
             MdPhase::Remove => "remove",
         }
     }
@@ -187,6 +293,8 @@ impl Phase for MdPhase {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdWorkerSpec {
     pub target: MdTarget,
+    /// None: the direct target's plain directory.
+    pub interface: Option<MdInterface>,
     pub rank: usize,
     pub procs: usize,
     pub files: usize,
@@ -206,7 +314,7 @@ pub struct MdWorkerResult {
     pub ops: u64,
     /// Requests the emulated metadata servers served (0 without them).
     pub server_ops: u64,
-    /// Stats that failed or found the wrong size.
+    /// Stats or reads that failed or found the wrong size or bytes.
     pub bad: u64,
     pub first_bad: Option<String>,
 }
@@ -230,17 +338,88 @@ fn lock_path(backend_dir: &Path) -> PathBuf {
     backend_dir.with_extension("mds.lock")
 }
 
+/// The mount point of a preload or FUSE case's plfsrc. Only FUSE makes it
+/// a directory on disk; under the interposer it exists for plfs alone.
+fn mount_point(case_dir: &Path) -> PathBuf {
+    case_dir.join("mnt")
+}
+
+fn plfsrc_path(case_dir: &Path) -> PathBuf {
+    case_dir.join("plfsrc")
+}
+
+/// Writes the plfsrc a preload or FUSE case mounts: `target`'s workload
+/// over the case's backend dirs, no layout (as the library's mount).
+fn write_plfsrc(case_dir: &Path, target: MdTarget, backends: usize) -> Result<PathBuf> {
+    let workload = match target {
+        MdTarget::FilePerProc => "file_per_proc",
+        MdTarget::SmallFile => "small_file",
+        MdTarget::SharedFile => "shared_file",
+        MdTarget::Direct => return Err(BenchError::invalid("the direct target has no plfs mount")),
+    };
+    let mut text = format!(
+        "- mount_point: {}\n  workload: {workload}\n  default_layout: none\n  backends:\n",
+        mount_point(case_dir).display()
+    );
+    for dir in backend_dirs(case_dir, backends) {
+        let _ = writeln!(text, "    - location: posix://{}", dir.display());
+    }
+    let path = plfsrc_path(case_dir);
+    fs::write(&path, text).map_err(BenchError::io("writing", &path))?;
+    Ok(path)
+}
+
 /// The directory as one process sees it.
 enum Namespace {
-    /// `dir` is the plain directory; every metadata call queues at `server`.
-    Direct { dir: PathBuf, server: Option<Arc<MetadataServer>> },
+    /// Plain syscalls on `dir`: the direct target's directory, or one on a
+    /// plfs mount point (under the interposer or FUSE); every metadata call
+    /// queues at `server`.
+    Plain { dir: PathBuf, server: Option<Arc<MetadataServer>> },
     /// `servers`: one per backend when emulated, else none.
     Plfs { plfs: Plfs, servers: Vec<Arc<MetadataServer>> },
 }
 
 impl Namespace {
+    /// A worker's view of its case. `service`: each backend behind its own
+    /// emulated metadata server (the library alone).
+    fn open(spec: &MdWorkerSpec, service: Duration) -> Result<Namespace> {
+        match spec.interface {
+            Some(MdInterface::Preload | MdInterface::Fuse) => {
+                Ok(Namespace::Plain { dir: mount_point(&spec.case_dir).join(DIR_NAME), server: None })
+            }
+            None | Some(MdInterface::Library) => {
+                Namespace::open_library(spec.target, &spec.case_dir, spec.backends, service)
+            }
+        }
+    }
+
+    /// The parent's view for its untimed checks: the library, opened as the
+    /// workers open it (from the plfsrc for preload and FUSE), no servers.
+    fn checker(case: &MdCase, case_dir: &Path) -> Result<Namespace> {
+        match case.interface {
+            Some(MdInterface::Preload | MdInterface::Fuse) => {
+                let path = plfsrc_path(case_dir);
+                let name = path.display().to_string();
+                let config = plfsrc::parse_file(&path).map_err(BenchError::plfs("reading", name.as_str()))?;
+                let mount =
+                    config.mounts.first().ok_or_else(|| BenchError::invalid(format!("{name}: no mount")))?;
+                let plfs = Plfs::from_config(mount, Options::from_environment(config.tuning.clone()))
+                    .map_err(BenchError::plfs("mounting", name))?;
+                Ok(Namespace::Plfs { plfs, servers: Vec::new() })
+            }
+            None | Some(MdInterface::Library) => {
+                Namespace::open_library(case.target, case_dir, case.backends, Duration::ZERO)
+            }
+        }
+    }
+
     /// `servers`: each backend behind its own emulated metadata server.
-    fn open(target: MdTarget, case_dir: &Path, backends: usize, service: Duration) -> Result<Namespace> {
+    fn open_library(
+        target: MdTarget,
+        case_dir: &Path,
+        backends: usize,
+        service: Duration,
+    ) -> Result<Namespace> {
         let dirs = backend_dirs(case_dir, backends);
         let server = |dir: &Path| -> Result<Option<Arc<MetadataServer>>> {
             if service.is_zero() {
@@ -253,7 +432,7 @@ impl Namespace {
         let workload = match target {
             MdTarget::Direct => {
                 let dir = dirs.first().ok_or_else(|| BenchError::invalid("direct needs a directory"))?;
-                return Ok(Namespace::Direct { dir: dir.join(DIR_NAME), server: server(dir)? });
+                return Ok(Namespace::Plain { dir: dir.join(DIR_NAME), server: server(dir)? });
             }
             MdTarget::FilePerProc => MountWorkload::FilePerProc,
             MdTarget::SharedFile => MountWorkload::SharedFile,
@@ -281,23 +460,29 @@ impl Namespace {
     /// Requests this process's emulated servers have served so far.
     fn served(&self) -> u64 {
         match self {
-            Namespace::Direct { server, .. } => server.as_ref().map_or(0, |s| s.served()),
+            Namespace::Plain { server, .. } => server.as_ref().map_or(0, |s| s.served()),
             Namespace::Plfs { servers, .. } => servers.iter().map(|s| s.served()).sum(),
         }
     }
 
     fn serve(&self) {
-        if let Namespace::Direct { server: Some(server), .. } = self {
+        if let Namespace::Plain { server: Some(server), .. } = self {
             server.serve();
         }
     }
 
     fn create(&self, name: &str, bytes: &[u8], writer: u64) -> Result<()> {
         match self {
-            Namespace::Direct { dir, .. } => {
+            Namespace::Plain { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
-                let mut file = fs::File::create_new(&path).map_err(BenchError::io("create", &path))?;
+                // O_CREAT|O_TRUNC, as mdtest's creat(2) and the library
+                // case below: no O_EXCL lookup. (Under the interposer on a
+                // small_file mount such a lookup caches the directory's
+                // view mid-phase, and a name seen there before its writer
+                // closed keeps its old size until a refresh: README,
+                // close-to-open on small_file.)
+                let mut file = fs::File::create(&path).map_err(BenchError::io("create", &path))?;
                 file.write_all(bytes).map_err(BenchError::io("write", &path))
             }
             Namespace::Plfs { plfs, .. } => {
@@ -320,7 +505,7 @@ impl Namespace {
 
     fn size(&self, name: &str) -> Result<u64> {
         match self {
-            Namespace::Direct { dir, .. } => {
+            Namespace::Plain { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
                 fs::metadata(&path).map(|m| m.len()).map_err(BenchError::io("stat", &path))
@@ -332,9 +517,47 @@ impl Namespace {
         }
     }
 
+    /// Opens `name`, reads it whole and closes it; Some(problem) when its
+    /// bytes are not `expected`.
+    fn read_back(&self, name: &str, expected: &[u8], buf: &mut [u8], writer: u64) -> Result<Option<String>> {
+        // One byte more than expected, so a longer file shows.
+        let buf = &mut buf[..expected.len() + 1];
+        let count = match self {
+            Namespace::Plain { dir, .. } => {
+                let path = dir.join(name);
+                self.serve();
+                let mut file = fs::File::open(&path).map_err(BenchError::io("open", &path))?;
+                let mut count = 0;
+                while count < buf.len() {
+                    match file.read(&mut buf[count..]).map_err(BenchError::io("read", &path))? {
+                        0 => break,
+                        n => count += n,
+                    }
+                }
+                count
+            }
+            Namespace::Plfs { plfs, .. } => {
+                let path = format!("/{DIR_NAME}/{name}");
+                let handle = plfs
+                    .open(&path, OpenFlags::RDONLY, 0, writer)
+                    .map_err(BenchError::plfs("plfs open", path.as_str()))?;
+                let count = handle.read(buf, 0).map_err(BenchError::plfs("plfs read", path.as_str()))?;
+                handle.close().map_err(BenchError::plfs("plfs close", path.as_str()))?;
+                count
+            }
+        };
+        Ok((&buf[..count] != expected).then(|| {
+            format!(
+                "{name}: read {:?}, expected {:?}",
+                String::from_utf8_lossy(&buf[..count]),
+                String::from_utf8_lossy(expected)
+            )
+        }))
+    }
+
     fn remove(&self, name: &str) -> Result<()> {
         match self {
-            Namespace::Direct { dir, .. } => {
+            Namespace::Plain { dir, .. } => {
                 let path = dir.join(name);
                 self.serve();
                 fs::remove_file(&path).map_err(BenchError::io("unlink", &path))
@@ -350,7 +573,7 @@ impl Namespace {
     /// opened with no service time).
     fn list(&self) -> Result<Vec<String>> {
         match self {
-            Namespace::Direct { dir, .. } => fs::read_dir(dir)
+            Namespace::Plain { dir, .. } => fs::read_dir(dir)
                 .and_then(|entries| {
                     entries.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
                 })
@@ -370,7 +593,7 @@ impl Namespace {
 
     fn make_dir(&self) -> Result<()> {
         match self {
-            Namespace::Direct { dir, .. } => fs::create_dir_all(dir).map_err(BenchError::io("creating", dir)),
+            Namespace::Plain { dir, .. } => fs::create_dir_all(dir).map_err(BenchError::io("creating", dir)),
             Namespace::Plfs { plfs, .. } => {
                 let dir = format!("/{DIR_NAME}");
                 plfs.mkdir(&dir, 0o755).map_err(BenchError::plfs("plfs mkdir", dir))
@@ -393,6 +616,8 @@ fn run_worker_phase(
     // Stats look at the next rank's files, so each checks what another
     // process made.
     let stat_rank = (spec.rank + 1) % spec.procs;
+    // Reused by every read: no allocation per file beyond its name.
+    let mut buf = [0u8; 64];
     for i in 0..spec.files {
         match phase {
             MdPhase::Create => {
@@ -407,6 +632,18 @@ fn run_worker_phase(
                     }
                     Err(error) => Some(error.to_string()),
                 };
+                if let Some(problem) = problem {
+                    bad += 1;
+                    first_bad.get_or_insert(problem);
+                }
+            }
+            MdPhase::Read => {
+                let name = file_name(stat_rank, i);
+                let problem =
+                    match namespace.read_back(&name, &contents(stat_rank, i), &mut buf, spec.rank as u64) {
+                        Ok(problem) => problem,
+                        Err(error) => Some(error.to_string()),
+                    };
                 if let Some(problem) = problem {
                     bad += 1;
                     first_bad.get_or_insert(problem);
@@ -450,7 +687,7 @@ fn worker_protocol(args: &[String]) -> Result<()> {
         return Err(BenchError::invalid(format!("mdtest worker rank {} of {}", spec.rank, spec.procs)));
     }
     let service = Duration::from_micros(spec.mds_service_us);
-    let namespace = Namespace::open(spec.target, &spec.case_dir, spec.backends, service)?;
+    let namespace = Namespace::open(&spec, service)?;
     protocol::send_report::<MdWorkerResult>(Channel::Mdtest, &Report::Ready { rank: spec.rank })?;
     let mut stdin = std::io::stdin().lock();
     loop {
@@ -485,13 +722,16 @@ pub struct MdPhaseReport {
     pub max_start_lag_ms: f64,
 }
 
-/// One target over K backends.
+/// One target through one interface over K backends.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MdCaseReport {
     pub target: MdTarget,
+    /// None (null) for direct, the plain directory.
+    pub interface: Option<MdInterface>,
     pub backends: usize,
     pub creates_per_sec: f64,
     pub stats_per_sec: f64,
+    pub reads_per_sec: f64,
     pub removes_per_sec: f64,
     pub phases: Vec<MdPhaseReport>,
     /// Every file was there with its size after create, and none after remove.
@@ -509,18 +749,54 @@ pub struct MdtestReport {
     pub verified: bool,
 }
 
+impl MdCaseReport {
+    fn rate(&self, phase: MdPhase) -> f64 {
+        match phase {
+            MdPhase::Create => self.creates_per_sec,
+            MdPhase::Stat => self.stats_per_sec,
+            MdPhase::Read => self.reads_per_sec,
+            MdPhase::Remove => self.removes_per_sec,
+        }
+    }
+}
+
 /// A case's rates over the runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MdCaseSummary {
     pub target: MdTarget,
+    pub interface: Option<MdInterface>,
     pub backends: usize,
     pub creates_per_sec: Spread,
     pub stats_per_sec: Spread,
+    pub reads_per_sec: Spread,
     pub removes_per_sec: Spread,
-    /// Backend metadata requests per create, stat and remove, counted at
-    /// the emulated servers in the first run (zeros without them).
-    pub server_ops_per_op: [f64; 3],
+    /// This case's rate / the direct target's in the same run, per phase
+    /// (create, stat, read, remove); None when direct did not run.
+    pub ratio_to_direct: Option<[Spread; 4]>,
+    /// Backend metadata requests per create, stat, read and remove,
+    /// counted at the emulated servers in the first run (zeros without
+    /// them).
+    pub server_ops_per_op: [f64; 4],
     pub verified: bool,
+}
+
+impl MdCaseSummary {
+    pub fn rate(&self, phase: MdPhase) -> Spread {
+        match phase {
+            MdPhase::Create => self.creates_per_sec,
+            MdPhase::Stat => self.stats_per_sec,
+            MdPhase::Read => self.reads_per_sec,
+            MdPhase::Remove => self.removes_per_sec,
+        }
+    }
+
+    /// "n-n preload", or "direct".
+    pub fn label(&self) -> String {
+        match self.interface {
+            None => self.target.as_str().to_owned(),
+            Some(interface) => format!("{} {interface}", self.target),
+        }
+    }
 }
 
 /// What `plfs bench mdtest` prints: medians (with ranges) over the runs,
@@ -541,18 +817,34 @@ impl MdtestSummary {
         let first = runs.first();
         let mut cases = Vec::new();
         if let Some(first) = first {
+            let zero = Spread { median: 0.0, min: 0.0, max: 0.0 };
             for (index, case) in first.cases.iter().enumerate() {
-                let of =
-                    |figure: fn(&MdCaseReport) -> f64| {
-                        Spread::of(runs.iter().map(|run| run.cases.get(index).map(figure)))
-                            .unwrap_or(Spread { median: 0.0, min: 0.0, max: 0.0 })
-                    };
+                let of = |phase: MdPhase| {
+                    Spread::of(runs.iter().map(|run| run.cases.get(index).map(|c| c.rate(phase))))
+                        .unwrap_or(zero)
+                };
+                // Against the direct case of the same run, which ran
+                // minutes (not runs) away from this one.
+                let ratio = |phase: MdPhase| {
+                    Spread::of(runs.iter().map(|run| {
+                        let direct = run.cases.iter().find(|c| c.target == MdTarget::Direct)?;
+                        let rate = run.cases.get(index)?.rate(phase);
+                        (direct.rate(phase) > 0.0).then(|| rate / direct.rate(phase))
+                    }))
+                };
+                let ratios = MdPhase::ALL.map(ratio);
                 cases.push(MdCaseSummary {
                     target: case.target,
+                    interface: case.interface,
                     backends: case.backends,
-                    creates_per_sec: of(|c| c.creates_per_sec),
-                    stats_per_sec: of(|c| c.stats_per_sec),
-                    removes_per_sec: of(|c| c.removes_per_sec),
+                    creates_per_sec: of(MdPhase::Create),
+                    stats_per_sec: of(MdPhase::Stat),
+                    reads_per_sec: of(MdPhase::Read),
+                    removes_per_sec: of(MdPhase::Remove),
+                    ratio_to_direct: match ratios {
+                        [Some(c), Some(s), Some(r), Some(m)] => Some([c, s, r, m]),
+                        _ => None,
+                    },
                     server_ops_per_op: MdPhase::ALL.map(|phase| {
                         case.phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.server_ops_per_op)
                     }),
@@ -588,17 +880,20 @@ impl MdtestSummary {
                 n => format!("median of {n} runs [min-max]"),
             }
         );
+        let width = if self.repeat == 1 { 8 } else { 20 };
         let _ = writeln!(
             text,
-            "{:<12} {:>3} {:>26} {:>26} {:>26}  verified{}",
-            "target",
+            "{:<20} {:>3} {:>width$} {:>width$} {:>width$} {:>width$}  {:<23}  verified{}",
+            "target interface",
             "K",
             "creates/s",
             "stats/s",
+            "reads/s",
             "removes/s",
-            if self.mds_service_us > 0 { "  server requests per create/stat/remove" } else { "" }
+            "x direct c/s/r/rm",
+            if self.mds_service_us > 0 { "  server requests per create/stat/read/remove" } else { "" }
         );
-        let cell = |s: &Spread| {
+        let cell = |s: Spread| {
             if self.repeat == 1 {
                 format!("{:.0}", s.median)
             } else {
@@ -606,20 +901,28 @@ impl MdtestSummary {
             }
         };
         for case in &self.cases {
+            let ratios = match (&case.ratio_to_direct, case.target) {
+                (_, MdTarget::Direct) | (None, _) => "-".to_owned(),
+                (Some(ratios), _) => {
+                    ratios.iter().map(|r| format!("{:.2}", r.median)).collect::<Vec<_>>().join(" / ")
+                }
+            };
             let _ = writeln!(
                 text,
-                "{:<12} {:>3} {:>26} {:>26} {:>26}  {:<8}{}",
-                case.target.as_str(),
+                "{:<20} {:>3} {:>width$} {:>width$} {:>width$} {:>width$}  {:<23}  {:<8}{}",
+                case.label(),
                 case.backends,
-                cell(&case.creates_per_sec),
-                cell(&case.stats_per_sec),
-                cell(&case.removes_per_sec),
+                cell(case.creates_per_sec),
+                cell(case.stats_per_sec),
+                cell(case.reads_per_sec),
+                cell(case.removes_per_sec),
+                ratios,
                 if case.verified { "yes" } else { "NO" },
                 match self.mds_service_us {
                     0 => String::new(),
                     _ => {
-                        let [c, s, r] = case.server_ops_per_op;
-                        format!("  {c:.1} / {s:.1} / {r:.1}")
+                        let [c, s, r, m] = case.server_ops_per_op;
+                        format!("  {c:.1} / {s:.1} / {r:.1} / {m:.1}")
                     }
                 }
             );
@@ -627,7 +930,9 @@ impl MdtestSummary {
         for run in &self.runs {
             for case in run.cases.iter().filter(|c| !c.problems.is_empty()) {
                 for problem in &case.problems {
-                    let _ = writeln!(text, "problem: {} K={}: {problem}", case.target, case.backends);
+                    let interface = case.interface.map_or(String::new(), |i| format!(" {i}"));
+                    let _ =
+                        writeln!(text, "problem: {}{interface} K={}: {problem}", case.target, case.backends);
                 }
             }
         }
@@ -645,9 +950,9 @@ pub fn run_mdtest(spec: &MdtestSpec, workers: &WorkerCommand) -> Result<MdtestRe
     let parent = fs::canonicalize(&spec.dir).map_err(BenchError::io("resolving", &spec.dir))?;
     let work = WorkDir::create(&parent, spec.keep)?;
     let mut cases = Vec::new();
-    for (target, backends) in spec.cases() {
-        let case_dir = work.path().join(format!("{}-k{backends}", target.as_str()));
-        cases.push(run_case(spec, workers, target, backends, &case_dir)?);
+    for case in spec.cases() {
+        let case_dir = work.path().join(case.dir_name());
+        cases.push(run_case(spec, workers, &case, &case_dir)?);
     }
     let verified = cases.iter().all(|c| c.verified);
     Ok(MdtestReport {
@@ -695,18 +1000,36 @@ fn next_event(
 fn run_case(
     spec: &MdtestSpec,
     command: &WorkerCommand,
-    target: MdTarget,
-    backends: usize,
+    case: &MdCase,
     case_dir: &Path,
 ) -> Result<MdCaseReport> {
-    let name = format!("mdtest {target} K={backends}");
+    let MdCase { target, interface, backends } = *case;
+    let name = case.name();
     for dir in backend_dirs(case_dir, backends) {
         fs::create_dir_all(&dir).map_err(|e| BenchError::io("creating", &dir)(e).context(name.as_str()))?;
     }
+    let mut environment: Vec<(&str, OsString)> = Vec::new();
+    if let Some(MdInterface::Preload | MdInterface::Fuse) = interface {
+        let plfsrc = write_plfsrc(case_dir, target, backends).map_err(|e| e.context(name.as_str()))?;
+        if interface == Some(MdInterface::Preload) {
+            let preload = spec.preload.clone().ok_or_else(|| BenchError::invalid("no libplfs_preload.so"))?;
+            // Only the workers get the interposer, not this process.
+            environment.push(("LD_PRELOAD", preload.into_os_string()));
+            environment.push(("PLFSRC", plfsrc.into_os_string()));
+        }
+    }
     // The parent's own view: no servers, so its checks cost no queueing.
-    let checker =
-        Namespace::open(target, case_dir, backends, Duration::ZERO).map_err(|e| e.context(name.as_str()))?;
+    let checker = Namespace::checker(case, case_dir).map_err(|e| e.context(name.as_str()))?;
     checker.make_dir().map_err(|e| e.context(name.as_str()))?;
+    // Mounted after the directory is made, so the daemon starts on the
+    // case as its workers find it; unmounted when this drops (also when
+    // the case fails).
+    let daemon = match interface {
+        Some(MdInterface::Fuse) => {
+            Some(FuseDaemon::start(command, case_dir).map_err(|e| e.context(name.as_str()))?)
+        }
+        _ => None,
+    };
     let protocol_error = |problem: String| BenchError::Protocol { phase: name.clone(), problem };
 
     let (sender, events) = mpsc::channel();
@@ -714,6 +1037,7 @@ fn run_case(
     for rank in 0..spec.procs {
         let worker = MdWorkerSpec {
             target,
+            interface,
             rank,
             procs: spec.procs,
             files: spec.files,
@@ -727,6 +1051,7 @@ fn run_case(
             .args(&command.args_prefix)
             .arg(MDTEST_WORKER_ARG)
             .arg(&json)
+            .envs(environment.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -828,7 +1153,7 @@ fn run_case(
         let mut listed = checker.list().map_err(|e| e.context(name.as_str()))?;
         listed.sort();
         match phase {
-            MdPhase::Create | MdPhase::Stat => {
+            MdPhase::Create | MdPhase::Stat | MdPhase::Read => {
                 let mut expected: Vec<String> = (0..spec.procs)
                     .flat_map(|rank| (0..spec.files).map(move |i| file_name(rank, i)))
                     .collect();
@@ -887,15 +1212,132 @@ fn run_case(
             return Err(protocol_error(format!("rank {rank} exited with {status}")));
         }
     }
+    if let Some(daemon) = daemon {
+        daemon.stop().map_err(|e| e.context(name.as_str()))?;
+    }
     let rate = |phase: MdPhase| phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.ops_per_sec);
     Ok(MdCaseReport {
         target,
+        interface,
         backends,
         creates_per_sec: rate(MdPhase::Create),
         stats_per_sec: rate(MdPhase::Stat),
+        reads_per_sec: rate(MdPhase::Read),
         removes_per_sec: rate(MdPhase::Remove),
         verified: problems.is_empty(),
         phases: phases.clone(),
         problems,
     })
+}
+
+/// `plfs mount --foreground` serving a FUSE case's plfsrc, as a user
+/// would start it: a process of its own, stopped by its pid (SIGTERM makes
+/// it unmount and exit). Dropped unstopped (a failed case), it is stopped
+/// all the same and, failing that, killed.
+struct FuseDaemon {
+    child: Option<Child>,
+    mount_point: PathBuf,
+    log: PathBuf,
+}
+
+impl FuseDaemon {
+    fn start(command: &WorkerCommand, case_dir: &Path) -> Result<FuseDaemon> {
+        let mount_point = mount_point(case_dir);
+        fs::create_dir_all(&mount_point).map_err(BenchError::io("creating", &mount_point))?;
+        let unmounted_dev = fs::metadata(&mount_point).map_err(BenchError::io("stat", &mount_point))?.dev();
+        let log = case_dir.join("fuse.log");
+        let log_file = fs::File::create(&log).map_err(BenchError::io("creating", &log))?;
+        let stderr = log_file.try_clone().map_err(BenchError::io("duplicating", &log))?;
+        let child = Command::new(&command.program)
+            .arg("--config")
+            .arg(plfsrc_path(case_dir))
+            .args(["mount", "--foreground"])
+            .arg(&mount_point)
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(stderr)
+            .spawn()
+            .map_err(BenchError::io("starting plfs mount --foreground on", &mount_point))?;
+        let mut daemon = FuseDaemon { child: Some(child), mount_point, log };
+        let deadline = Instant::now() + FUSE_START_TIMEOUT;
+        // Mounted once the mount point is another device than the
+        // directory under it.
+        while fs::metadata(&daemon.mount_point).map(|m| m.dev()).unwrap_or(unmounted_dev) == unmounted_dev {
+            if let Some(status) = daemon.try_wait()? {
+                daemon.child = None;
+                return Err(daemon.failed(&format!("exited before it mounted ({status})")));
+            }
+            if Instant::now() >= deadline {
+                return Err(
+                    daemon.failed(&format!("did not mount within {} s", FUSE_START_TIMEOUT.as_secs()))
+                );
+            }
+            std::thread::sleep(FUSE_POLL);
+        }
+        Ok(daemon)
+    }
+
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        match &mut self.child {
+            Some(child) => {
+                child.try_wait().map_err(BenchError::io("waiting for the FUSE daemon of", &self.mount_point))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn failed(&self, what: &str) -> BenchError {
+        let log = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|line| !line.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join(" | ");
+        BenchError::invalid(format!(
+            "plfs mount --foreground {}: {what} (log {}: {tail})",
+            self.mount_point.display(),
+            self.log.display()
+        ))
+    }
+
+    /// SIGTERM to the daemon's pid, then waits (bounded) for it to unmount
+    /// and exit; an unclean exit is an error.
+    fn stop(mut self) -> Result<()> {
+        let status = self.terminate()?;
+        match status {
+            Some(status) if status.success() => Ok(()),
+            Some(status) => Err(self.failed(&format!("exited with {status} when stopped"))),
+            None => {
+                Err(self.failed(&format!("did not exit within {} s of SIGTERM", FUSE_STOP_TIMEOUT.as_secs())))
+            }
+        }
+    }
+
+    /// None: still running at the deadline (then killed).
+    fn terminate(&mut self) -> Result<Option<ExitStatus>> {
+        let Some(mut child) = self.child.take() else { return Ok(None) };
+        let pid = libc::pid_t::try_from(child.id())
+            .map_err(|_| BenchError::invalid(format!("FUSE daemon pid {} out of range", child.id())))?;
+        // SAFETY: kill(2) on our own child's pid, not yet reaped, so the
+        // pid cannot have been reused.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + FUSE_STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Some(status) = child
+                .try_wait()
+                .map_err(BenchError::io("waiting for the FUSE daemon of", &self.mount_point))?
+            {
+                return Ok(Some(status));
+            }
+            std::thread::sleep(FUSE_POLL);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Ok(None)
+    }
+}
+
+impl Drop for FuseDaemon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.terminate();
+        }
+    }
 }

@@ -23,7 +23,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};
-use crate::mdtest::{MdTarget, MdtestReport, MdtestSummary};
+use crate::mdtest::{MdInterface, MdPhase, MdTarget, MdtestReport, MdtestSummary};
 use crate::open::{OpenReport, OpenSweepReport, StrategyReport};
 use crate::repeat::{RepeatedReport, Spread};
 use crate::restart::RestartReport;
@@ -633,9 +633,10 @@ impl Plot for OpenSweepReport {
     }
 }
 
-/// Create, stat and remove rates against backends K, a line per target
-/// (the paper's federated metadata figure). Targets that do not spread
-/// over backends (direct) are drawn flat across K as a reference.
+/// Create, stat, read and remove rates against backends K, a line per
+/// target and interface (the paper's federated metadata figure). Targets
+/// that do not spread over backends (direct) are drawn flat across K as a
+/// reference.
 impl Plot for MdtestSummary {
     fn figures(&self) -> Vec<Figure> {
         let ks: Vec<usize> = {
@@ -644,42 +645,42 @@ impl Plot for MdtestSummary {
             ks.dedup();
             ks
         };
-        let mut targets: Vec<MdTarget> = Vec::new();
+        let mut lines: Vec<(MdTarget, Option<MdInterface>)> = Vec::new();
         for case in &self.cases {
-            if !targets.contains(&case.target) {
-                targets.push(case.target);
+            if !lines.contains(&(case.target, case.interface)) {
+                lines.push((case.target, case.interface));
             }
         }
-        type Get = fn(&crate::mdtest::MdCaseSummary) -> Spread;
-        let phases: [(&str, Get); 3] = [
-            ("create", |c| c.creates_per_sec),
-            ("stat", |c| c.stats_per_sec),
-            ("remove", |c| c.removes_per_sec),
-        ];
         let runs = match self.repeat {
             1 => String::new(),
             n => format!(", median of {n}"),
         };
-        phases
+        MdPhase::ALL
             .iter()
-            .map(|(phase, get)| {
-                let series = targets
+            .map(|&phase| {
+                let series = lines
                     .iter()
-                    .map(|target| {
-                        let cases: Vec<_> = self.cases.iter().filter(|c| c.target == *target).collect();
+                    .filter_map(|&(target, interface)| {
+                        let cases: Vec<_> = self
+                            .cases
+                            .iter()
+                            .filter(|c| c.target == target && c.interface == interface)
+                            .collect();
+                        let first = cases.first()?;
                         let (name, points) = match cases.as_slice() {
                             [only] if !target.federated() => (
-                                format!("{} (no backends)", target.as_str()),
-                                ks.iter().map(|k| Point::of(*k as f64, get(only))).collect(),
+                                format!("{} (no backends)", only.label()),
+                                ks.iter().map(|k| Point::of(*k as f64, only.rate(phase))).collect(),
                             ),
                             _ => (
-                                target.as_str().to_owned(),
-                                cases.iter().map(|c| Point::of(c.backends as f64, get(c))).collect(),
+                                first.label(),
+                                cases.iter().map(|c| Point::of(c.backends as f64, c.rate(phase))).collect(),
                             ),
                         };
-                        Series { name, points }
+                        Some(Series { name, points })
                     })
                     .collect();
+                let phase = phase.as_str();
                 Figure {
                     name: format!("mdtest-{phase}"),
                     title: format!(

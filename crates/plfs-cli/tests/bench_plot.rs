@@ -82,9 +82,9 @@ fn mdtest_draws_a_panel_per_phase() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    // create, stat and remove: two panels a row.
+    // create, stat, read and remove: two panels a row.
     assert_eq!(png_size(&png), (1600, 1000));
-    check_report(&report, &["mdtest-create", "mdtest-stat", "mdtest-remove"]);
+    check_report(&report, &["mdtest-create", "mdtest-stat", "mdtest-read", "mdtest-remove"]);
 }
 
 #[test]

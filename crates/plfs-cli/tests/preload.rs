@@ -754,6 +754,58 @@ fn small_files_closed_by_another_process_are_seen() {
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
 }
 
+/// A create for writing (O_CREAT|O_TRUNC, as `>`, cp and mdtest's creat
+/// open) goes straight to plfs_open, with no getattr of the new name
+/// first: on a small_file mount that getattr of a name not there yet
+/// listed the directory's container (a view refresh) on every create, on
+/// an n-n mount it stat'ed the missing backend file. strace(1) watches an
+/// unmodified python creating ten files. A create onto a directory still
+/// fails with EISDIR on every workload.
+#[test]
+fn a_create_looks_nothing_up_first_and_refuses_a_directory() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let d = setup.logical("d");
+        setup.run("mkdir", &[&d]);
+        let log = setup.scratch("creates.strace");
+        let creates = format!(
+            "import os\nfor i in range(10):\n    fd = os.open('{d}/f%d' % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n    os.write(fd, b'x')\n    os.close(fd)\n"
+        );
+        let output = Command::new("timeout")
+            .arg(TIMEOUT_SECONDS.to_string())
+            .args(["strace", "-f", "-qq", "-e", "trace=openat,statx,newfstatat", "-o"])
+            .arg(&log)
+            .arg("-E")
+            .arg(format!("LD_PRELOAD={}", interposer().display()))
+            .args(["python3", "-c", &creates])
+            .env("PLFSRC", &setup.config)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
+        assert!(output.status.success(), "{workload}: {}", String::from_utf8_lossy(&output.stderr));
+        let calls = fs::read_to_string(&log).unwrap();
+        let listings: Vec<&str> = calls.lines().filter(|call| call.contains(".plfs-smallfile\"")).collect();
+        assert!(
+            listings.is_empty(),
+            "{workload}: creates listed the directory's container:\n{}",
+            listings.join("\n")
+        );
+        let missing: Vec<&str> =
+            calls.lines().filter(|call| call.contains("/d/f") && call.contains("ENOENT")).collect();
+        if workload == "file_per_proc" {
+            assert!(
+                missing.is_empty(),
+                "{workload}: creates stat'ed the new names first:\n{}",
+                missing.join("\n")
+            );
+        }
+        assert_eq!(setup.run("cat", &[&format!("{d}/f9")]).stdout, b"x", "{workload}");
+        let error = setup.preloaded("bash", &["-c", &format!("echo z > {d}")]).output().unwrap();
+        assert!(!error.status.success(), "{workload}: {error:?}");
+        assert!(String::from_utf8_lossy(&error.stderr).contains("Is a directory"), "{workload}: {error:?}");
+    }
+}
+
 /// `rewinddir` on a plfs stream re-reads the directory: what another
 /// (preloaded) process unlinked or created since the first listing shows
 /// in the second, on every workload.

@@ -188,6 +188,15 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
 /// Directories open as directory descriptors (read-only), files as files.
 fn kind_for_open(path: &CString, flags: c_int) -> Result<Kind, Errno> {
     let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+    // A create for writing (what `>`, cp and mdtest's creat do) is a file
+    // or an error, and plfs_open answers EISDIR for a directory itself: no
+    // getattr first. That getattr was a second lookup per create; on a
+    // small_file mount, of a name not there yet, it reloaded the
+    // directory's view, so a create storm listed the directory's logs once
+    // per file (and cached views mid-storm, staler than needed).
+    if writing && flags & libc::O_CREAT != 0 && flags & (libc::O_EXCL | libc::O_DIRECTORY) == 0 {
+        return Ok(Kind::File);
+    }
     match stat_path(path) {
         Ok(stat) if stat.st_mode & libc::S_IFMT == libc::S_IFDIR => {
             if writing || flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {

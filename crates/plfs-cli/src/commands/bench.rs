@@ -357,7 +357,7 @@ fn binary_dir() -> Result<PathBuf> {
     exe.parent().map(Path::to_path_buf).ok_or_else(|| anyhow!("{} has no directory", exe.display()))
 }
 
-fn preload_library() -> Result<PathBuf> {
+pub(super) fn preload_library() -> Result<PathBuf> {
     let dir = binary_dir()?;
     let preload = dir.join("libplfs_preload.so");
     for library in [&preload, &dir.join("libplfs.so")] {

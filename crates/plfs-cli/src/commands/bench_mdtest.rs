@@ -1,6 +1,7 @@
-//! `plfs bench mdtest`: N processes create, stat and remove F files each
-//! in one logical directory, phase by phase, on plain files and on plfs
-//! mounts over K backends (the paper's federated metadata, §5).
+//! `plfs bench mdtest`: N processes create, stat, read and remove F files
+//! each in one logical directory, phase by phase, on plain files and on
+//! plfs mounts over K backends (the paper's federated metadata, §5),
+//! through the library, the LD_PRELOAD interposer and a FUSE mount.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,15 +9,17 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
-use plfs_bench::mdtest::{MdTarget, MdtestSpec, MdtestSummary, run_mdtest};
+use plfs_bench::mdtest::{MdInterface, MdTarget, MdtestSpec, MdtestSummary, run_mdtest};
 
 use crate::output::print_json;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Each rank is its own OS process; create (create, write a few bytes, close), stat \
-    (another rank's files, checking their size) and remove each start at a common instant and stop \
-    when the last rank is done. After create every name must be listed, after remove none (nor \
-    anything on a backend). Exits 1 if that check failed.")]
+    (another rank's files, checking their size), read (open, read those bytes back and check them, \
+    close) and remove each start at a common instant and stop when the last rank is done. Each plfs \
+    workload runs through every --interface; the report gives each rate and its ratio to direct's \
+    in the same run. After create every name must be listed, after remove none (nor anything on a \
+    backend). Exits 1 if that check failed.")]
 pub struct Opts {
     /// Processes (ranks).
     #[arg(long, default_value_t = 8)]
@@ -30,8 +33,14 @@ pub struct Opts {
     /// Targets, comma-separated: direct (plain files in one directory), n-n
     /// (plfs file_per_proc), 1-n (plfs small_file), shared-file (plfs
     /// containers), or all.
-    #[arg(long, default_value = "direct,n-n,shared-file")]
+    #[arg(long, default_value = "all")]
     workload: String,
+    /// Ways into plfs for each plfs workload, comma-separated: lib (the
+    /// library in each worker), preload (plain syscalls under the LD_PRELOAD
+    /// interposer), fuse (plain syscalls on a FUSE mount served by `plfs
+    /// mount --foreground`; needs root), or all.
+    #[arg(long, default_value = "lib")]
+    interface: String,
     /// Emulate metadata servers: every backend metadata call queues for this
     /// many microseconds at its backend's own server (direct: one server); 0: off.
     #[arg(long, default_value_t = 0)]
@@ -71,12 +80,26 @@ fn targets(text: &str) -> Result<Vec<MdTarget>> {
     text.split(',').map(|name| name.trim().parse::<MdTarget>().map_err(|e| anyhow!(e))).collect()
 }
 
+fn interfaces(text: &str) -> Result<Vec<MdInterface>> {
+    if text == "all" {
+        return Ok(MdInterface::ALL.to_vec());
+    }
+    text.split(',').map(|name| name.trim().parse::<MdInterface>().map_err(|e| anyhow!(e))).collect()
+}
+
 pub fn run(opts: &Opts) -> Result<ExitCode> {
+    let interfaces = interfaces(&opts.interface)?;
+    let preload = match interfaces.contains(&MdInterface::Preload) {
+        true => Some(super::bench::preload_library()?),
+        false => None,
+    };
     let spec = MdtestSpec {
         procs: opts.procs,
         files: opts.files,
         backends: backends(&opts.backends)?,
         targets: targets(&opts.workload)?,
+        interfaces,
+        preload,
         dir: opts.dir.clone(),
         mds_service: Duration::from_micros(opts.mds_service_us),
         keep: opts.keep,
