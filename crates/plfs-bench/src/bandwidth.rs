@@ -261,6 +261,12 @@ impl ReadHandle for LimitedRead {
         Ok(count)
     }
 
+    fn read_vectored_at(&self, bufs: &mut [std::io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        let count = self.inner.read_vectored_at(bufs, offset)?;
+        self.limit.charge_read(count);
+        Ok(count)
+    }
+
     fn len(&self) -> Result<u64> {
         self.inner.len()
     }
@@ -280,6 +286,12 @@ struct LimitedRandom {
 impl ReadHandle for LimitedRandom {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         let count = self.inner.read_at(buf, offset)?;
+        self.limit.charge_read(count);
+        Ok(count)
+    }
+
+    fn read_vectored_at(&self, bufs: &mut [std::io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        let count = self.inner.read_vectored_at(bufs, offset)?;
         self.limit.charge_read(count);
         Ok(count)
     }

@@ -678,9 +678,11 @@ impl OpenFile {
                 let source = &sources.iter().find(|(known, _)| *known == log).expect("planned").1;
                 let store = self.mount.store(source.backend);
                 move || -> Result<()> {
+                    let mut parts = parts;
                     let cached = cache.get(source.backend, source.id, store, &source.path)?;
+                    // Contiguous records of this log in one request each.
+                    cached.read_parts(&mut parts, readahead)?;
                     for (physical, part) in parts {
-                        cached.read_exact(part, physical, readahead)?;
                         self.check_data(source, &cached, part, physical)?;
                     }
                     Ok(())

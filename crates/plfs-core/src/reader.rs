@@ -143,6 +143,45 @@ impl CachedLog {
     }
 }
 
+/// Most parts one vectored read takes (IOV_MAX on Linux).
+const PARTS_PER_READ_MAX: usize = 1024;
+
+impl CachedLog {
+    /// Fills each part's buffer with the log's bytes at its physical
+    /// offset, parts in the order given. A run of parts that lie end to
+    /// end in the log, each too large for a window, is one vectored read
+    /// (one preadv on POSIX) instead of one read per record: a read
+    /// crossing many records of one writer (a contiguous piece of a
+    /// checkpoint written in planes) asks the store once per log.
+    pub fn read_parts(&self, parts: &mut [(u64, &mut [u8])], readahead_bytes: usize) -> Result<()> {
+        let mut rest = parts;
+        while let [(first, first_buf), ..] = rest {
+            let start = *first;
+            let mut end = start + first_buf.len() as u64;
+            let mut run = 1;
+            if !window_applies(first_buf.len(), readahead_bytes) {
+                while run < rest.len().min(PARTS_PER_READ_MAX)
+                    && rest[run].0 == end
+                    && !window_applies(rest[run].1.len(), readahead_bytes)
+                {
+                    end += rest[run].1.len() as u64;
+                    run += 1;
+                }
+            }
+            let (head, tail) = rest.split_at_mut(run);
+            if let [(physical, buf)] = head {
+                self.read_exact(buf, *physical, readahead_bytes)?;
+            } else {
+                let mut bufs: Vec<&mut [u8]> = head.iter_mut().map(|(_, buf)| &mut **buf).collect();
+                crate::store::read_exact_vectored_at(self.handle.as_ref(), &mut bufs, start)
+                    .with_context(|| format!("{} at offset {start}", self.label))?;
+            }
+            rest = tail;
+        }
+        Ok(())
+    }
+}
+
 /// Capped LRU of data-log read handles, shared by every open file of a mount.
 #[derive(Debug)]
 pub struct LogCache {
@@ -307,5 +346,43 @@ mod tests {
         }
         let read = store.counts().bytes_read;
         assert!(read <= (LOG_BYTES + 2 * READAHEAD) as u64, "{read} bytes read for a {LOG_BYTES}-byte log");
+    }
+
+    /// A read crossing many whole records that lie end to end in one log
+    /// (a reader's piece of a checkpoint written plane by plane, the
+    /// planes landing in separate places of the caller's buffer) asks a
+    /// real POSIX log once per run, not once per record; a gap in the log
+    /// starts a new request; every byte lands where it belongs.
+    #[test]
+    fn contiguous_records_of_a_log_are_one_request() {
+        const RECORD: usize = 32 << 10;
+        const RECORDS: usize = 64;
+        let dir = tempfile::tempdir().unwrap();
+        let posix = crate::store::posix::PosixStore::new(dir.path(), "file:///log".to_owned()).unwrap();
+        let store = CountingStore::new(Arc::new(posix));
+        let path = StorePath::parse("data.log").unwrap();
+        let bytes: Vec<u8> = (0..RECORD * RECORDS).map(|i| (i % 253) as u8).collect();
+        let mut writer = store.create_append(&path).unwrap();
+        writer.append(&bytes).unwrap();
+        writer.close().unwrap();
+        let cache = LogCache::new(8, 1 << 20);
+        let log = cache.get(BackendId(0), LogId::new(1, 1, 1, "host"), &store, &path).unwrap();
+        store.reset();
+        // Records 0..32 then 40..64 (a gap), each into every other slot
+        // of the caller's buffer, as two writers' interleaved planes are.
+        let physical: Vec<usize> = (0..32).chain(40..64).collect();
+        let mut out = vec![0u8; 2 * RECORD * physical.len()];
+        let mut parts: Vec<(u64, &mut [u8])> = out
+            .chunks_mut(RECORD)
+            .step_by(2)
+            .zip(&physical)
+            .map(|(buf, record)| ((record * RECORD) as u64, buf))
+            .collect();
+        log.read_parts(&mut parts, cache.readahead_bytes()).unwrap();
+        assert_eq!(store.counts().read_ats, 2, "one request per contiguous run");
+        for (slot, record) in physical.iter().enumerate() {
+            let got = &out[2 * slot * RECORD..(2 * slot + 1) * RECORD];
+            assert!(got == &bytes[record * RECORD..(record + 1) * RECORD], "record {record} in slot {slot}");
+        }
     }
 }

@@ -185,6 +185,13 @@ pub struct RestartResult {
     /// changes less than the wall time.
     #[serde(default)]
     pub cpu_ns: u64,
+    /// Wall time inside the read (or write) calls, and, for a reader, in
+    /// making the expected bytes and comparing them: with `open_ns`, where
+    /// the clock went.
+    #[serde(default)]
+    pub io_ns: u64,
+    #[serde(default)]
+    pub check_ns: u64,
 }
 
 /// One process's untimed set-up: the mount, the extents, the buffers.
@@ -322,7 +329,7 @@ fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
             flattened.map_err(BenchError::plfs("plfs flatten on close", RESTART_PATH))?;
         }
     }
-    let Timed { open_ns, bytes, bad_bytes, first_bad } = timed?;
+    let Timed { open_ns, io_ns, check_ns, bytes, bad_bytes, first_bad } = timed?;
     let end_ns = now_ns();
     Ok(RestartResult {
         rank: prepared.spec.rank,
@@ -334,12 +341,16 @@ fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
         first_bad,
         max_rss_kib: max_rss_kib(),
         cpu_ns: process_cpu_ns().saturating_sub(cpu_began_ns),
+        io_ns,
+        check_ns,
     })
 }
 
 /// What [`open_move_close`] measured.
 struct Timed {
     open_ns: u64,
+    io_ns: u64,
+    check_ns: u64,
     bytes: u64,
     bad_bytes: u64,
     first_bad: Option<String>,
@@ -389,6 +400,7 @@ fn open_move_close(prepared: &mut Prepared, start: Start, began_ns: u64) -> Resu
     };
     let open_ns = now_ns().saturating_sub(began_ns);
     let (mut bytes, mut bad_bytes, mut first_bad) = (0u64, 0u64, None);
+    let (mut io_ns, mut check_ns) = (0u64, 0u64);
     for extent in &prepared.extents {
         let mut done = 0;
         while done < extent.len {
@@ -398,11 +410,16 @@ fn open_move_close(prepared: &mut Prepared, start: Start, began_ns: u64) -> Resu
             match spec.op {
                 Op::Write => {
                     spec.layout.fill(offset, buf, &mut prepared.scratch);
+                    let at = now_ns();
                     handle.write(buf, offset)?;
+                    io_ns += now_ns().saturating_sub(at);
                     bytes += len as u64;
                 }
                 Op::Read => {
+                    let at = now_ns();
                     let filled = handle.read(buf, offset)?;
+                    let read_end = now_ns();
+                    io_ns += read_end.saturating_sub(at);
                     let expected = &mut prepared.expected[..len];
                     spec.layout.fill(offset, expected, &mut prepared.scratch);
                     bytes += filled as u64;
@@ -431,13 +448,14 @@ fn open_move_close(prepared: &mut Prepared, start: Start, began_ns: u64) -> Resu
                             )
                         });
                     }
+                    check_ns += now_ns().saturating_sub(read_end);
                 }
             }
             done += len as u64;
         }
     }
     handle.close(spec.op)?;
-    Ok(Timed { open_ns, bytes, bad_bytes, first_bad })
+    Ok(Timed { open_ns, io_ns, check_ns, bytes, bad_bytes, first_bad })
 }
 
 /// getrusage(RUSAGE_SELF).ru_maxrss, KiB on Linux (0 if it fails).
@@ -593,8 +611,24 @@ pub struct PhaseFigures {
     /// peer, whose processes do not report it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ms_per_mib: Option<f64>,
+    /// The slowest process's clock split: seconds in the open, in the
+    /// read (write) calls, in checking, and the rest (close, waits); None
+    /// for a peer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowest_split: Option<ClockSplit>,
     pub bad_bytes: u64,
     pub first_bad: Option<String>,
+}
+
+/// Where one process's clock went, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClockSplit {
+    pub open: f64,
+    pub io: f64,
+    pub check: f64,
+    /// The rest: waiting for the start, the close, being descheduled
+    /// between calls.
+    pub other: f64,
 }
 
 /// One point of the report (a target, an op, a decomposition) over the
@@ -860,6 +894,7 @@ fn peer_phase(program: &PeerProgram, run: &PeerRun, op: PeerPhase, layout: &Layo
         open_seconds_max: None,
         max_rss_kib: result.max_rss_kib,
         cpu_ms_per_mib: None,
+        slowest_split: None,
         bad_bytes: result.errors * 8,
         first_bad: None,
     })
@@ -894,8 +929,11 @@ fn phase(
             strategy: None,
         })
         .collect();
+    // Under a strategy the direct file's processes are ranks of an mpirun
+    // too, started, clocked (from a barrier) and gathered as plfs's are,
+    // so the two differ only in the library, not in how they are run.
     let (start_ns, results): (u64, Vec<RestartResult>) = match spec.strategy {
-        Some(strategy) if target == Target::Plfs => {
+        Some(strategy) => {
             let rank0 = RestartWorker { strategy: Some(strategy.as_str().to_owned()), ..specs[0].clone() };
             run_mpi_phase(&name, workers, &rank0)?
         }
@@ -925,6 +963,16 @@ fn phase(
         cpu_ms_per_mib: Some(
             results.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / 1e6 / (bytes.max(1) as f64 / MIB),
         ),
+        slowest_split: results.iter().max_by_key(|r| r.end_ns).map(|r| {
+            let seconds = |ns: u64| ns as f64 / 1e9;
+            let total = r.end_ns.saturating_sub(start_ns);
+            ClockSplit {
+                open: seconds(r.open_ns),
+                io: seconds(r.io_ns),
+                check: seconds(r.check_ns),
+                other: seconds(total.saturating_sub(r.open_ns + r.io_ns + r.check_ns)),
+            }
+        }),
         // A read that came back short counts as wrong too.
         bad_bytes: bad_bytes + if op == Op::Read { expected.saturating_sub(bytes) } else { 0 },
         first_bad: results.iter().find_map(|r| r.first_bad.clone()),
@@ -1068,8 +1116,8 @@ impl RestartReport {
         if let Some(strategy) = &self.strategy {
             let _ = writeln!(
                 out,
-                "plfs: writers and readers are the ranks of one {MPIRUN} per phase; readers open with the \
-                 {strategy} strategy inside their clock{}",
+                "plfs and direct: writers and readers are the ranks of one {MPIRUN} per phase; plfs's readers \
+                 open with the {strategy} strategy inside their clock{}",
                 if strategy == "flatten" { ", after the writers' flatten on close" } else { "" }
             );
         }
@@ -1129,6 +1177,39 @@ impl RestartReport {
                 let _ = writeln!(
                     out,
                     "cpu {}: plfs readers {plfs:.2} ms per MiB, direct {direct:.2} ms per MiB",
+                    point.decomp.as_deref().unwrap_or("")
+                );
+            }
+        }
+        // Where the slowest reader's clock went, median over the runs.
+        let split = |target: &str, decomp: &Option<String>| {
+            let mut splits: Vec<ClockSplit> = self
+                .phases
+                .iter()
+                .flatten()
+                .filter(|p| p.target == target && p.op == "read" && &p.decomp == decomp)
+                .filter_map(|p| p.slowest_split)
+                .collect();
+            let mut median = |get: fn(&ClockSplit) -> f64| {
+                splits.sort_by(|a, b| get(a).total_cmp(&get(b)));
+                splits.get(splits.len() / 2).map_or(0.0, |s| get(s) * 1e3)
+            };
+            let shown = format!(
+                "open {:.0}, read {:.0}, check {:.0}, other {:.0}",
+                median(|s| s.open),
+                median(|s| s.io),
+                median(|s| s.check),
+                median(|s| s.other)
+            );
+            (!splits.is_empty()).then_some(shown)
+        };
+        for point in self.points.iter().filter(|p| p.op == "read" && p.target == "plfs") {
+            if let (Some(plfs), Some(direct)) =
+                (split("plfs", &point.decomp), split("direct-n1", &point.decomp))
+            {
+                let _ = writeln!(
+                    out,
+                    "clock {} (slowest reader, ms): plfs {plfs}; direct {direct}",
                     point.decomp.as_deref().unwrap_or("")
                 );
             }

@@ -31,7 +31,8 @@ use crate::output::print_json;
     of one mpirun.openmpi per phase (this binary, MPI through the plfs-mpi shim): the readers open \
     collectively with that strategy inside their clock, which starts at a barrier after mpirun's \
     start-up, and with flatten the writers' close flattens on close (their index records gathered \
-    to rank 0). The direct file keeps its independent processes. Exits 1 if a byte read back was \
+    to rank 0). The direct file's writers and readers are then ranks of an mpirun per phase \
+    too, clocked the same way. Exits 1 if a byte read back was \
     wrong.")]
 pub struct Opts {
     /// Writer processes (N).

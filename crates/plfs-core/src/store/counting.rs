@@ -96,7 +96,8 @@ op_counts! {
     appends,
     /// `AppendWriter::sync` calls.
     syncs,
-    /// `ReadHandle::read_at` calls.
+    /// `ReadHandle::read_at` calls (and `read_vectored_at` calls, each
+    /// one request).
     read_ats,
     /// Bytes returned by successful `read_at` calls.
     bytes_read,
@@ -420,6 +421,19 @@ impl ReadHandle for CountingReader {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         bump(&self.counters.read_ats, 1);
         let count = self.inner.read_at(buf, offset)?;
+        bump(&self.counters.bytes_read, count as u64);
+        match self.piece {
+            Piece::IndexLog => bump(&self.counters.index_log_bytes_read, count as u64),
+            Piece::GlobalIndex => bump(&self.counters.global_index_bytes_read, count as u64),
+            Piece::Other => {}
+        }
+        Ok(count)
+    }
+
+    /// One request, as the store sees it (one preadv on POSIX).
+    fn read_vectored_at(&self, bufs: &mut [std::io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        bump(&self.counters.read_ats, 1);
+        let count = self.inner.read_vectored_at(bufs, offset)?;
         bump(&self.counters.bytes_read, count as u64);
         match self.piece {
             Piece::IndexLog => bump(&self.counters.index_log_bytes_read, count as u64),

@@ -450,6 +450,24 @@ pub trait ReadHandle: Send + Sync + fmt::Debug {
     /// Reads up to `buf.len()` bytes at `offset`; short only at end of object.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
 
+    /// Reads into `bufs` one after the other from `offset` on, as one
+    /// `read_at` of their total would; short only at end of object. A
+    /// store that can do it in one call (POSIX preadv) does, so a read
+    /// spanning many contiguous records of one log costs one request; the
+    /// default reads buffer by buffer.
+    fn read_vectored_at(&self, bufs: &mut [std::io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        let mut done = 0;
+        for buf in bufs.iter_mut() {
+            let want = buf.len();
+            let count = self.read_at(buf, offset + done as u64)?;
+            done += count;
+            if count < want {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
     /// Current size of the object.
     fn len(&self) -> Result<u64>;
 
@@ -499,6 +517,29 @@ pub fn read_exact_at(handle: &dyn ReadHandle, buf: &mut [u8], offset: u64) -> Re
             )));
         }
         done += count;
+    }
+    Ok(())
+}
+
+/// Fills `bufs`, one after the other, with the object's bytes from
+/// `offset` on, in as few calls as the store allows ([`ReadHandle::read_vectored_at`]).
+/// An object that ends first is an error, never zeros.
+pub fn read_exact_vectored_at(handle: &dyn ReadHandle, bufs: &mut [&mut [u8]], offset: u64) -> Result<()> {
+    let total: usize = bufs.iter().map(|buf| buf.len()).sum();
+    let mut slices: Vec<std::io::IoSliceMut<'_>> =
+        bufs.iter_mut().map(|buf| std::io::IoSliceMut::new(buf)).collect();
+    let mut rest = &mut slices[..];
+    let mut done = 0;
+    while done < total {
+        let count = handle.read_vectored_at(rest, offset + done as u64)?;
+        if count == 0 {
+            return Err(Error::corrupt(format!(
+                "object ends at {} but {total} bytes were expected from offset {offset}",
+                offset + done as u64
+            )));
+        }
+        done += count;
+        std::io::IoSliceMut::advance_slices(&mut rest, count);
     }
     Ok(())
 }

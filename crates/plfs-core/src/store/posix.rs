@@ -8,6 +8,7 @@ use std::ffi::CString;
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -424,6 +425,35 @@ impl ReadHandle for PosixReadHandle {
         }
     }
 
+    fn read_vectored_at(&self, bufs: &mut [io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        // preadv takes at most IOV_MAX (1024 on Linux) buffers; the rest
+        // come in the next call, as after any short read.
+        let count = bufs.len().min(1024);
+        let offset_t = libc::off_t::try_from(offset).map_err(|_| {
+            Error::new(ErrorKind::InvalidInput, format!("{}: read at offset {offset} is too far", self.what))
+        })?;
+        loop {
+            // SAFETY: IoSliceMut is ABI-compatible with iovec (std
+            // guarantees it on Unix); `count` of them are valid, writable
+            // buffers borrowed for this call, and the fd is open.
+            let read = unsafe {
+                libc::preadv(
+                    self.file.as_raw_fd(),
+                    bufs.as_ptr().cast::<libc::iovec>(),
+                    count as i32,
+                    offset_t,
+                )
+            };
+            if read >= 0 {
+                return Ok(read as usize);
+            }
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(Error::io(error, format!("{}: read at offset {offset}", self.what)));
+            }
+        }
+    }
+
     fn len(&self) -> Result<u64> {
         let meta = self.file.metadata().map_err(|error| Error::io(error, self.what.clone()))?;
         Ok(meta.len())
@@ -439,6 +469,10 @@ struct PosixRandomWriter {
 impl ReadHandle for PosixRandomWriter {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.reader.read_at(buf, offset)
+    }
+
+    fn read_vectored_at(&self, bufs: &mut [io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        self.reader.read_vectored_at(bufs, offset)
     }
 
     fn len(&self) -> Result<u64> {
