@@ -720,14 +720,12 @@ pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
 /// `backends` backends: the same components once "every backend" (-1) is
 /// resolved to the count it means there.
 fn same_placement(a: &Layout, b: &Layout, backends: usize) -> bool {
-    let resolved = |layout: &Layout| -> Vec<(u64, Option<u64>, u32, u64, Option<String>)> {
-        layout
-            .components()
-            .iter()
-            .map(|c| (c.start, c.end, c.stripe_count.resolve(backends as u32), c.stripe_size, c.pool.clone()))
-            .collect()
-    };
-    resolved(a) == resolved(b)
+    let k = backends as u32;
+    a.components().len() == b.components().len()
+        && a.components().iter().zip(b.components()).all(|(x, y)| {
+            (x.start, x.end, x.stripe_size, &x.pool) == (y.start, y.end, y.stripe_size, &y.pool)
+                && x.stripe_count.resolve(k) == y.stripe_count.resolve(k)
+        })
 }
 
 /// The first run's case with the median write and read rates over all

@@ -137,7 +137,7 @@ fn emptiest_in_turn(usable: &[BackendSpace], count: usize, rotor: u64) -> Vec<us
     let start = (rotor % leaders.len() as u64) as usize;
     leaders.rotate_left(start);
     // A stable sort keeps the candidates' order among equal figures.
-    rest.sort_by(|a, b| b.free_bytes.cmp(&a.free_bytes));
+    rest.sort_by_key(|space| std::cmp::Reverse(space.free_bytes));
     leaders.into_iter().chain(rest).take(count).map(|space| space.backend).collect()
 }
 
