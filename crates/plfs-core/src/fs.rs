@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
 use crate::attr::{Credentials, DirEntryInfo, FileAttr, FileKind, Owner, R_OK, W_OK, X_OK};
@@ -12,7 +13,7 @@ use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::layout;
 use crate::load::LoadedIndex;
-use crate::mount_state::MountState;
+use crate::mount_state::{MountState, placement_rotor_start};
 use crate::open::{OpenFlags, WriterId};
 use crate::placement::{BackendId, Placement};
 use crate::reader::{LogCache, ReadPool};
@@ -145,6 +146,7 @@ impl Plfs {
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
         let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
         let tuning = options.tuning.clone();
+        let placement_rotor = AtomicU64::new(placement_rotor_start(&options.hostname, options.pid));
         let state = MountState {
             stores: backends.into_iter().map(|(store, _)| store).collect(),
             workload,
@@ -159,6 +161,7 @@ impl Plfs {
             stamper: options.stamper,
             retained: Default::default(),
             striping,
+            placement_rotor,
         };
         let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
         Ok(Plfs {

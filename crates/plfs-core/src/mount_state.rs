@@ -4,11 +4,13 @@
 //! beside it; the workloads below the façade take it by reference and never
 //! need the façade's types.
 
+use std::sync::atomic::AtomicU64;
+
 use crate::clock::Stamper;
 use crate::config::{Tuning, Workload};
 use crate::error::Result;
 use crate::layout::ContainerPaths;
-use crate::placement::{BackendId, Placement, placement_name};
+use crate::placement::{BackendId, Placement, name_hash, placement_name};
 use crate::reader::{LogCache, ReadPool};
 use crate::retained::RetainedIndexes;
 use crate::store::{SharedStore, Store, StorePath};
@@ -34,6 +36,18 @@ pub(crate) struct MountState {
     pub(crate) retained: RetainedIndexes,
     /// Default layout, pools and placement policy (plfsrc).
     pub(crate) striping: StripingConfig,
+    /// The round-robin turn of component placement: one step per component
+    /// this mount places, so its new files take the equally empty backends
+    /// in turn. It starts from the host and pid ([`placement_rotor_start`])
+    /// so that processes creating files at once do not all begin on the
+    /// same backend.
+    pub(crate) placement_rotor: AtomicU64,
+}
+
+/// Where a mount's placement rotor starts: different for each host and
+/// process, the same for the same ones.
+pub(crate) fn placement_rotor_start(hostname: &str, pid: u32) -> u64 {
+    u64::from(name_hash(hostname)).wrapping_add(u64::from(pid))
 }
 
 impl MountState {

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 
 use crate::container::{LogLocation, ignore_missing, read_index_log};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
@@ -18,7 +19,7 @@ use crate::format::index_log::Record;
 use crate::format::striping::{self as format, StripesRecord};
 use crate::layout::{ContainerEntry, LogKind, classify_container_entry};
 use crate::mount_state::{MountState, canonical};
-use crate::placement::{BackendId, name_hash, placement_name};
+use crate::placement::BackendId;
 use crate::protection::{self, Pieces};
 use crate::store::{Store, StoreExt, StorePath};
 use crate::striping::placement::{BackendSpace, choose_backends};
@@ -251,9 +252,10 @@ pub(crate) fn place_component(
         }
     }
     let count = layout.components()[component].stripe_count.resolve(spaces.len() as u32);
-    // The rotor differs between files and between components, so stripe 0
-    // of every file does not land on one backend.
-    let rotor = u64::from(name_hash(placement_name(path))) + component as u64;
+    // The mount's turn: one step per component placed, so this mount's
+    // files take the equally empty backends in turn (a writer that loses
+    // the create race below has spent a turn; that skews nothing lasting).
+    let rotor = mount.placement_rotor.fetch_add(1, Ordering::Relaxed);
     let chosen = choose_backends(&spaces, count, &mount.striping, rotor)
         .with_context(|| format!("/{path}: placing layout component {}", component + 1))?;
     let chosen: Vec<BackendId> = chosen.into_iter().map(BackendId).collect();
