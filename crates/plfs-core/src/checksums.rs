@@ -341,6 +341,7 @@ impl LogChecksums {
     /// holding the whole pattern) holds into `carry`; checks the pattern
     /// when its last block is in. Pieces come in order and never cut a
     /// block, so the first piece holds block 0.
+    #[allow(clippy::too_many_arguments)]
     fn carry_pattern(
         &self,
         position: usize,
@@ -376,6 +377,7 @@ impl LogChecksums {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn check_run(
         &self,
         unit: &Unit,
@@ -458,6 +460,7 @@ impl LogChecksums {
     /// `always` for a pattern held in part: the whole pattern is checked
     /// once and its block CRCs kept, then each block the read touches is
     /// checked against its own (read whole when held in part).
+    #[allow(clippy::too_many_arguments)]
     fn check_pattern_blocks(
         &self,
         position: usize,
