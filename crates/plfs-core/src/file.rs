@@ -651,15 +651,13 @@ impl OpenFile {
         sources: &ReadSources,
     ) -> Result<()> {
         let cache = &self.mount.log_cache;
-        let readahead = cache.readahead_bytes();
         // A read inside one extent (the usual record-sized read) needs no
         // grouping and no task.
         if let [Piece { source: Source::Data { physical, .. }, .. }] = pieces {
             let source = &sources[0].1;
             let cached =
                 cache.get(source.backend, source.id, self.mount.store(source.backend), &source.path)?;
-            cached.read_exact(buf, *physical, readahead)?;
-            return self.check_data(source, &cached, buf, *physical);
+            return self.read_data(source, &cached, buf, *physical);
         }
         let mut per_log: HashMap<LogRef, Vec<(u64, &mut [u8])>> = HashMap::new();
         let mut rest = buf;
@@ -692,8 +690,8 @@ impl OpenFile {
         self.mount.read_pool.run_all(tasks)
     }
 
-    /// Checks bytes just read from a data log against their records'
-    /// CRC32Cs, as `verify_reads` says.
+    /// Checks bytes already read from a data log (a vectored read of a run of
+    /// records) against their records' CRC32Cs, as `verify_reads` says.
     fn check_data(&self, source: &DataLog, cached: &CachedLog, buf: &mut [u8], physical: u64) -> Result<()> {
         let mode = self.mount.tuning.verify_reads;
         if mode == VerifyReads::Off {
@@ -702,6 +700,21 @@ impl OpenFile {
         let readahead = self.mount.log_cache.readahead_bytes();
         let read_at = |out: &mut [u8], at: u64| cached.read_exact(out, at, readahead);
         source.checksums(&self.mount)?.check(buf, physical, mode, cached.label(), &read_at)
+    }
+
+    /// Reads bytes of a data log and checks them against their records'
+    /// CRC32Cs, as `verify_reads` says (a long read in pieces, each checked
+    /// while its bytes are still in cache).
+    fn read_data(&self, source: &DataLog, cached: &CachedLog, buf: &mut [u8], physical: u64) -> Result<()> {
+        let readahead = self.mount.log_cache.readahead_bytes();
+        let mode = self.mount.tuning.verify_reads;
+        if mode == VerifyReads::Off {
+            return cached.read_exact(buf, physical, readahead);
+        }
+        let request = buf.len();
+        let fill = |out: &mut [u8], at: u64| cached.read_piece(out, at, request, readahead);
+        let read_at = |out: &mut [u8], at: u64| cached.read_exact(out, at, readahead);
+        source.checksums(&self.mount)?.read_checked(buf, physical, mode, cached.label(), &fill, &read_at)
     }
 
     fn ensure_read_state(&self) -> Result<()> {

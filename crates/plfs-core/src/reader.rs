@@ -110,7 +110,21 @@ impl CachedLog {
     /// Fills `buf` with the log's bytes at `physical`. A log that ends first
     /// means the index points past its data: an error, never zeros.
     pub fn read_exact(&self, buf: &mut [u8], physical: u64, readahead_bytes: usize) -> Result<()> {
-        if !window_applies(buf.len(), readahead_bytes) {
+        self.read_piece(buf, physical, buf.len(), readahead_bytes)
+    }
+
+    /// [`CachedLog::read_exact`] of one piece of a request of
+    /// `request_bytes` (a checked read split into pieces): read the way the
+    /// whole request would be, so a large read's small last piece does not
+    /// start a read-ahead window.
+    pub fn read_piece(
+        &self,
+        buf: &mut [u8],
+        physical: u64,
+        request_bytes: usize,
+        readahead_bytes: usize,
+    ) -> Result<()> {
+        if !window_applies(request_bytes, readahead_bytes) {
             return crate::store::read_exact_at(self.handle.as_ref(), buf, physical)
                 .with_context(|| format!("{} at offset {physical}", self.label));
         }

@@ -770,6 +770,66 @@ fn strided_reads_stream_each_log_through_its_window() {
     reader.close().unwrap();
 }
 
+/// A read longer than a checked piece (`checksums::PIECE_BYTES`) is filled
+/// piece by piece, each piece checked as soon as it lands (its bytes still
+/// in cache); a flipped byte anywhere in it still fails the whole read,
+/// naming the data log and the damaged record's offset.
+#[test]
+fn a_long_read_is_checked_piece_by_piece_and_a_flipped_byte_still_fails_it() {
+    let stores = memory_stores(1);
+    let counting = Arc::new(crate::store::counting::CountingStore::new(stores[0].clone()));
+    let plfs = mount_over(&[counting.clone() as SharedStore], options(1));
+    let handle = plfs.open("/long", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+    // 60 records of 10,000 bytes, then one of 700,000 (longer than a piece).
+    let data: Vec<u8> = (0..1_300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    for (k, record) in data[..600_000].chunks(10_000).enumerate() {
+        handle.write(record, k as u64 * 10_000).unwrap();
+    }
+    handle.write(&data[600_000..], 600_000).unwrap();
+    handle.close().unwrap();
+    let reader = plfs.open("/long", OpenFlags::RDONLY, 0, 2).unwrap();
+    let mut buf = vec![0u8; data.len()];
+    assert_eq!(reader.read(&mut buf[..10], 0).unwrap(), 10, "index loaded");
+    counting.reset();
+    assert_eq!(reader.read(&mut buf, 0).unwrap(), data.len());
+    assert!(buf == data);
+    // 600,000 bytes of short records in pieces of whole records (260,000,
+    // 260,000, 80,000), the long record a piece at a time (3 pieces).
+    assert_eq!(counting.counts().read_ats, 6);
+    reader.close().unwrap();
+
+    let log = plfs.inventory("/long").unwrap().logs.remove(0);
+    let data_path = log.path(&StorePath::parse("long").unwrap(), crate::layout::LogKind::Data);
+    let clean = stores[0].read_all(&data_path).unwrap();
+    let header = crate::format::data_log::LogHeader::decode(&clean, crate::format::data_log::DATA_MAGIC, "t")
+        .unwrap()
+        .1 as u64;
+    // A short record between the first two pieces' cut (its record may be
+    // one of a pattern, checked whole), then the middle of the long one.
+    for (flipped, expected) in [
+        (
+            255_000,
+            [
+                format!("10000 bytes at offset {}", header + 250_000),
+                format!("600000 bytes at offset {header}"),
+            ],
+        ),
+        (1_000_000, [format!("700000 bytes at offset {}", header + 600_000), "none".to_owned()]),
+    ] {
+        let mut damaged = clean.clone();
+        damaged[(header + flipped) as usize] ^= 0x08;
+        stores[0].replace(&data_path, &damaged).unwrap();
+        let fresh = mount_over(&stores, options(3));
+        let reader = fresh.open("/long", OpenFlags::RDONLY, 0, 4).unwrap();
+        let error = reader.read(&mut buf, 0).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corrupt);
+        let text = error.to_string();
+        assert!(text.contains(data_path.as_str()), "{text}");
+        assert!(expected.iter().any(|what| text.contains(&format!("{what} fail their checksum"))), "{text}");
+        reader.close().unwrap();
+    }
+}
+
 #[test]
 fn one_handle_serves_many_threads() {
     let plfs = memory_mount(3);
