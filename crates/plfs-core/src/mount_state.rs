@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::layout::ContainerPaths;
 use crate::placement::{BackendId, Placement, placement_name};
 use crate::reader::{LogCache, ReadPool};
+use crate::reclaim::Reclaimer;
 use crate::retained::RetainedIndexes;
 use crate::store::{SharedStore, Store, StorePath};
 use crate::striping::{Layout, StripingConfig};
@@ -34,6 +35,8 @@ pub(crate) struct MountState {
     pub(crate) retained: RetainedIndexes,
     /// Default layout, pools and placement policy (plfsrc).
     pub(crate) striping: StripingConfig,
+    /// Deletes removed containers' pieces after their unlink returned.
+    pub(crate) reclaimer: Reclaimer,
 }
 
 impl MountState {
