@@ -63,7 +63,8 @@ enum Command {
     Cp(commands::cp::Opts),
     /// Merge a file's index logs into one global index that readers prefer.
     Flatten(commands::flatten::Opts),
-    /// Find, and with --fix repair, what crashed writers left in a file.
+    /// Find, and with --fix repair, what crashed writers left in a file
+    /// (or, given a directory, what removed files left in it).
     Recover(commands::recover::Opts),
     /// Turn PLFS 2.5 files (one, or all under a directory) into plfs files.
     Migrate(commands::migrate::Opts),

@@ -162,6 +162,7 @@ impl Plfs {
             retained: Default::default(),
             striping,
             placement_rotor,
+            reclaimer: crate::reclaim::Reclaimer::new(options.tuning.background_reclaim),
         };
         let files = workload::for_mount(workload, &state, max_smallfile_containers)?;
         Ok(Plfs {
@@ -810,6 +811,14 @@ impl Plfs {
     pub fn flush_writes(&self, dir: &str) -> Result<()> {
         let logical = StorePath::parse(dir)?;
         self.state.files.flush_writes(&self.state, &logical).context(dir.to_owned())
+    }
+
+    /// Waits until the pieces of every file this mount removed are deleted.
+    /// An unlink returns once the file is out of the namespace and leaves
+    /// the deletion to a worker of the mount; dropping the mount or a normal
+    /// exit finishes it too, and `plfs recover` what a killed process left.
+    pub fn finish_removals(&self) {
+        self.state.reclaimer.finish();
     }
 
     /// Drops this process's cached view of small-file directory `dir`

@@ -16,7 +16,10 @@
 //!     hostdir.<N>/data.<log>       data log of writer <log>
 //! <dir>/<file>/hostdir.<M>/...     on other backends: shadow containers
 //! <dir>/.plfs-new.<hash>.<...>     a container being created
-//! <dir>/.plfs-gone.<hash>.<...>    a container being removed
+//! <dir>/.plfs-gone.<hash>.<...>    a container being removed, or a file
+//!                                  unlinked while open (FUSE)
+//! <dir>/.plfs-reclaim.<hash>.<...> a removed container whose pieces are
+//!                                  still being deleted (on every backend)
 //! <dir>/.plfs-swap.<hash>.<...>    a container being renamed onto <dir>/<name>,
 //!                                  or the one it displaced
 //! <dir>/.plfs-migrate.<...>.<name>  a PLFS 2.5 file's copy being built (crate::migrate)
@@ -58,6 +61,7 @@ const OPEN_PREFIX: &str = "open.";
 const SIZE_PREFIX: &str = "size.";
 const NEW_CONTAINER_PREFIX: &str = ".plfs-new.";
 const REMOVED_CONTAINER_PREFIX: &str = ".plfs-gone.";
+const RECLAIM_PREFIX: &str = ".plfs-reclaim.";
 const MOVING_FILE_PREFIX: &str = ".plfs-moving.";
 const SWAP_CONTAINER_PREFIX: &str = ".plfs-swap.";
 const MIGRATING_PREFIX: &str = ".plfs-migrate.";
@@ -296,6 +300,20 @@ pub fn new_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
 /// one step before its pieces are deleted.
 pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
     format!("{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+}
+
+/// Name an unlinked container (and its shadows on other backends) takes
+/// while its pieces are deleted after the unlink returned. Unlike
+/// [`removed_container_name`], which FUSE also gives files unlinked while
+/// open, nothing ever reads a container under this name: it is only work
+/// left to finish, which `plfs recover` does.
+pub fn reclaim_name(file_name: &str, stamp: u64, pid: u32) -> String {
+    format!("{RECLAIM_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+}
+
+/// Whether `name` is a removed container whose pieces await deletion.
+pub fn is_reclaim(name: &str) -> bool {
+    name.starts_with(RECLAIM_PREFIX)
 }
 
 /// Name a container takes in the target's directory while a rename moves
@@ -610,6 +628,7 @@ mod tests {
         let hidden = [
             new_container_name("f", 1, 2),
             removed_container_name("f", 1, 2),
+            reclaim_name("f", 1, 2),
             moving_file_name("f", 1, 2),
             dir_xattr_name("user.a").unwrap(),
             smallfile::CONTAINER_DIR.to_owned(),

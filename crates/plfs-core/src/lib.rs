@@ -98,6 +98,7 @@ pub(crate) mod plfs25;
 mod plfs25_fixtures;
 pub(crate) mod protection;
 pub(crate) mod reader;
+pub(crate) mod reclaim;
 pub(crate) mod rename;
 pub(crate) mod retained;
 pub(crate) mod smallfile;

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::layout::ContainerPaths;
 use crate::placement::{BackendId, Placement, name_hash, placement_name};
 use crate::reader::{LogCache, ReadPool};
+use crate::reclaim::Reclaimer;
 use crate::retained::RetainedIndexes;
 use crate::store::{SharedStore, Store, StorePath};
 use crate::striping::{Layout, StripingConfig};
@@ -42,6 +43,8 @@ pub(crate) struct MountState {
     /// so that processes creating files at once do not all begin on the
     /// same backend.
     pub(crate) placement_rotor: AtomicU64,
+    /// Deletes removed containers' pieces after their unlink returned.
+    pub(crate) reclaimer: Reclaimer,
 }
 
 /// Where a mount's placement rotor starts: different for each host and

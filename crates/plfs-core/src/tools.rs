@@ -168,6 +168,10 @@ pub enum Problem {
     DanglingSizeRecord,
     /// A half-built or half-removed container left by a crash.
     Debris,
+    /// The pieces of a removed file whose deletion (after its unlink
+    /// returned) a crash or exit cut short: not damage but work left, which
+    /// recover finishes, with or without the fix.
+    PendingReclaim,
     /// A rename onto a name that a crash cut short (finished by the fix),
     /// or one still running (left alone).
     InterruptedRename,
@@ -447,6 +451,23 @@ impl Plfs {
         let store = state.store(backend);
         let bytes = store.read_all(&paths.version()).with_context(|| format!("{}: {path}", store.url()))?;
         VersionRecord::decode(&bytes).with_context(|| format!("{}: {}", store.url(), paths.version()))
+    }
+
+    /// What crashes leave in directory `path` itself rather than in one
+    /// file: the pieces of removed files still to delete (always deleted:
+    /// their unlinks returned long ago) and, with `fix`, half-built and
+    /// half-removed containers. For a file that is gone, this is how its
+    /// leftovers are reached.
+    pub fn recover_directory(&self, path: &str, fix: bool) -> Result<RecoveryReport> {
+        let logical = StorePath::parse(path)?;
+        match self.found(&logical).context(path.to_owned())? {
+            Found::Directory(_) => {}
+            _ => return Err(Error::new(ErrorKind::NotADirectory, path.to_owned())),
+        }
+        let mut recovery =
+            Recovery { state: self.state(), path: &logical, fix, verify: false, report: Default::default() };
+        recovery.debris_in(&logical).context(path.to_owned())?;
+        Ok(recovery.report)
     }
 
     /// Finds, and with `fix` repairs, what crashes leave behind.
@@ -946,20 +967,38 @@ impl Recovery<'_> {
     }
 
     /// Half-built (`.plfs-new.*`) and half-removed (`.plfs-gone.*`)
-    /// containers in the file's directory, on every backend.
+    /// containers and removed files still to delete (`.plfs-reclaim.*`) in
+    /// the file's directory, on every backend.
     fn debris(&mut self) -> Result<()> {
-        let parent = self.path.parent().unwrap_or_default();
+        self.debris_in(&self.path.parent().unwrap_or_default())
+    }
+
+    fn debris_in(&mut self, parent: &StorePath) -> Result<()> {
         for backend in self.state.placement.all_backends() {
             let store = self.state.store(backend);
-            let entries = match store.list(&parent) {
+            let entries = match store.list(parent) {
                 Ok(entries) => entries,
                 Err(error) if error.kind() == ErrorKind::NotFound => continue,
                 Err(error) => return Err(error),
             };
-            for entry in
-                entries.iter().filter(|e| layout::is_new_container(&e.name) || layout::is_removed(&e.name))
-            {
+            for entry in &entries {
                 let debris = parent.join(&entry.name)?;
+                if layout::is_reclaim(&entry.name) {
+                    // The unlink already returned: finishing it is no repair
+                    // and needs no --fix. Its process, if still running,
+                    // may be deleting it too; both ignore what is gone.
+                    container::remove_tree(store, &debris)?;
+                    self.note(
+                        Problem::PendingReclaim,
+                        format!("{}/{debris}", store.url()),
+                        "pieces of a removed file, left when its process stopped: deleted".into(),
+                        true,
+                    );
+                    continue;
+                }
+                if !layout::is_new_container(&entry.name) && !layout::is_removed(&entry.name) {
+                    continue;
+                }
                 let fixed = self.fix && {
                     container::remove_tree(store, &debris)?;
                     true
@@ -1670,14 +1709,13 @@ mod tests {
             plfs.inventory("/victim").unwrap().logs.iter().map(|l| l.backend.0).collect();
         assert_eq!(backends.len(), 2, "the old file has logs on both backends");
 
-        // The canonical rename succeeds; removing the shadow fails.
-        for store in &faulty {
-            store.add_fault(Fault::new(Op::List, FaultAction::Eio).path_contains("victim/hostdir"));
-        }
+        // The canonical rename succeeds; moving the shadow aside fails.
+        let canonical = plfs.canonical_backend(&StorePath::parse("victim").unwrap());
+        let other = &faulty[1 - canonical.0];
+        other.add_fault(Fault::new(Op::Rename, FaultAction::Eio));
         assert!(plfs.unlink("/victim").is_err(), "the injected fault fired");
-        for store in &faulty {
-            store.clear();
-        }
+        other.clear();
+        plfs.finish_removals();
         assert_eq!(plfs.stat("/victim").unwrap_err().kind(), ErrorKind::NotFound);
 
         let handle = plfs.open("/victim", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();

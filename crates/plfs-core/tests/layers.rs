@@ -27,7 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("index", &["index", "reader", "smallfile", "fuzz"]),
     // The state every workload of a mount shares (and the index records it
     // keeps for a collective flatten on close).
-    ("mount", &["mount_state", "retained"]),
+    ("mount", &["mount_state", "retained", "reclaim"]),
     // The three workloads: containers (n-1), flat files (n-n), small files (1-N).
     (
         "workloads",

@@ -13,6 +13,7 @@ use plfs::fs::FileHandle;
 use plfs::fs::Plfs;
 use plfs::open::OpenFlags;
 use plfs::store::faulty::{FaultAction, Op};
+use plfs::store::{Store, StorePath};
 
 use crate::model::{Event, EventKind, FileModel, data_of};
 use crate::rng::SimRng;
@@ -785,6 +786,30 @@ impl<'a> Sim<'a> {
         self.stats.checks += 1;
         let checker = self.world.mount();
         let names: Vec<(String, FileId)> = self.names.iter().map(|(n, f)| (n.clone(), *f)).collect();
+        if recover {
+            // Removed files whose deletion a fault or the crash cut short
+            // are finished by recover of their directory, file or not.
+            for dir in ["/", "/d"] {
+                checker
+                    .recover_directory(dir, true)
+                    .map_err(|error| format!("recover --fix {dir}: {error}"))?;
+            }
+            for memory in &self.world.memories {
+                for dir in ["", "d"] {
+                    let Ok(entries) = memory.list(&StorePath::parse(dir).expect("a valid path")) else {
+                        continue;
+                    };
+                    if let Some(left) = entries.iter().find(|entry| entry.name.starts_with(".plfs-reclaim."))
+                    {
+                        return Err(format!(
+                            "recover --fix /{dir} left a removed file's pieces: {}/{dir}/{}",
+                            memory.url(),
+                            left.name
+                        ));
+                    }
+                }
+            }
+        }
         for (name, file) in &names {
             if recover {
                 checker.recover(name, true).map_err(|error| format!("recover --fix {name}: {error}"))?;

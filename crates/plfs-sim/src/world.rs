@@ -65,7 +65,11 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(backends: usize, tuning: Tuning) -> World {
+    pub fn new(backends: usize, mut tuning: Tuning) -> World {
+        // An unlink's deferred deletion runs in the unlinking call here:
+        // a worker thread's store calls would make the faults each seed
+        // picks depend on thread timing, and runs could not be replayed.
+        tuning.background_reclaim = false;
         let memories: Vec<Arc<MemoryStore>> =
             (0..backends).map(|i| Arc::new(MemoryStore::new(format!("mem://sim{i}")))).collect();
         let faulty = memories

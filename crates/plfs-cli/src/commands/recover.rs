@@ -12,7 +12,8 @@ use crate::paths::Context;
 #[command(after_help = "Exit status: 0 if nothing was found or everything found was fixed, \
     1 if problems remain (or on error).")]
 pub struct Opts {
-    /// The plfs file to check.
+    /// The plfs file to check, or a directory: then what removed files
+    /// left there (deleted) and, with --fix, crash debris in it.
     file: PathBuf,
     /// Repair what is found: remove stale open records, cut torn index
     /// tails, publish missing size records, replace size records that
@@ -39,12 +40,18 @@ struct Report<'a> {
 
 pub fn run(context: &Context, opts: &Opts) -> Result<ExitCode> {
     let target = context.resolve_plfs(&opts.file)?;
+    let directory =
+        target.plfs.stat(&target.path).is_ok_and(|attr| attr.kind == plfs::attr::FileKind::Directory);
     // A damaged file cannot be stat'ed; repairing it is recover's job.
-    if !target.plfs.is_damaged_file(&target.path).unwrap_or(false) {
+    if !directory && !target.plfs.is_damaged_file(&target.path).unwrap_or(false) {
         target.require_file()?;
     }
-    let report =
-        target.plfs.recover_with(&target.path, opts.fix, opts.verify).map_err(|e| target.error(e))?;
+    let report = if directory {
+        target.plfs.recover_directory(&target.path, opts.fix)
+    } else {
+        target.plfs.recover_with(&target.path, opts.fix, opts.verify)
+    }
+    .map_err(|e| target.error(e))?;
     let file = target.shown().display().to_string();
     let unfixed = report.unfixed();
     if opts.json {

@@ -244,6 +244,10 @@ pub struct Tuning {
     /// Developer option: never create a hostdir eagerly, so metalinks get
     /// exercised on one node.
     pub test_metalink: bool,
+    /// An unlink renames the container away and returns; its pieces are
+    /// deleted by a worker thread of the mount (`reclaim.rs`). Off: the
+    /// unlink deletes them itself (the simulation, which must replay).
+    pub background_reclaim: bool,
 }
 
 impl Default for Tuning {
@@ -264,6 +268,7 @@ impl Default for Tuning {
             read_buffer_mbs: 64,
             global_summary_dir: None,
             test_metalink: false,
+            background_reclaim: true,
         }
     }
 }

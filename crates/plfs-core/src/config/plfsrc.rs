@@ -1094,6 +1094,7 @@ mod tests {
             read_buffer_mbs: 128,
             global_summary_dir: Some("/var/plfs/summary".into()),
             test_metalink: true,
+            background_reclaim: true,
         };
         assert_eq!(config.tuning, tuning);
         let mask = |facility: Option<&str>, level| LogMask { facility: facility.map(str::to_owned), level };

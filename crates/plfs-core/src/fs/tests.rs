@@ -65,6 +65,45 @@ fn write_close_reopen_read() {
     assert_eq!(inventory.logs.len(), 2, "one log pair per writer id");
 }
 
+/// A file written from several hosts has shadow containers on other
+/// backends; once its unlink's deferred deletion is done, nothing of it is
+/// left anywhere, and the other file in the directory is whole.
+#[test]
+fn unlink_leaves_nothing_on_any_backend_once_reclaimed() {
+    let stores = memory_stores(4);
+    let plfs = mount_over(&stores, options(7));
+    plfs.mkdir("/d", 0o755).unwrap();
+    for host in 0..8u32 {
+        let mut writer_options = options(100 + host);
+        writer_options.hostname = format!("node{host}");
+        let mount = mount_over(&stores, writer_options);
+        for name in ["/d/gone", "/d/kept"] {
+            let handle = mount.open(name, OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+            handle.write(&[host as u8; 10], u64::from(host) * 10).unwrap();
+            handle.close().unwrap();
+        }
+    }
+    let holding = |name: &str| {
+        stores
+            .iter()
+            .filter(|store| store.exists(&StorePath::parse(&format!("d/{name}")).unwrap()).unwrap())
+            .count()
+    };
+    assert!(holding("gone") > 1, "the file has shadows on other backends");
+    plfs.unlink("/d/gone").unwrap();
+    assert_eq!(holding("gone"), 0, "no backend holds the name once unlink returned");
+    plfs.finish_removals();
+    for store in &stores {
+        let names: Vec<String> =
+            store.list(&StorePath::parse("d").unwrap()).unwrap().into_iter().map(|e| e.name).collect();
+        assert!(names.iter().all(|name| name == "kept"), "{}: {names:?}", store.url());
+    }
+    let handle = plfs.open("/d/kept", OpenFlags::RDONLY, 0, 1).unwrap();
+    let expected: Vec<u8> = (0..8u8).flat_map(|host| [host; 10]).collect();
+    assert_eq!(read_all(&handle), expected);
+    handle.close().unwrap();
+}
+
 #[test]
 fn holes_read_as_zeros_and_reads_stop_at_eof() {
     let plfs = memory_mount(2);
@@ -566,6 +605,87 @@ mod faults {
         handle.write(b"synced", 0).unwrap();
         handle.sync().unwrap();
         handle
+    }
+
+    /// Names under `dir` on every backend below `rig`'s faults.
+    fn backend_names(rig: &Rig, dir: &str) -> Vec<String> {
+        let dir = StorePath::parse(dir).unwrap();
+        let mut names = Vec::new();
+        for store in &rig.inner {
+            match store.list(&dir) {
+                Ok(entries) => names.extend(entries.into_iter().map(|entry| entry.name)),
+                Err(error) => assert_eq!(error.kind(), ErrorKind::NotFound, "{error}"),
+            }
+        }
+        names.sort();
+        names
+    }
+
+    fn write_file(plfs: &Plfs, path: &str, bytes: &[u8]) {
+        let handle = plfs.open(path, OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+        handle.write(bytes, 0).unwrap();
+        handle.close().unwrap();
+    }
+
+    /// An unlink returns once one rename took the container out of the
+    /// namespace; its pieces are deleted after. When that deletion fails
+    /// (as when the process dies first), the pieces wait hidden as
+    /// `.plfs-reclaim.*`: listings do not show them, a new file at the name
+    /// is not mixed with them, and recover of the directory deletes them
+    /// (work left, not damage: no --fix needed) and nothing else.
+    #[test]
+    fn a_removal_cut_short_after_its_rename_is_hidden_and_finished_by_recover() {
+        let rig = rig();
+        rig.plfs.mkdir("/d", 0o755).unwrap();
+        write_file(&rig.plfs, "/d/gone", b"old bytes");
+        write_file(&rig.plfs, "/d/kept", b"kept bytes");
+        inject(&rig, Fault::new(Op::RemoveFile, FaultAction::Eio));
+        rig.plfs.unlink("/d/gone").unwrap();
+        rig.plfs.finish_removals();
+        for store in &rig.faulty {
+            store.clear();
+        }
+        let pending: Vec<String> =
+            backend_names(&rig, "d").into_iter().filter(|name| name.starts_with(".plfs-reclaim.")).collect();
+        assert!(!pending.is_empty(), "the failed deletion left its pieces: {:?}", backend_names(&rig, "d"));
+        assert_eq!(rig.plfs.stat("/d/gone").unwrap_err().kind(), ErrorKind::NotFound);
+        let listed: Vec<String> = rig.plfs.readdir("/d").unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(listed, ["kept"]);
+        write_file(&rig.plfs, "/d/gone", b"new");
+        assert_eq!(read_back(&rig, "/d/gone"), b"new");
+
+        let report = rig.plfs.recover_directory("/d", false).unwrap();
+        assert_eq!(report.findings.len(), pending.len(), "{:?}", report.findings);
+        for finding in &report.findings {
+            assert_eq!(finding.problem, crate::tools::Problem::PendingReclaim, "{finding:?}");
+            assert!(finding.fixed, "{finding:?}");
+        }
+        assert_eq!(report.unfixed(), 0);
+        let left = backend_names(&rig, "d");
+        assert!(left.iter().all(|name| !name.starts_with(".plfs-")), "{left:?}");
+        assert_eq!(read_back(&rig, "/d/kept"), b"kept bytes");
+        assert_eq!(read_back(&rig, "/d/gone"), b"new");
+        let again = rig.plfs.recover_directory("/d", false).unwrap();
+        assert!(again.findings.is_empty(), "{:?}", again.findings);
+    }
+
+    /// A directory whose only entries are removed files still to delete is
+    /// empty: rmdir succeeds and leaves nothing on any backend.
+    #[test]
+    fn rmdir_of_a_directory_holding_only_pending_reclaims_succeeds() {
+        let rig = rig();
+        rig.plfs.mkdir("/d", 0o755).unwrap();
+        write_file(&rig.plfs, "/d/f", b"bytes");
+        inject(&rig, Fault::new(Op::RemoveFile, FaultAction::Eio));
+        rig.plfs.unlink("/d/f").unwrap();
+        rig.plfs.finish_removals();
+        for store in &rig.faulty {
+            store.clear();
+        }
+        assert!(backend_names(&rig, "d").iter().any(|name| name.starts_with(".plfs-reclaim.")));
+        assert!(rig.plfs.readdir("/d").unwrap().is_empty());
+        rig.plfs.rmdir("/d").unwrap();
+        assert!(backend_names(&rig, "").is_empty(), "{:?}", backend_names(&rig, ""));
     }
 
     #[test]

@@ -93,32 +93,53 @@ impl Containers {
         Containers
     }
 
-    /// Makes the container vanish in one rename on its canonical backend,
-    /// then deletes its pieces everywhere.
+    /// Makes the container vanish in one rename on its canonical backend
+    /// and returns; its pieces are deleted afterwards (`reclaim.rs`). Its
+    /// shadows on other backends take the same hidden name first, so a file
+    /// made at this name at once never meets the old one's logs. A crash
+    /// before the deletion leaves hidden `.plfs-reclaim.*` directories,
+    /// which `plfs recover` (of the directory or any file in it) finishes.
     fn remove_container(&self, mount: &MountState, logical: &StorePath) -> Result<()> {
         let (backend, _) = container::canonical(mount, logical);
         let store = mount.store(backend);
         let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
         let parent = logical.parent().unwrap_or_default();
-        let doomed = parent.join(&layout::removed_container_name(name, mount.stamper.next(), mount.pid))?;
+        let doomed = parent.join(&layout::reclaim_name(name, mount.stamper.next(), mount.pid))?;
         store.rename(logical, &doomed)?;
         mount.log_cache.forget_under(logical);
-        let mut first_error = container::remove_tree(store, &doomed).err();
+        let mut pieces = vec![mount.stores[backend.0].clone()];
+        let mut first_error = None;
         for other in mount.placement.all_backends().filter(|other| *other != backend) {
-            let other_store = mount.store(other);
-            if let Err(error) = remove_shadow(other_store, logical) {
-                first_error.get_or_insert(error);
+            match hide_shadow(mount.store(other), logical, &doomed) {
+                Ok(true) => pieces.push(mount.stores[other.0].clone()),
+                Ok(false) => {}
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
             }
         }
+        mount.reclaimer.defer(Box::new(move || {
+            for store in pieces {
+                if let Err(error) = container::remove_tree(store.as_ref(), &doomed) {
+                    tracing::warn!(
+                        "{}: {doomed}: deleting a removed file's pieces failed (`plfs recover` of its \
+                         directory finishes it): {error}",
+                        store.url()
+                    );
+                }
+            }
+        }));
         first_error.map_or(Ok(()), Err)
     }
 }
 
-fn remove_shadow(store: &dyn Store, logical: &StorePath) -> Result<()> {
+/// Moves a shadow container of `logical` on a backend other than its
+/// canonical one to `doomed`; whether there was one.
+fn hide_shadow(store: &dyn Store, logical: &StorePath, doomed: &StorePath) -> Result<bool> {
     match store.metadata(logical) {
-        Ok(metadata) if metadata.kind == EntryKind::Directory => container::remove_tree(store, logical),
-        Ok(_) => Ok(()),
-        Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
+        Ok(metadata) if metadata.kind == EntryKind::Directory => store.rename(logical, doomed).map(|()| true),
+        Ok(_) => Ok(false),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
         Err(error) => Err(error),
     }
 }
