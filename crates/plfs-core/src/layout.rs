@@ -66,6 +66,7 @@ const MOVING_FILE_PREFIX: &str = ".plfs-moving.";
 const SWAP_CONTAINER_PREFIX: &str = ".plfs-swap.";
 const MIGRATING_PREFIX: &str = ".plfs-migrate.";
 const MIGRATED_PREFIX: &str = ".plfs-migrated.";
+const SWITCH_INTENT_PREFIX: &str = ".plfs-switch.";
 
 /// Identifies one writer's pair of logs: unique because stamps from one
 /// process strictly increase and pid and host tell processes apart.
@@ -382,6 +383,13 @@ pub fn parse_migration_name(name: &str) -> Option<(bool, LogId, &str)> {
         host: u32::try_from(hex_u64(host, 8)?).ok()?,
     };
     (!file.is_empty()).then_some((verified, owner, file))
+}
+
+/// Name of the switch intent (format::switch) of the file `file_name`
+/// beside it: fixed per name, so a lookup that finds neither file at the
+/// name can ask for it directly, without listing the directory.
+pub fn switch_intent_name(file_name: &str) -> String {
+    format!("{SWITCH_INTENT_PREFIX}{file_name}")
 }
 
 /// Name an n-n file is copied under on its new backend while a rename

@@ -48,6 +48,7 @@ use crate::container::{self, ignore_missing, remove_tree};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::access::AccessRecord;
 use crate::format::plfs25::{self as format25, DroppingName};
+use crate::format::switch::SwitchIntent;
 use crate::fs::{Plfs, parse_file_path};
 use crate::layout::{self, ContainerPaths, LogId};
 use crate::mount_state::MountState;
@@ -252,7 +253,7 @@ impl Source {
         path: &str,
         options: &MigrateOptions,
     ) -> Result<Source> {
-        let open = plfs25::open_hosts(state, logical, found).context(path.to_owned())?;
+        let open = plfs25::open_hosts(state, found).context(path.to_owned())?;
         if !open.is_empty() && !options.force_open {
             let hosts: Vec<_> = open.into_iter().collect();
             return Err(Error::new(
@@ -419,25 +420,82 @@ fn switch(state: &MountState, logical: &StorePath, verified: &StorePath) -> Resu
     let (b, _) = container::canonical(state, logical);
     let store = state.store(b);
     let context = || format!("{}: {verified} -> {logical}", store.url());
-    if store.exists(logical).with_context(context)? {
-        // 2.5 has a container or a shadow here: only an exchange keeps the
+    if !store.exists(logical).with_context(context)? {
+        store.rename(verified, logical).with_context(context)?;
+    } else if store.capabilities().exchange {
+        // 2.5 has a container or a shadow here: one exchange keeps the
         // name readable throughout.
-        if !store.capabilities().exchange {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "{}: cannot swap two directories in one step, which an in-place migration needs \
-                     here; `plfs migrate --to` makes the plfs file at another name",
-                    context()
-                ),
-            ));
-        }
         store.exchange(verified, logical).with_context(context)?;
     } else {
-        store.rename(verified, logical).with_context(context)?;
+        // S3 and HDFS cannot exchange: the 2.5 part moves aside, then the
+        // copy moves in, with an intent first that says where the 2.5
+        // file is meanwhile (see `finish_switch`).
+        let (_, owner, file) = layout::parse_migration_name(verified.file_name().unwrap_or_default())
+            .ok_or_else(|| Error::new(ErrorKind::Internal, format!("{verified}: not a migration name")))?;
+        // A fresh name: never the copy's own (a rerun's stamps can repeat
+        // an earlier run's only under a test's manual clock, but a rename
+        // onto a name taken would fail the switch every time).
+        let parent = logical.parent().unwrap_or_default();
+        let aside = loop {
+            let name = layout::migration_name(true, file, &LogId { stamp: state.stamper.next(), ..owner });
+            if Some(name.as_str()) != verified.file_name() && !store.exists(&parent.join(&name)?)? {
+                break name;
+            }
+        };
+        let intent = SwitchIntent { verified: verified.file_name().unwrap_or_default().to_owned(), aside };
+        let intent_path = plfs25::switch_intent_path(logical)?;
+        store
+            .create_new(&intent_path, &intent.encode())
+            .with_context(|| format!("{}: {intent_path}", store.url()))?;
+        finish_switch(state, logical, &intent)?;
     }
     state.log_cache.forget_under(logical);
     Ok(())
+}
+
+/// The switch on a backend B that cannot exchange, from wherever a crash
+/// left it; every step can be redone. The intent beside the name names the
+/// verified copy V and the aside name A (both `.plfs-migrated.` names):
+///
+/// 1. the 2.5 part at the name on B is renamed to A. From here until 2,
+///    B has nothing at the name, and a lookup that finds nothing there
+///    reads the intent and the 2.5 file at A (`plfs25::find_switching`);
+/// 2. V is renamed to the name: the plfs file, whole;
+/// 3. the intent goes. A, a `.plfs-migrated.` directory without `access`,
+///    is then removed by [`clean_up`] like the part an exchange displaces.
+///
+/// A name already holding a plfs file means 2 was done. A name with
+/// nothing and no 2.5 file at A (nor, where A is a shadow, on another
+/// backend) means the 2.5 file was unlinked while the switch was cut
+/// short: the copy goes too. Returns what it did.
+fn finish_switch(state: &MountState, logical: &StorePath, intent: &SwitchIntent) -> Result<String> {
+    let (b, paths) = container::canonical(state, logical);
+    let store = state.store(b);
+    let parent = logical.parent().unwrap_or_default();
+    let verified = parent.join(&intent.verified)?;
+    let aside = parent.join(&intent.aside)?;
+    let context = || format!("{}: switching {verified} -> {logical}", store.url());
+    let done = if store.exists(&paths.access()).with_context(context)? {
+        "switched in"
+    } else if store.exists(logical).with_context(context)? {
+        store.rename(logical, &aside).with_context(context)?;
+        store.rename(&verified, logical).with_context(context)?;
+        "2.5 file put aside, copy switched in"
+    } else if store.exists(&aside.join(format25::ACCESS_FILE)?).with_context(context)?
+        // What was put aside may be a shadow of a 2.5 container on another
+        // backend, which still holds the file.
+        || plfs25::find_elsewhere(state, logical).with_context(context)?.is_some()
+    {
+        store.rename(&verified, logical).with_context(context)?;
+        "copy switched in"
+    } else {
+        ignore_missing(remove_tree(store, &aside)).with_context(context)?;
+        crate::rename::remove_everywhere(state, &verified).with_context(context)?;
+        "the PLFS 2.5 file was unlinked meanwhile; its copy removed"
+    };
+    state.log_cache.forget_under(logical);
+    plfs25::forget_switch(state, logical).with_context(context)?;
+    Ok(done.to_owned())
 }
 
 /// Step 4: every 2.5 piece left once `logical` is a plfs file on B.
@@ -586,6 +644,27 @@ pub(crate) fn finish_pending(plfs: &Plfs, logical: &StorePath, fix: bool) -> Res
     let (b, _) = container::canonical(state, logical);
     let store_b = state.store(b);
     let mut notes = Vec::new();
+    // A switch cut short first: until it is finished, the names below
+    // are not what they seem (the copy is not yet in, the 2.5 file aside).
+    if let Some(intent) = switch_intent(state, logical)? {
+        let location = format!("{}/{}", store_b.url(), plfs25::switch_intent_path(logical)?);
+        let owner = layout::parse_migration_name(&intent.verified).map(|(_, owner, _)| owner);
+        if let Some(owner) = owner
+            && !(owner.pid == state.pid && owner.host == name_hash(&state.hostname))
+            && owner.writer_may_be_alive(&state.hostname)
+        {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!("{location}: process {} is migrating /{logical}", owner.pid),
+            ));
+        }
+        if fix {
+            let done = finish_switch(state, logical, &intent)?;
+            notes.push(format!("{location}: a switch cut short, finished ({done})"));
+        } else {
+            notes.push(format!("{location}: a switch cut short"));
+        }
+    }
     for (hidden, verified, owner) in migration_entries(store_b, &parent, name)? {
         let location = format!("{}/{hidden}", store_b.url());
         let own = owner.pid == state.pid && owner.host == name_hash(&state.hostname);
@@ -602,7 +681,12 @@ pub(crate) fn finish_pending(plfs: &Plfs, logical: &StorePath, fix: bool) -> Res
             }
             notes.push(format!("{location}: a half-built copy{}", if fix { ", removed" } else { "" }));
         } else if is_copy {
-            let pending = plfs25_at(plfs, logical, &format!("/{logical}"))?.is_some();
+            // Nothing at the name: the 2.5 file was unlinked since.
+            let pending = match plfs25_at(plfs, logical, &format!("/{logical}")) {
+                Ok(found) => found.is_some(),
+                Err(error) if error.kind() == ErrorKind::NotFound => false,
+                Err(error) => return Err(error),
+            };
             if pending {
                 if fix {
                     switch(state, logical, &hidden)?;
@@ -622,6 +706,18 @@ pub(crate) fn finish_pending(plfs: &Plfs, logical: &StorePath, fix: bool) -> Res
     let leftovers = if fix { clean_up(state, logical)? } else { pending_25_pieces(state, logical)? };
     notes.extend(leftovers.into_iter().map(|piece| format!("{piece}{}", if fix { ", removed" } else { "" })));
     Ok(notes)
+}
+
+/// The switch intent beside `logical` on its canonical backend, if any.
+fn switch_intent(state: &MountState, logical: &StorePath) -> Result<Option<SwitchIntent>> {
+    let (b, _) = container::canonical(state, logical);
+    let store = state.store(b);
+    let path = plfs25::switch_intent_path(logical)?;
+    match store.read_all(&path) {
+        Ok(bytes) => SwitchIntent::decode(&bytes).map(Some).context(format!("{}: {path}", store.url())),
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// What [`clean_up`] would remove, without removing it.
@@ -647,5 +743,7 @@ fn pending_25_pieces(state: &MountState, logical: &StorePath) -> Result<Vec<Stri
     Ok(found)
 }
 
+#[cfg(all(test, feature = "s3", feature = "hdfs"))]
+mod remote_tests;
 #[cfg(test)]
 mod tests;

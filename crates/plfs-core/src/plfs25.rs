@@ -23,6 +23,7 @@ use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::plfs25::{
     self as format, ACCESS_FILE, DroppingName, GLOBAL_INDEX, GlobalIndex, HOSTDIR_PREFIX, META_DIR, MetaName,
 };
+use crate::format::switch::SwitchIntent;
 use crate::mount_state::{MountState, canonical};
 use crate::placement::{BackendId, placement_name};
 use crate::store::posix::PosixStore;
@@ -42,12 +43,15 @@ pub(crate) fn read_only(path: &str) -> Error {
     )
 }
 
-/// Where a 2.5 container was found: its canonical backend and its access
-/// file (whose mode, owner and times are the file's).
+/// Where a 2.5 container was found: its canonical backend, its access
+/// file (whose mode, owner and times are the file's), and the directory
+/// holding it there: the file's own path, or where an in-place migration
+/// cut short between its two renames moved it ([`find_switching`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Found25 {
     pub(crate) backend: BackendId,
     pub(crate) access: Metadata,
+    pub(crate) dir: StorePath,
 }
 
 /// Whether `path` is a 2.5 container: on the backend 2.5 hashed its name
@@ -81,7 +85,7 @@ fn find_beyond(mount: &MountState, path: &StorePath, ours_is_empty: bool) -> Res
     for backend in candidates {
         match mount.store(backend).metadata(&access) {
             Ok(metadata) if metadata.kind == EntryKind::File => {
-                return Ok(Some(Found25 { backend, access: metadata }));
+                return Ok(Some(Found25 { backend, access: metadata, dir: path.clone() }));
             }
             Ok(_) => {}
             Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
@@ -89,6 +93,54 @@ fn find_beyond(mount: &MountState, path: &StorePath, ours_is_empty: bool) -> Res
         }
     }
     Ok(None)
+}
+
+/// The 2.5 container of `path` where an in-place migration's switch put it
+/// aside, when a crash (or the moment between its two renames) left the
+/// name empty on the canonical backend B: the switch intent beside the name
+/// (`format::switch`) names the aside directory. Only asked where a lookup
+/// found nothing at the name, and only on a backend that cannot exchange
+/// two directories (elsewhere the switch is one exchange and there is no
+/// such moment): one read, NotFound in the common case.
+pub(crate) fn find_switching(mount: &MountState, path: &StorePath) -> Result<Option<Found25>> {
+    let Some(parent) = path.parent() else { return Ok(None) };
+    let (backend, _) = canonical(mount, path);
+    let store = mount.store(backend);
+    if store.capabilities().exchange {
+        return Ok(None);
+    }
+    let intent_path = switch_intent_path(path)?;
+    let intent = match store.read_all(&intent_path) {
+        Ok(bytes) => SwitchIntent::decode(&bytes)
+            .map_err(|error| error.context(format!("{}: {intent_path}", store.url())))?,
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None);
+        }
+        Err(error) => return Err(error),
+    };
+    let dir = parent.join(&intent.aside)?;
+    match store.metadata(&dir.join(ACCESS_FILE)?) {
+        Ok(access) if access.kind == EntryKind::File => Ok(Some(Found25 { backend, access, dir })),
+        Ok(_) => Ok(None),
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Where the switch intent of the file at `path` is: beside it, on its
+/// canonical backend.
+pub(crate) fn switch_intent_path(path: &StorePath) -> Result<StorePath> {
+    let name = path.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+    path.parent().unwrap_or_default().join(&crate::layout::switch_intent_name(name))
+}
+
+/// Removes the switch intent of `path`, if there is one.
+pub(crate) fn forget_switch(mount: &MountState, path: &StorePath) -> Result<()> {
+    let (backend, _) = canonical(mount, path);
+    match mount.store(backend).remove_file(&switch_intent_path(path)?) {
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
 }
 
 /// A file or directory on some store: a mount backend, or a backend 2.5
@@ -160,20 +212,23 @@ pub(crate) struct Hostdir {
 /// the same path in the container on the mount's own backends.
 pub(crate) fn hostdirs(mount: &MountState, path: &StorePath, found: &Found25) -> Result<Vec<Hostdir>> {
     let store = &mount.stores[found.backend.0];
+    let dir = &found.dir;
     let mut hostdirs = Vec::new();
-    for entry in store.list(path).with_context(|| format!("{}: {path}", store.url()))? {
+    for entry in store.list(dir).with_context(|| format!("{}: {dir}", store.url()))? {
         if !entry.name.starts_with(HOSTDIR_PREFIX) {
             continue;
         }
-        let relative = path.join(&entry.name)?;
+        let listed = dir.join(&entry.name)?;
         match entry.kind {
             EntryKind::Directory => hostdirs.push(Hostdir {
                 name: entry.name,
-                location: Location { store: store.clone(), path: relative },
+                location: Location { store: store.clone(), path: listed },
                 metalink: None,
             }),
             EntryKind::Symlink => {
-                let text = store.read_link(&relative)?;
+                let text = store.read_link(&listed)?;
+                // 2.5 wrote the link for the file's own path.
+                let relative = path.join(&entry.name)?;
                 let location = follow_metalink(mount, store.as_ref(), &relative, &text)?;
                 hostdirs.push(Hostdir { name: entry.name, location, metalink: Some(text) });
             }
@@ -211,6 +266,9 @@ fn follow_metalink(
             Err(error) => return Err(error),
         }
     }
+    if let Some(location) = put_aside(mount, relative)? {
+        return Ok(location);
+    }
     Err(Error::new(
         ErrorKind::NotFound,
         format!(
@@ -219,6 +277,36 @@ fn follow_metalink(
             store.url()
         ),
     ))
+}
+
+/// The hostdir `relative` (`<file>/hostdir.<N>`) where an in-place
+/// migration's switch cut short put the file's 2.5 part on its canonical
+/// backend aside: a metalink of the 2.5 container on another backend
+/// pointed at that part (its shadow). Asked only once the hostdir was
+/// found nowhere else.
+fn put_aside(mount: &MountState, relative: &StorePath) -> Result<Option<Location>> {
+    let (Some(file), Some(hostdir)) = (relative.parent(), relative.file_name()) else { return Ok(None) };
+    if file.is_root() {
+        return Ok(None);
+    }
+    let (backend, _) = canonical(mount, &file);
+    let store = &mount.stores[backend.0];
+    let intent = match store.read_all(&switch_intent_path(&file)?) {
+        Ok(bytes) => SwitchIntent::decode(&bytes)?,
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None);
+        }
+        Err(error) => return Err(error),
+    };
+    let path = file.parent().unwrap_or_default().join(&intent.aside)?.join(hostdir)?;
+    match store.metadata(&path) {
+        Ok(metadata) if metadata.kind == EntryKind::Directory => {
+            Ok(Some(Location { store: store.clone(), path }))
+        }
+        Ok(_) => Ok(None),
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// The metalinks of a 2.5 container and the hostdirs they point at, for removing
@@ -252,10 +340,10 @@ pub(crate) fn metalinked_hostdirs(
     Ok(found)
 }
 
-/// Hosts that still have the 2.5 file at `path` open (its `meta/` holds
+/// Hosts that still have the 2.5 file `found` open (its `meta/` holds
 /// their open records): a writer there may add to it.
-pub(crate) fn open_hosts(mount: &MountState, path: &StorePath, found: &Found25) -> Result<BTreeSet<String>> {
-    Ok(read_meta(mount.store(found.backend), path)?.open_hosts)
+pub(crate) fn open_hosts(mount: &MountState, found: &Found25) -> Result<BTreeSet<String>> {
+    Ok(read_meta(mount.store(found.backend), &found.dir)?.open_hosts)
 }
 
 /// A piece of the merged index: `length` bytes of data dropping `chunk`
@@ -296,7 +384,7 @@ pub(crate) struct Index25 {
 /// index if it has one, otherwise its index droppings.
 pub(crate) fn load(mount: &MountState, path: &StorePath, found: &Found25) -> Result<Index25> {
     let store = mount.store(found.backend);
-    let global_path = path.join(GLOBAL_INDEX)?;
+    let global_path = found.dir.join(GLOBAL_INDEX)?;
     let global = match store.read_all(&global_path) {
         Ok(bytes) => Some(bytes),
         Err(error) if error.kind() == ErrorKind::NotFound => None,
@@ -553,7 +641,7 @@ fn read_meta(store: &dyn Store, path: &StorePath) -> Result<MetaSummary> {
 /// 0 but is a crashed writer's file), the index's end of file as well.
 pub(crate) fn attr(mount: &MountState, path: &StorePath, found: &Found25) -> Result<FileAttr> {
     let store = mount.store(found.backend);
-    let meta = read_meta(store, path)?;
+    let meta = read_meta(store, &found.dir)?;
     let (mut size, mut blocks) = (meta.size, meta.blocks);
     if !meta.open_hosts.is_empty() || meta.sized == 0 {
         let index = load(mount, path, found)?;
@@ -609,9 +697,10 @@ pub(crate) struct Piece25 {
 pub(crate) fn pieces(mount: &MountState, path: &StorePath, found: &Found25) -> Result<Vec<Piece25>> {
     let store = &mount.stores[found.backend.0];
     let at = |path: StorePath| Location { store: store.clone(), path };
-    let mut pieces = vec![Piece25 { location: at(path.clone()), kind: PieceKind25::Container, bytes: 0 }];
-    for entry in store.list(path)? {
-        let child = path.join(&entry.name)?;
+    let dir = &found.dir;
+    let mut pieces = vec![Piece25 { location: at(dir.clone()), kind: PieceKind25::Container, bytes: 0 }];
+    for entry in store.list(dir)? {
+        let child = dir.join(&entry.name)?;
         let bytes = if entry.kind == EntryKind::File { store.metadata(&child)?.size } else { 0 };
         let kind = match entry.name.as_str() {
             ACCESS_FILE => PieceKind25::Access,
@@ -637,7 +726,7 @@ pub(crate) fn pieces(mount: &MountState, path: &StorePath, found: &Found25) -> R
     }
     for hostdir in hostdirs(mount, path, found)? {
         if hostdir.metalink.is_some() {
-            let link = path.join(&hostdir.name)?;
+            let link = dir.join(&hostdir.name)?;
             pieces.push(Piece25 { location: at(link), kind: PieceKind25::Metalink, bytes: 0 });
         }
         let dir = &hostdir.location;
@@ -662,14 +751,10 @@ pub(crate) fn pieces(mount: &MountState, path: &StorePath, found: &Found25) -> R
 
 /// The release and data format named by the container's version dropping
 /// (None when it has none: 2.5 made it after publishing the container).
-pub(crate) fn version(
-    mount: &MountState,
-    path: &StorePath,
-    found: &Found25,
-) -> Result<Option<(String, String)>> {
+pub(crate) fn version(mount: &MountState, found: &Found25) -> Result<Option<(String, String)>> {
     Ok(mount
         .store(found.backend)
-        .list(path)?
+        .list(&found.dir)?
         .iter()
         .find_map(|entry| format::parse_version_name(&entry.name)))
 }

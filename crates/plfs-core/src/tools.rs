@@ -437,10 +437,10 @@ impl Plfs {
     /// The format and release that created a file.
     pub fn file_version(&self, path: &str) -> Result<VersionRecord> {
         let state = self.state();
-        if let Some((logical, found)) = plfs25_file(self, path)? {
+        if let Some((_, found)) = plfs25_file(self, path)? {
             // Format 0: not a plfs format; the release is 2.5's own tag.
-            let (tag, data) = plfs25::version(state, &logical, &found)?
-                .unwrap_or_else(|| ("2.x".to_owned(), "?".to_owned()));
+            let (tag, data) =
+                plfs25::version(state, &found)?.unwrap_or_else(|| ("2.x".to_owned(), "?".to_owned()));
             return Ok(VersionRecord {
                 format_version: 0,
                 library_version: format!("PLFS {tag} (data format {data})"),

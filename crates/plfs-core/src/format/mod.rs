@@ -14,6 +14,7 @@ pub mod index_log;
 pub mod plfs25;
 pub mod rename;
 pub mod striping;
+pub mod switch;
 pub mod version;
 pub mod xattr;
 

@@ -156,12 +156,20 @@ impl Fault {
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
     faults: Arc<Faults>,
+    /// Answers as a store without `exchange` (as S3 and HDFS are), so a
+    /// POSIX backend can stand in for one where only that matters.
+    no_exchange: bool,
 }
 
 impl FaultyStore {
     pub fn new(inner: Arc<dyn Store>) -> FaultyStore {
         let faults = Faults { url: inner.url().to_owned(), ..Faults::default() };
-        FaultyStore { inner, faults: Arc::new(faults) }
+        FaultyStore { inner, faults: Arc::new(faults), no_exchange: false }
+    }
+
+    /// The store, saying it cannot exchange two entries, and refusing to.
+    pub fn without_exchange(self) -> FaultyStore {
+        FaultyStore { no_exchange: true, ..self }
     }
 
     /// Adds a rule. It also applies to handles opened before it was added.
@@ -257,7 +265,8 @@ impl Store for FaultyStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        let capabilities = self.inner.capabilities();
+        Capabilities { exchange: capabilities.exchange && !self.no_exchange, ..capabilities }
     }
 
     fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
@@ -297,6 +306,9 @@ impl Store for FaultyStore {
 
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
         self.faults.guard(Op::Exchange, &[a, b])?;
+        if self.no_exchange {
+            return Err(super::unsupported_exchange(self.url(), a, b));
+        }
         self.inner.exchange(a, b)
     }
 

@@ -50,7 +50,8 @@ pub(super) fn open(
 }
 
 /// Removes a 2.5 file: the hostdirs its metalinks point at, then its
-/// container on its canonical backend (the name is gone once that is),
+/// container on its canonical backend (the name is gone once that is;
+/// where a migration's switch put it aside, if that is where it is),
 /// then shadow containers left on the other backends.
 pub(super) fn unlink(mount: &MountState, logical: &StorePath, found: &Found25) -> Result<()> {
     for hostdir in plfs25::hostdirs(mount, logical, found)? {
@@ -61,7 +62,13 @@ pub(super) fn unlink(mount: &MountState, logical: &StorePath, found: &Found25) -
             ))?;
         }
     }
-    container::remove_tree(mount.store(found.backend), logical)?;
+    container::remove_tree(mount.store(found.backend), &found.dir)?;
+    if found.dir != *logical {
+        // Put aside by a migration's switch cut short: its intent goes
+        // after the container, so the name never reads the plfs copy the
+        // intent names (a rerun then removes that copy).
+        plfs25::forget_switch(mount, logical)?;
+    }
     for backend in mount.placement.all_backends().filter(|backend| *backend != found.backend) {
         let store = mount.store(backend);
         match store.metadata(logical) {

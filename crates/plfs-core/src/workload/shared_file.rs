@@ -158,10 +158,14 @@ impl Workload for Containers {
                 Some(found) => return Ok(plfs25_file::found(found)),
                 None => Lookup::Directory(metadata),
             },
-            Err(error) if error.kind() == ErrorKind::NotFound => match plfs25::find_elsewhere(mount, path)? {
-                Some(found) => return Ok(plfs25_file::found(found)),
-                None => return Err(error),
-            },
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                let found = match plfs25::find_elsewhere(mount, path)? {
+                    Some(found) => Some(found),
+                    // A migration's switch cut short between its renames.
+                    None => plfs25::find_switching(mount, path)?,
+                };
+                return found.map(plfs25_file::found).ok_or(error);
+            }
             other => other?,
         };
         Ok(match lookup {
