@@ -651,6 +651,7 @@ impl OpenFile {
         sources: &ReadSources,
     ) -> Result<()> {
         let cache = &self.mount.log_cache;
+        let readahead = cache.readahead_bytes();
         // A read inside one extent (the usual record-sized read) needs no
         // grouping and no task.
         if let [Piece { source: Source::Data { physical, .. }, .. }] = pieces {
