@@ -903,6 +903,8 @@ fn listing_commands_stop_quietly_when_stdout_is_closed() {
         assert!(stderr.is_empty(), "plfs {args:?} into a closed pipe printed: {stderr}");
         assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "plfs {args:?}: {:?}", output.status);
     }
+}
+
 /// Entries under `inside` on every backend whose names plfs reserves.
 fn reserved_on_backends(setup: &Setup, inside: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
