@@ -1180,26 +1180,6 @@ fn run_case(
                         listed[0]
                     ));
                 }
-                // Nothing of any file may be left on any backend either
-                // (but a 1-n directory keeps its logs: a remove is a record).
-                for dir in backend_dirs(case_dir, backends) {
-                    let left = fs::read_dir(dir.join(DIR_NAME))
-                        .map(|entries| {
-                            entries
-                                .filter_map(|entry| entry.ok())
-                                .filter(|entry| {
-                                    target != MdTarget::SmallFile || entry.file_name() != ".plfs-smallfile"
-                                })
-                                .count()
-                        })
-                        .unwrap_or(0);
-                    if left > 0 {
-                        problems.push(format!(
-                            "after remove: {left} entries left in {}",
-                            dir.join(DIR_NAME).display()
-                        ));
-                    }
-                }
             }
         }
     }
@@ -1219,6 +1199,30 @@ fn run_case(
     }
     if let Some(daemon) = daemon {
         daemon.stop().map_err(|e| e.context(name.as_str()))?;
+    }
+    // Nothing of any file may be left on any backend either (but a 1-n
+    // directory keeps its logs: a remove is a record). Checked once the
+    // ranks have exited and the daemon has stopped: a container's unlink
+    // returns after one rename and its pieces are deleted in the
+    // background, finished at the latest when the process that removed it
+    // (a preloaded rank, the FUSE daemon) exits.
+    if phases.iter().any(|p| p.phase == MdPhase::Remove) {
+        for dir in backend_dirs(case_dir, backends) {
+            let left = fs::read_dir(dir.join(DIR_NAME))
+                .map(|entries| {
+                    entries
+                        .filter_map(|entry| entry.ok())
+                        .filter(|entry| {
+                            target != MdTarget::SmallFile || entry.file_name() != ".plfs-smallfile"
+                        })
+                        .count()
+                })
+                .unwrap_or(0);
+            if left > 0 {
+                problems
+                    .push(format!("after remove: {left} entries left in {}", dir.join(DIR_NAME).display()));
+            }
+        }
     }
     let rate = |phase: MdPhase| phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.ops_per_sec);
     Ok(MdCaseReport {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::checksums::LogChecksums;
+use crate::checksums::{LogChecksums, PIECE_BYTES};
 use crate::config::VerifyReads;
 
 use crate::container::{self, SizeSummary};
@@ -679,10 +679,34 @@ impl OpenFile {
                 move || -> Result<()> {
                     let mut parts = parts;
                     let cached = cache.get(source.backend, source.id, store, &source.path)?;
-                    // Contiguous records of this log in one request each.
-                    cached.read_parts(&mut parts, readahead)?;
-                    for (physical, part) in parts {
-                        self.check_data(source, &cached, part, physical)?;
+                    if self.mount.tuning.verify_reads == VerifyReads::Off {
+                        // Contiguous records of this log in one request each.
+                        return cached.read_parts(&mut parts, readahead);
+                    }
+                    // Checked: runs of parts up to a checked piece in one
+                    // request each, every part checked right after its run
+                    // lands (still in cache); a longer part is read and
+                    // checked piece by piece.
+                    let mut rest = &mut parts[..];
+                    while !rest.is_empty() {
+                        let mut run = 0;
+                        let mut bytes = 0;
+                        while run < rest.len() && bytes + rest[run].1.len() as u64 <= PIECE_BYTES {
+                            bytes += rest[run].1.len() as u64;
+                            run += 1;
+                        }
+                        let (head, tail) = rest.split_at_mut(run.max(1));
+                        rest = tail;
+                        if let [(physical, part)] = head
+                            && part.len() as u64 > PIECE_BYTES
+                        {
+                            self.read_data(source, &cached, part, *physical)?;
+                            continue;
+                        }
+                        cached.read_parts(head, readahead)?;
+                        for (physical, part) in head.iter_mut() {
+                            self.check_data(source, &cached, part, *physical)?;
+                        }
                     }
                     Ok(())
                 }

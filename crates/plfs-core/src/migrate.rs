@@ -743,7 +743,7 @@ fn pending_25_pieces(state: &MountState, logical: &StorePath) -> Result<Vec<Stri
     Ok(found)
 }
 
-#[cfg(all(test, feature = "s3", feature = "hdfs"))]
+#[cfg(test)]
 mod remote_tests;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@
 //! leaves the name reading (2.5 or plfs bytes) through a fresh mount, and
 //! a rerun finishes. Without the servers the tests skip, saying so, unless
 //! `PLFS_REQUIRE_SERVERS=1` (set by `make test`).
+#![cfg(all(feature = "s3", feature = "hdfs"))]
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
