@@ -514,9 +514,14 @@ impl DirContainer {
         Ok(())
     }
 
-    fn flush_session(&mut self, writer: u64) -> Result<()> {
-        let session = self.sessions.get_mut(&writer).expect("caller checked");
-        if let Err(error) = session.flush() {
+    /// Runs one publishing step of `writer`'s session, retiring the session
+    /// if it fails.
+    fn flush_session(&mut self, writer: u64, step: fn(&mut WriterSession) -> Result<()>) -> Result<()> {
+        let Some(session) = self.sessions.get_mut(&writer) else {
+            // Retired by a failed earlier step of this flush.
+            return Ok(());
+        };
+        if let Err(error) = step(session) {
             // A failed append may have left a torn frame; later frames after
             // it would read as corruption, so the session is retired.
             tracing::warn!("{}: retiring writer {writer}'s small-file logs after a failed flush", self.dir);
@@ -529,12 +534,24 @@ impl DirContainer {
         Ok(())
     }
 
+    /// Publishes every writer's pending records: first every session's
+    /// data and index entries, then every session's names. A name frame is
+    /// what makes a flush's files exist for a reader, and a reader reads
+    /// every name log before any index log (`DirView::load`), so a view
+    /// that holds any name record of this flush holds all its writes too: a
+    /// file another process loads mid-flush is either absent (its lookup
+    /// misses and refreshes) or complete, never created at size 0 and then
+    /// served from the view after this flush has ended.
     fn flush(&mut self) -> Result<()> {
         let writers: Vec<u64> = self.sessions.keys().copied().collect();
         let mut first_error = None;
-        for writer in writers {
-            if let Err(error) = self.flush_session(writer) {
-                first_error.get_or_insert(error);
+        let steps: [fn(&mut WriterSession) -> Result<()>; 2] =
+            [WriterSession::publish_writes, WriterSession::publish_names];
+        for step in steps {
+            for &writer in &writers {
+                if let Err(error) = self.flush_session(writer, step) {
+                    first_error.get_or_insert(error);
+                }
             }
         }
         // Our changes are now on the store: the view gets them folded in,
@@ -695,22 +712,29 @@ impl WriterSession {
         !self.name_frame.is_empty() || !self.index_frame.is_empty() || !self.data_buffer.is_empty()
     }
 
-    /// Data first and durable, then names, then index entries: an entry is
-    /// never on disk before the bytes and the name it points at.
-    fn flush(&mut self) -> Result<()> {
+    /// First half of a flush: data durable first, then the index entries,
+    /// so an entry is never on disk before its bytes. An entry whose name
+    /// record is not on disk yet (or never, after a crash) is an orphan to
+    /// readers, never visible.
+    fn publish_writes(&mut self) -> Result<()> {
         self.drain_data()?;
-        if !self.index_frame.is_empty() {
+        if let Some(frame) = self.index_frame.finish() {
             self.data_log.sync()?;
+            self.index_log.append(frame)?;
+            self.index_log.sync()?;
+            self.index_frame.clear();
         }
+        Ok(())
+    }
+
+    /// Second half of a flush, after every session's `publish_writes`: the
+    /// names (creates, opens binding file ids, and the other namespace
+    /// records) that make the flushed writes visible.
+    fn publish_names(&mut self) -> Result<()> {
         if let Some(frame) = self.name_frame.finish() {
             self.name_log.append(frame)?;
             self.name_log.sync()?;
             self.name_frame.clear();
-        }
-        if let Some(frame) = self.index_frame.finish() {
-            self.index_log.append(frame)?;
-            self.index_log.sync()?;
-            self.index_frame.clear();
         }
         Ok(())
     }

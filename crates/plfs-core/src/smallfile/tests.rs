@@ -150,6 +150,179 @@ fn a_write_to_a_name_another_process_removed_is_an_orphan() {
     assert_eq!(two.orphan_writes(&d).unwrap(), 1);
 }
 
+/// A store that runs `before_append` before every append to a log, so a
+/// test can act between two appends of one flush.
+struct HookedStore {
+    inner: SharedStore,
+    before_append: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for HookedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HookedStore({:?})", self.inner)
+    }
+}
+
+struct HookedWriter {
+    inner: Box<dyn AppendWriter>,
+    before_append: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for HookedWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HookedWriter({:?})", self.inner)
+    }
+}
+
+impl AppendWriter for HookedWriter {
+    fn append(&mut self, buf: &[u8]) -> Result<()> {
+        (self.before_append)();
+        self.inner.append(buf)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+impl crate::store::Store for HookedStore {
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+    fn capabilities(&self) -> crate::store::Capabilities {
+        self.inner.capabilities()
+    }
+    fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
+        self.inner.create_dir(path, mode)
+    }
+    fn create_dir_all(&self, path: &StorePath) -> Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn list(&self, path: &StorePath) -> Result<Vec<crate::store::DirEntry>> {
+        self.inner.list(path)
+    }
+    fn metadata(&self, path: &StorePath) -> Result<crate::store::Metadata> {
+        self.inner.metadata(path)
+    }
+    fn remove_file(&self, path: &StorePath) -> Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir(&self, path: &StorePath) -> Result<()> {
+        self.inner.remove_dir(path)
+    }
+    fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
+        self.inner.exchange(a, b)
+    }
+    fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.inner.create_new(path, contents)
+    }
+    fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.inner.replace(path, contents)
+    }
+    fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
+        let inner = self.inner.create_append(path)?;
+        Ok(Box::new(HookedWriter { inner, before_append: self.before_append.clone() }))
+    }
+    fn open_read(&self, path: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
+        self.inner.open_read(path)
+    }
+    fn open_write(
+        &self,
+        path: &StorePath,
+        how: crate::store::WriteOpen,
+    ) -> Result<Box<dyn crate::store::RandomWriter>> {
+        self.inner.open_write(path, how)
+    }
+    fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
+        self.inner.set_mode(path, mode)
+    }
+    fn set_owner(&self, path: &StorePath, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.inner.set_owner(path, uid, gid)
+    }
+    fn set_times(
+        &self,
+        path: &StorePath,
+        atime: Option<std::time::SystemTime>,
+        mtime: Option<std::time::SystemTime>,
+    ) -> Result<()> {
+        self.inner.set_times(path, atime, mtime)
+    }
+    fn symlink(&self, target: &str, path: &StorePath) -> Result<()> {
+        self.inner.symlink(target, path)
+    }
+    fn read_link(&self, path: &StorePath) -> Result<String> {
+        self.inner.read_link(path)
+    }
+    fn space(&self) -> Result<crate::store::SpaceInfo> {
+        self.inner.space()
+    }
+}
+
+/// Another process (a second engine) loads its view of the directory
+/// between two appends of a flush that creates and writes two files, one
+/// per writer, at every such point in turn; after the flush, a lookup must
+/// find each file with the bytes that flush wrote. A lookup that finds its
+/// name answers from the cached view, so a view holding a flush's creates
+/// without its writes kept stat'ing the files at size 0 after their writer
+/// had closed them (mdtest's O_EXCL creates under the preload hit this when
+/// a create loaded the view during another rank's close).
+#[test]
+fn a_view_loaded_during_another_process_flush_never_keeps_its_files_half_written() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let d = dir("d");
+    let mut pause_at = 1;
+    loop {
+        let stores = memory_stores(2);
+        let stamper = stamper();
+        let reader = Arc::new(SmallFileStore::new(stores.clone(), options(&stamper)).unwrap());
+        let appends = Arc::new(AtomicUsize::new(0));
+        // Counting starts at the flush (the sessions' headers come before).
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hook: Arc<dyn Fn() + Send + Sync> = {
+            let (reader, appends, armed, d) = (reader.clone(), appends.clone(), armed.clone(), d.clone());
+            Arc::new(move || {
+                if armed.load(Ordering::SeqCst) && appends.fetch_add(1, Ordering::SeqCst) + 1 == pause_at {
+                    reader.invalidate_read_cache(&d);
+                    reader.list(&d).unwrap();
+                }
+            })
+        };
+        let hooked: Vec<SharedStore> = stores
+            .iter()
+            .map(|inner| {
+                Arc::new(HookedStore { inner: inner.clone(), before_append: hook.clone() }) as SharedStore
+            })
+            .collect();
+        let writer = SmallFileStore::new(hooked, options(&stamper)).unwrap();
+        for (number, name) in [(1, "f"), (2, "g")] {
+            writer.create(&d, name, number).unwrap();
+            writer.write(&d, name, number, 0, name.repeat(5).as_bytes()).unwrap();
+        }
+        armed.store(true, Ordering::SeqCst);
+        writer.flush_writes(&d).unwrap();
+        if appends.load(Ordering::SeqCst) < pause_at {
+            break;
+        }
+        for name in ["f", "g"] {
+            let stat = reader.stat_fresh(&d, name).unwrap();
+            assert_eq!(stat.size, 5, "{name}, view loaded before append {pause_at} of the flush");
+            assert_eq!(read_all(&reader, &d, name).unwrap(), name.repeat(5).as_bytes());
+        }
+        writer.close().unwrap();
+        pause_at += 1;
+    }
+    // Two sessions: a data, an index and a name append each.
+    assert_eq!(pause_at, 7);
+}
+
 /// Everything `stat`, `list` and `read` can tell about a directory.
 fn snapshot(engine: &SmallFileStore, directory: &StorePath) -> Vec<(String, FileStat, Vec<u8>)> {
     let names = engine.list(directory).unwrap();

@@ -148,7 +148,14 @@ impl DirView {
             handles: Arc::new(Mutex::new(HashMap::new())),
             log_lengths: HashMap::new(),
         };
+        // Every name log first, then every index log: a writer publishes
+        // all its index entries before any of its names (see
+        // `DirContainer::flush`), so a flush whose names this load sees has
+        // all its writes seen too. A later flush's entries read without
+        // their names stay orphans or, for files already named, show as if
+        // that flush were half done; either is replaced at the next reload.
         let mut logs = Vec::new();
+        let mut sessions = Vec::new();
         for (id, (backend, present)) in found {
             // A session without its name log cannot name anything: it died
             // while its logs were being created (or is being created now).
@@ -160,13 +167,16 @@ impl DirView {
             }
             let names: DecodedLog<NameRecord> =
                 view.load_log(backend, dir, SmallLogKind::Name, &id, NAME_LOG_MAGIC, hostname)?;
-            let index: DecodedLog<IndexEntry> = if present[SmallLogKind::Index as usize] {
-                view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC, hostname)?
-            } else {
-                DecodedLog { header: None, records: Vec::new(), valid_length: 0, torn_tail: None }
-            };
             view.add_session(backend, small_log_path(dir, SmallLogKind::Data, &id)?);
-            logs.push((names.records, index.records));
+            logs.push((names.records, Vec::new()));
+            sessions.push((id, backend, present[SmallLogKind::Index as usize]));
+        }
+        for ((id, backend, has_index), (_, entries)) in sessions.into_iter().zip(logs.iter_mut()) {
+            if has_index {
+                let index: DecodedLog<IndexEntry> =
+                    view.load_log(backend, dir, SmallLogKind::Index, &id, INDEX_LOG_MAGIC, hostname)?;
+                *entries = index.records;
+            }
         }
         view.replay(&logs)?;
         Ok(view)
