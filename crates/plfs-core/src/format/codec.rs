@@ -15,6 +15,15 @@ pub fn put_u64(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
+/// A u16 length, then the text's UTF-8 bytes: the names and paths of the
+/// small intent records. They are at most PATH_MAX (4096) bytes, so the
+/// length always fits.
+pub fn put_text16(out: &mut Vec<u8>, text: &str) {
+    let length = u16::try_from(text.len()).expect("a name or path is shorter than 64 KiB");
+    put_u16(out, length);
+    out.extend_from_slice(text.as_bytes());
+}
+
 /// Reads fields in order from a byte slice, failing with `Corrupt` (naming
 /// `what`) instead of panicking when the bytes run out.
 pub struct Reader<'a> {
@@ -64,6 +73,15 @@ impl<'a> Reader<'a> {
 
     pub fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// Text written by [`put_text16`]; `field` names it in the error when
+    /// its bytes are not UTF-8.
+    pub fn text16(&mut self, field: &str) -> Result<String> {
+        let length = self.u16()?;
+        let bytes = self.take(usize::from(length))?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| Error::corrupt(format!("{}: {field} is not UTF-8", self.what)))
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N]> {

@@ -2,7 +2,7 @@
 //! in the container that is moving, so that `plfs recover` can finish a
 //! rename a crash cut short (docs/ARCHITECTURE.md, "Rename").
 
-use super::codec::{Reader, begin_sealed, open_sealed, put_u16, seal};
+use super::codec::{Reader, begin_sealed, open_sealed, put_text16, seal};
 use crate::error::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"PLFSMOVE";
@@ -21,10 +21,7 @@ impl RenameIntent {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = begin_sealed(MAGIC);
         for text in [&self.source, &self.target, &self.staging] {
-            // Paths are at most PATH_MAX (4096) bytes: always fits.
-            let length = u16::try_from(text.len()).expect("a path is shorter than 64 KiB");
-            put_u16(&mut out, length);
-            out.extend_from_slice(text.as_bytes());
+            put_text16(&mut out, text);
         }
         seal(out)
     }
@@ -32,12 +29,7 @@ impl RenameIntent {
     pub fn decode(bytes: &[u8]) -> Result<RenameIntent> {
         let (_version, body) = open_sealed(bytes, MAGIC, "rename intent")?;
         let mut reader = Reader::new(body, "rename intent");
-        let mut text = || -> Result<String> {
-            let length = reader.u16()?;
-            let bytes = reader.take(usize::from(length))?;
-            String::from_utf8(bytes.to_vec())
-                .map_err(|_| Error::corrupt("rename intent: a path is not UTF-8"))
-        };
+        let mut text = || reader.text16("a path");
         let (source, target, staging) = (text()?, text()?, text()?);
         if reader.remaining() != 0 {
             return Err(Error::corrupt(format!(

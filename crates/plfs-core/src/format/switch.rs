@@ -5,7 +5,7 @@
 //! `plfs recover --fix` finishes the switch (docs/FORMAT.md §16,
 //! "Migrating"; `migrate.rs`).
 
-use super::codec::{Reader, begin_sealed, open_sealed, put_u16, seal};
+use super::codec::{Reader, begin_sealed, open_sealed, put_text16, seal};
 use crate::error::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"PLFSSWCH";
@@ -23,10 +23,7 @@ impl SwitchIntent {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = begin_sealed(MAGIC);
         for text in [&self.verified, &self.aside] {
-            // Names are at most a few hundred bytes: always fits.
-            let length = u16::try_from(text.len()).expect("a name is shorter than 64 KiB");
-            put_u16(&mut out, length);
-            out.extend_from_slice(text.as_bytes());
+            put_text16(&mut out, text);
         }
         seal(out)
     }
@@ -35,10 +32,7 @@ impl SwitchIntent {
         let (_version, body) = open_sealed(bytes, MAGIC, "switch intent")?;
         let mut reader = Reader::new(body, "switch intent");
         let mut name = || -> Result<String> {
-            let length = reader.u16()?;
-            let bytes = reader.take(usize::from(length))?;
-            let text = String::from_utf8(bytes.to_vec())
-                .map_err(|_| Error::corrupt("switch intent: a name is not UTF-8"))?;
+            let text = reader.text16("a name")?;
             // Names beside the file, never paths: a damaged or forged
             // record must not point a rename elsewhere.
             if text.is_empty() || text.contains('/') || text == "." || text == ".." {
