@@ -141,6 +141,7 @@ int main(int argc, char **argv) {
     double making = MPI_Wtime();
     if (o.phase == PHASE_WRITE) fill_regions(&o, &re, bufs);
     making = MPI_Wtime() - making;
+    if (o.phase == PHASE_READ) back_free_memory(&o, rank, PEER);
     char path[4096];
     snprintf(path, sizeof path, "%s/restart.bp", o.dir);
 

@@ -41,11 +41,13 @@
 #ifndef PLFS_RESTART_COMMON_H
 #define PLFS_RESTART_COMMON_H
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #define NVARS 8
@@ -65,6 +67,8 @@ struct options {
      * values must fail, which proves the check runs. */
     int64_t expect_offset;
     const char *transport; /* adios only: MPI or POSIX */
+    /* Bytes to touch and free right before the clock (--back-memory). */
+    uint64_t back_memory;
 };
 
 /* A box: start and count per dimension, x first. */
@@ -91,7 +95,7 @@ static void usage_exit(int rank, const char *program, const char *why) {
         fprintf(stderr,
                 "%s: %s\nusage: %s write|read|regions --dir DIR --grid GXxGYxGZ --procs PXxPYxPZ\n"
                 "       [--readers-grid RXxRYxRZ | --decomp pieces] [--decomp NAME]\n"
-                "       [--expect-offset D] [--transport MPI|POSIX]\n",
+                "       [--expect-offset D] [--transport MPI|POSIX] [--back-memory BYTES]\n",
                 program, why, program);
     }
     MPI_Finalize();
@@ -147,6 +151,8 @@ static void parse_options(int argc, char **argv, int rank, struct options *o) {
             o->expect_offset = strtoll(value, NULL, 10);
         } else if (strcmp(flag, "--transport") == 0) {
             o->transport = value;
+        } else if (strcmp(flag, "--back-memory") == 0) {
+            o->back_memory = strtoull(value, NULL, 10);
         } else {
             usage_exit(rank, argv[0], "unknown flag");
         }
@@ -160,6 +166,32 @@ static void parse_options(int argc, char **argv, int rank, struct options *o) {
         if ((uint64_t)o->procs[d] > o->global[d]) usage_exit(rank, argv[0], "--procs exceeds --grid in a dimension");
         if (o->have_readers && (uint64_t)o->readers[d] > o->global[d])
             usage_exit(rank, argv[0], "--readers-grid exceeds --grid in a dimension");
+    }
+}
+
+/* Touches --back-memory bytes of fresh memory and frees them, as plfs's
+ * and the direct file's readers do before their clock (the bench's
+ * host.rs, back_free_memory, says why): after the page cache is dropped a
+ * guest with free page reporting gives the freed pages to its host, and
+ * the read that fills the page cache again would pay a host fault per
+ * page, more or less depending on the folios it gets. */
+static void back_free_memory(const struct options *o, int rank, const char *peer) {
+    size_t len = (size_t)o->back_memory;
+    if (len == 0) return;
+    char *at = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) {
+        fprintf(stderr, "%s rank %d: mmap of %zu bytes to back free memory: %s\n", peer, rank, len, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    madvise(at, len, MADV_HUGEPAGE);
+    for (size_t i = 0; i < len; i += 4096) ((volatile char *)at)[i] = 1;
+    munmap(at, len);
+    /* The peak RSS the report shows is the read's, not this memory's: "5"
+     * resets it to the current RSS (proc(5), clear_refs). */
+    FILE *refs = fopen("/proc/self/clear_refs", "w");
+    if (refs == NULL || fputs("5", refs) == EOF || fclose(refs) != 0) {
+        fprintf(stderr, "%s rank %d: resetting the peak RSS (/proc/self/clear_refs): %s\n", peer, rank, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 3);
     }
 }
 

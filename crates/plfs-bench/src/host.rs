@@ -45,6 +45,60 @@ pub fn memory_notes(sys: &Path) -> Vec<String> {
     notes
 }
 
+/// Touches `bytes` of fresh anonymous memory (huge pages where the kernel
+/// gives them) and frees it again, so the pages the next few allocations
+/// get are backed by the host. After the page cache is dropped, a guest
+/// with free page reporting hands the freed pages to its host, which
+/// discards them; a read that then fills the page cache pays a host fault
+/// per page on its first copy out of it (seen in `_copy_to_iter`). Which
+/// reads pay depends on the folios they get, not on what they do: a file
+/// read front to back gets large read-ahead folios, carved from the large
+/// free blocks that were reported, while strided reads of one shared file
+/// get small ones from recently freed pages (restart uniform: plfs's logs
+/// paid 5-10x the direct file's copy cost). Freed pages are reported only
+/// after they have lain free for a while (2 s in Linux), so this is done
+/// right before a clock starts, by the processes that will read. The
+/// process's peak resident set is reset afterwards, so the touched memory
+/// does not show in the peak RSS its figures report.
+pub fn back_free_memory(bytes: u64) -> std::io::Result<()> {
+    const PAGE: usize = 4096;
+    let len = usize::try_from(bytes).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a private anonymous mapping at an address the kernel picks;
+    // nothing else refers to it.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Huge pages are freed as whole large blocks, which large read-ahead
+    // folios are then carved from; a refusal only means small pages.
+    // SAFETY: `at..at + len` is the mapping made above.
+    unsafe { libc::madvise(at, len, libc::MADV_HUGEPAGE) };
+    let base = at.cast::<u8>();
+    for offset in (0..len).step_by(PAGE) {
+        // SAFETY: inside the mapping; volatile so the touch is not elided.
+        unsafe { base.add(offset).write_volatile(1) };
+    }
+    // SAFETY: unmaps exactly the mapping made above, which nothing uses.
+    if unsafe { libc::munmap(at, len) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // "5" resets the peak RSS (VmHWM, getrusage's ru_maxrss) to the
+    // current RSS (proc(5), clear_refs).
+    fs::write("/proc/self/clear_refs", "5")
+}
+
 /// Bound virtio-balloon devices whose negotiated features include free
 /// page reporting (sysfs shows features as one '0'/'1' per bit, bit 0 first).
 fn balloons_reporting(sys: &Path) -> Vec<String> {
@@ -94,6 +148,38 @@ mod tests {
         let path = root.join(path);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, contents).unwrap();
+    }
+
+    /// The memory is really touched: this thread takes at least one page
+    /// fault per huge page of it (one per 4 KiB page without huge pages);
+    /// and it does not show in the process's peak RSS afterwards. VmHWM,
+    /// not getrusage: a test binary's ru_maxrss starts at its parent's
+    /// (cargo's) peak, inherited at exec, which hides 64 MiB.
+    #[test]
+    fn backing_free_memory_touches_every_page_and_leaves_the_peak_alone() {
+        const BYTES: u64 = 64 << 20;
+        let faults = || {
+            // SAFETY: an all-zero rusage is valid for getrusage to fill.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: getrusage fills the one rusage it is given.
+            assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+            usage.ru_minflt as u64
+        };
+        let peak_kib = || {
+            let status = fs::read_to_string("/proc/self/status").unwrap();
+            let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()
+        };
+        let (before_faults, before_peak) = (faults(), peak_kib());
+        back_free_memory(BYTES).unwrap();
+        let taken = faults() - before_faults;
+        assert!(taken >= BYTES / (2 << 20), "{taken} page faults for {BYTES} bytes");
+        let after_peak = peak_kib();
+        assert!(
+            after_peak < before_peak + BYTES / 1024 / 2,
+            "peak RSS {before_peak} KiB -> {after_peak} KiB"
+        );
+        back_free_memory(0).unwrap();
     }
 
     #[test]

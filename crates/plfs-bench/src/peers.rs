@@ -150,11 +150,15 @@ pub struct PeerRun {
     pub expect_offset: i64,
     /// ADIOS's write transport, "MPI" (default) or "POSIX".
     pub transport: Option<String>,
+    /// Bytes each reader touches and frees right before its clock starts,
+    /// as plfs's and the direct file's readers do
+    /// ([`crate::host::back_free_memory`]); 0: none.
+    pub back_memory_bytes: u64,
 }
 
 impl PeerRun {
     pub fn new(dir: PathBuf, grid: [u64; 3], procs: [usize; 3], decomp: Decomp, readers: usize) -> PeerRun {
-        PeerRun { dir, grid, procs, decomp, readers, expect_offset: 0, transport: None }
+        PeerRun { dir, grid, procs, decomp, readers, expect_offset: 0, transport: None, back_memory_bytes: 0 }
     }
 
     /// The peers' run of a `plfs bench restart` pixie3d checkpoint: the
@@ -209,6 +213,9 @@ impl PeerRun {
         }
         if let Some(transport) = &self.transport {
             args.extend(["--transport".to_owned(), transport.clone()]);
+        }
+        if self.back_memory_bytes != 0 && phase == PeerPhase::Read.as_str() {
+            args.extend(["--back-memory".to_owned(), self.back_memory_bytes.to_string()]);
         }
         args
     }

@@ -47,6 +47,9 @@ fn restart(peer: Peer) {
     let write = program.run_phase(&run, PeerPhase::Write).unwrap();
     assert_eq!((write.peer, write.phase, write.ranks, write.bytes), (peer, PeerPhase::Write, 4, total));
     assert!(dir.join(peer.file_name()).is_file());
+    // Every reader backs some free memory before its clock, as the bench
+    // asks after dropping the page cache; the reads are the same.
+    run.back_memory_bytes = 4 << 20;
 
     let decomps = [
         (Decomp::Uniform, 4),

@@ -164,6 +164,11 @@ pub struct RestartWorker {
     /// mpirun ([`mpi_worker_main`]); None: an independent process.
     #[serde(default)]
     pub strategy: Option<String>,
+    /// Bytes of memory this process touches and frees right before its
+    /// clock starts (a read after the page cache was dropped): see
+    /// [`crate::host::back_free_memory`]. 0: none.
+    #[serde(default)]
+    pub back_memory_bytes: u64,
 }
 
 /// What one process measured.
@@ -221,6 +226,10 @@ fn prepare(spec: RestartWorker) -> Result<Prepared> {
     };
     let longest = extents.iter().map(|e| e.len).max().unwrap_or(0).min(CHUNK) as usize;
     let expected = if spec.op == Op::Read { vec![0u8; longest] } else { Vec::new() };
+    // Last in the set-up, so that little else allocates between it and
+    // the clock's start.
+    crate::host::back_free_memory(spec.back_memory_bytes)
+        .map_err(BenchError::io("backing free memory before the read of", direct_path(&spec.dir)))?;
     Ok(Prepared { spec, plfs, extents, buf: vec![0u8; longest], expected, scratch: Vec::new() })
 }
 
@@ -772,7 +781,7 @@ fn run_once(
     for target in targets {
         // SAFETY: sync(2) takes no arguments and cannot fail.
         unsafe { libc::sync() };
-        phases.push(phase(spec, layout, workers, work, target, Op::Write, Decomp::Uniform, spec.writers)?);
+        phases.push(phase(spec, layout, workers, work, target, Op::Write, Decomp::Uniform, spec.writers, 0)?);
     }
     // Each peer in a directory of its own beside plfs's backends and the
     // direct file: the same file system.
@@ -789,14 +798,33 @@ fn run_once(
     for &(decomp, readers) in plan {
         for target in targets {
             drop_cache(warm);
-            phases.push(phase(spec, layout, workers, work, target, Op::Read, decomp, readers)?);
+            let back = backing_per_reader(layout, readers, *warm);
+            phases.push(phase(spec, layout, workers, work, target, Op::Read, decomp, readers, back)?);
         }
         for program in programs {
             drop_cache(warm);
-            phases.push(peer_phase(program, &peer_run(program, decomp, readers)?, PeerPhase::Read, layout)?);
+            let mut run = peer_run(program, decomp, readers)?;
+            run.back_memory_bytes = backing_per_reader(layout, readers, *warm);
+            phases.push(peer_phase(program, &run, PeerPhase::Read, layout)?);
         }
     }
     Ok(phases)
+}
+
+/// Most memory one reader backs before its clock.
+const BACKING_MAX_BYTES: u64 = 1 << 30;
+
+/// The memory each of `readers` processes backs right before a read whose
+/// page cache was dropped ([`crate::host::back_free_memory`]): together
+/// half again the file (the page cache the read fills, read-ahead past a
+/// reader's last byte included) plus one 8 MiB read-ahead window each.
+/// Every target's readers back the same amount, so no read is favoured.
+/// None after a drop that failed (warm reads fill no page cache).
+pub fn backing_per_reader(layout: &Layout, readers: usize, warm: bool) -> u64 {
+    if warm || readers == 0 {
+        return 0;
+    }
+    (layout.file_bytes() * 3 / 2 / readers as u64 + (8 << 20)).min(BACKING_MAX_BYTES)
 }
 
 /// The Open MPI launcher a phase with an open strategy runs under.
@@ -910,6 +938,7 @@ fn phase(
     op: Op,
     decomp: Decomp,
     processes: usize,
+    back_memory_bytes: u64,
 ) -> Result<PhaseFigures> {
     let decomp_name = (op == Op::Read).then(|| decomp.as_str().to_owned());
     let name = match &decomp_name {
@@ -927,6 +956,7 @@ fn phase(
             dir: work.to_path_buf(),
             backends: spec.backends,
             strategy: None,
+            back_memory_bytes,
         })
         .collect();
     // Under a strategy the direct file's processes are ranks of an mpirun
@@ -1101,7 +1131,8 @@ impl RestartReport {
             if self.warm {
                 ", WARM page cache (not dropped)"
             } else {
-                ", page cache dropped before each read"
+                ", page cache dropped before each read and free memory backed (every reader of \
+                 every target touches and frees its share, 1.5x the file in all, before its clock)"
             }
         );
         let spread = |s: &Spread, digits: usize| {
@@ -1317,6 +1348,8 @@ mod tests {
             dir: work.to_path_buf(),
             backends: 1,
             strategy: None,
+            // A reader that backs memory first reads and checks the same.
+            back_memory_bytes: if op == Op::Read { 1 << 20 } else { 0 },
         };
         let writers = layout.writers() as usize;
         for target in [Target::DirectN1, Target::Plfs] {

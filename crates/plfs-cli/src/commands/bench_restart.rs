@@ -18,7 +18,10 @@ use crate::output::print_json;
 #[command(after_help = "Each writer and reader is its own OS process. One run writes the checkpoint \
     through plfs and as one plain shared file (pwrite; the direct N-1 peer), then for each --decomp \
     reads both back with M processes (open, pread, check of every byte and close inside the clock), \
-    dropping the page cache before every read (root only; otherwise the figures are marked warm). \
+    dropping the page cache before every read (root only; otherwise the figures are marked warm); \
+    after a drop every reader, of every target, touches and frees its share of 1.5x the file right \
+    before its clock, so that a VM that hands freed pages back to its host does not charge the read \
+    for faulting them back in. \
     Decompositions: uniform (M = N, reader r reads writer r's data in write order), half (M = N/2), \
     minus-k (M = N - k), non-integer (M readers on a grid of their own: 4x4x4 -> 4x4x5; default \
     M = N + N/4), pieces (the whole file in M contiguous pieces; default M = N). pixie3d blocks per \
