@@ -36,7 +36,9 @@
 //!   the one last reported (another node, or the library, changed it), so
 //!   an open still sees what other nodes closed before it; and a write the
 //!   daemon placed elsewhere than the kernel asked (O_APPEND). Other nodes'
-//!   changes reach stat and names within the timeouts. A damaged file's
+//!   changes reach stat and names within the timeouts (inodes name paths,
+//!   so a cached name still reaches whatever file now has that path; an
+//!   open finds it there). A damaged file's
 //!   stand-in attributes are never cached (its stat must keep failing).
 //! - No auto_inval_data: it would cost a getattr before every read, and
 //!   the open-time check above keeps sizes right.
