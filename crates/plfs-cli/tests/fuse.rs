@@ -935,6 +935,120 @@ fn a_second_mount_reads_what_the_first_closed() {
     drop(held);
 }
 
+/// With attributes and names cached for a minute, every change one
+/// process makes through the mount (size by write, O_APPEND and truncate,
+/// rename, rename over a file, unlink) is what another user's process sees
+/// next: the kernel keeps what it cached right for its own requests, and
+/// the daemon tells it what it placed itself (O_APPEND).
+#[test]
+fn changes_through_the_mount_show_at_once_with_cached_attributes() {
+    let _serial = serial();
+    let mount = PlfsMount::new(&["allow_other", "attr_timeout=60", "entry_timeout=60"]);
+    let dir = mount.path("d");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    // The reader: another user, a new process per look.
+    let look = |script: &str| -> String {
+        let output = run(
+            Command::new("runuser").args(["-u", "nobody", "--", "bash", "-c", script]).current_dir(&dir),
+            MIN,
+        );
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    };
+    let size = |name: &str| look(&format!("stat -c %s {name} 2>/dev/null || echo gone"));
+    let writer = |script: &str| bash(script, &dir, MIN);
+
+    writer("printf 0123456789 > f");
+    assert_eq!(size("f"), "10\n", "after the create");
+    assert_eq!(look("cat f"), "0123456789", "contents after the create");
+    writer("printf abcde >> f");
+    assert_eq!(size("f"), "15\n", "after an O_APPEND write");
+    writer("truncate -s 3 f");
+    assert_eq!(size("f"), "3\n", "after a truncate");
+    assert_eq!(look("cat f"), "012", "contents after the truncate");
+    writer(
+        "exec 3<>f; printf XY >&3; exec 3>&-; printf 0123456789abcdefghij | dd of=f bs=20 seek=1 conv=notrunc status=none",
+    );
+    assert_eq!(size("f"), "40\n", "after a write past the end");
+    writer("mv f g");
+    assert_eq!(size("f"), "gone\n", "the old name after a rename");
+    assert_eq!(size("g"), "40\n", "the new name after a rename");
+    writer("printf 1234567 > h");
+    assert_eq!(size("h"), "7\n");
+    writer("mv g h");
+    assert_eq!(size("h"), "40\n", "a name renamed over shows the file moved there");
+    assert!(look("cat h").starts_with("XY2"), "contents of the file renamed over another");
+    assert_eq!(size("g"), "gone\n");
+    writer("rm h");
+    assert_eq!(size("h"), "gone\n", "after an unlink");
+    writer("printf new > h");
+    assert_eq!(look("cat h"), "new", "a new file under an unlinked name");
+}
+
+/// A second mount stands for another node: what it changes is seen here
+/// by an open at once (close-to-open: the open finds another size than
+/// the kernel cached and drops the kernel's attributes), and by stat once
+/// the attribute and entry timeouts have passed, not before.
+#[test]
+fn changes_behind_the_mount_show_at_open_and_after_the_timeouts() {
+    let _serial = serial();
+    const TTL: Duration = Duration::from_secs(3);
+    let first = PlfsMount::new(&[]);
+    let second = first.second_over_same_backends(&["attr_timeout=3", "entry_timeout=3"]);
+    let old = random_bytes(100_000, 41);
+    fs::write(first.path("f"), &old).unwrap();
+    assert_eq!(fs::metadata(second.path("f")).unwrap().len(), old.len() as u64);
+
+    // Another node appends and closes: an open here sees every byte.
+    let more = random_bytes(50_000, 42);
+    fs::OpenOptions::new().append(true).open(first.path("f")).unwrap().write_all(&more).unwrap();
+    let cached_at = Instant::now();
+    let seen = fs::read(second.path("f")).unwrap();
+    let mut expected = old.clone();
+    expected.extend_from_slice(&more);
+    assert!(
+        seen.len() == expected.len() && seen == expected,
+        "an open after the other node's close reads {} bytes of {}",
+        seen.len(),
+        expected.len()
+    );
+    assert_eq!(fs::metadata(second.path("f")).unwrap().len(), expected.len() as u64, "stat after that open");
+
+    // Another node truncates, renames and unlinks; stat here is answered
+    // from the cache until the timeouts pass.
+    fs::write(second.path("g"), b"gee").unwrap();
+    assert_eq!(fs::metadata(second.path("g")).unwrap().len(), 3);
+    let looked_at = Instant::now();
+    fs::OpenOptions::new().write(true).open(first.path("f")).unwrap().set_len(10).unwrap();
+    fs::rename(first.path("g"), first.path("g2")).unwrap();
+    let cached_f = fs::metadata(second.path("f")).unwrap().len();
+    let cached_g = fs::metadata(second.path("g")).map(|m| m.len()).ok();
+    if cached_at.elapsed() < TTL - Duration::from_millis(500)
+        && looked_at.elapsed() < TTL - Duration::from_millis(500)
+    {
+        // Only meaningful while the cache is surely valid; a loaded
+        // machine may take longer, and then there is nothing to show.
+        assert_eq!(cached_f, expected.len() as u64, "stat within attr_timeout answers from the cache");
+        assert_eq!(cached_g, Some(3), "a name within entry_timeout answers from the cache");
+    }
+    thread_sleep_past(looked_at.max(cached_at), TTL);
+    assert_eq!(fs::metadata(second.path("f")).unwrap().len(), 10, "stat after attr_timeout");
+    assert!(fs::metadata(second.path("g")).is_err(), "a renamed name after entry_timeout");
+    assert_eq!(fs::read(second.path("g2")).unwrap(), b"gee", "the new name");
+    fs::remove_file(first.path("g2")).unwrap();
+    thread_sleep_past(Instant::now(), TTL);
+    assert!(fs::metadata(second.path("g2")).is_err(), "an unlinked name after entry_timeout");
+}
+
+/// Sleeps until `timeout` and a margin for the kernel's clock have passed
+/// since `since`.
+fn thread_sleep_past(since: Instant, timeout: Duration) {
+    let until = since + timeout + Duration::from_millis(300);
+    if let Some(left) = until.checked_duration_since(Instant::now()) {
+        std::thread::sleep(left);
+    }
+}
+
 const FSX_OPS: u64 = 20_000;
 
 /// fsx's default operations (pread, pwrite, mmap reads and writes, truncate).

@@ -27,13 +27,21 @@
 //!   `open_flags`; read-write ones where the kernel allows mmap of direct
 //!   I/O files); the kernel drops cached pages a direct write overlaps.
 //!   `-o direct_io` makes every open direct. docs/POSIX.md ("Caching").
-//! - Regular files: attribute TTL 0. With default_permissions the kernel
-//!   refreshes attributes at every open (its permission check), so the
-//!   size an open sees is the one on the backend, and stat is never stale.
-//!   Directories and symlinks: 1 s. Entry TTL 1 s: inodes name paths, so a
-//!   cached name still reaches whatever file now has that path.
-//! - No auto_inval_data: with a zero attribute TTL it would cost a getattr
-//!   before every read.
+//! - Attributes and names are cached by the kernel for `attr_timeout` and
+//!   `entry_timeout` (1 s each by default, libfuse's; `-o attr_timeout=S`).
+//!   Every change made through this mount is the kernel's own request, and
+//!   the kernel updates or drops what it cached for it (create, write,
+//!   truncate, rename, unlink). What it cannot know the daemon tells it
+//!   (`invalidate_attr`): a file opened for reading whose size here is not
+//!   the one last reported (another node, or the library, changed it), so
+//!   an open still sees what other nodes closed before it; and a write the
+//!   daemon placed elsewhere than the kernel asked (O_APPEND). Other nodes'
+//!   changes reach stat and names within the timeouts (inodes name paths,
+//!   so a cached name still reaches whatever file now has that path; an
+//!   open finds it there). A damaged file's
+//!   stand-in attributes are never cached (its stat must keep failing).
+//! - No auto_inval_data: it would cost a getattr before every read, and
+//!   the open-time check above keeps sizes right.
 //! - Rename over a file: the kernel moves its dentry only when the reply
 //!   arrives, so an open(2) of the name may still reach the replaced
 //!   node. Such an open gets the file now at the name, direct I/O (that
@@ -45,12 +53,12 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
@@ -68,12 +76,12 @@ use crate::inode::{InodeTable, Located, ROOT};
 use crate::process;
 use crate::statfs::{SpaceOracle, SpaceSource};
 
-/// How long the kernel may trust a name → inode answer.
-pub const ENTRY_TTL: Duration = Duration::from_secs(1);
-/// Attributes of directories and symlinks (see the module comment for why
-/// regular files get none).
-pub const DIR_ATTR_TTL: Duration = Duration::from_secs(1);
-pub const FILE_ATTR_TTL: Duration = Duration::ZERO;
+/// How long the kernel may trust a name → inode answer, and attributes,
+/// unless the mount says otherwise (`-o entry_timeout=S,attr_timeout=S`):
+/// libfuse's defaults, which is what a FUSE user expects; other nodes'
+/// changes show in stat within this (docs/POSIX.md).
+pub const ENTRY_TTL_DEFAULT: Duration = Duration::from_secs(1);
+pub const ATTR_TTL_DEFAULT: Duration = Duration::from_secs(1);
 
 /// st_blksize: tools size their buffers from it (cp, tar), and plfs
 /// wants large writes, each of which costs one index record.
@@ -111,6 +119,10 @@ pub struct FsOptions {
     /// opens. For files only this node writes: the kernel then keeps the
     /// size itself and writes back whole pages (docs/POSIX.md).
     pub writeback_cache: bool,
+    /// How long the kernel may cache attributes (`-o attr_timeout`).
+    pub attr_timeout: Duration,
+    /// How long the kernel may cache a name's inode (`-o entry_timeout`).
+    pub entry_timeout: Duration,
 }
 
 impl Default for FsOptions {
@@ -122,6 +134,8 @@ impl Default for FsOptions {
             max_background: 64,
             direct_io: false,
             writeback_cache: false,
+            attr_timeout: ATTR_TTL_DEFAULT,
+            entry_timeout: ENTRY_TTL_DEFAULT,
         }
     }
 }
@@ -199,6 +213,14 @@ impl DirListing {
     }
 }
 
+/// A name's inode and attributes as a lookup or create answers them.
+#[derive(Debug)]
+struct Entry {
+    attr: FileAttr,
+    /// How long the kernel may keep `attr` (zero for stand-ins).
+    attr_ttl: Duration,
+}
+
 /// A plfs mount as a FUSE file system.
 pub struct PlfsFs {
     plfs: Plfs,
@@ -223,6 +245,9 @@ pub struct PlfsFs {
     /// The kernel granted FUSE_DIRECT_IO_ALLOW_MMAP at init: shared mmap
     /// of a direct-I/O open, kept coherent with its direct requests.
     direct_io_mmap: bool,
+    /// The session's channel for telling the kernel its cache is stale;
+    /// set once the session exists (unset in a file system never mounted).
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl std::fmt::Debug for PlfsFs {
@@ -253,7 +278,29 @@ impl PlfsFs {
             capabilities: AbsentCapabilities::default(),
             namespace: RwLock::new(()),
             direct_io_mmap: false,
+            notifier: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Where the session puts its notifier once it exists.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.notifier.clone()
+    }
+
+    /// Drops the kernel's cached attributes of `ino` (not its pages), so
+    /// its next stat, or read past the size it had, asks again. Safe from
+    /// any request handler: the kernel takes no lock a request holds.
+    fn invalidate_attr(&self, ino: INodeNo) {
+        if let Some(notifier) = self.notifier.get()
+            && let Err(error) = notifier.inval_inode(ino, -1, 0)
+        {
+            tracing::debug!("invalidating the attributes of inode {ino}: {error}");
+        }
+    }
+
+    /// The TTL of attributes the kernel is sent.
+    fn attr_ttl(&self) -> Duration {
+        self.options.attr_timeout
     }
 
     /// Closes every handle still open (the kernel does not always release
@@ -294,6 +341,10 @@ impl PlfsFs {
             || (access == libc::O_RDWR && self.direct_io_mmap);
         if direct {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else if access == libc::O_RDONLY {
+            // A read-only handle has nothing to flush: close(2) then waits
+            // for no FLUSH request (one round trip less per open-read-close).
+            FopenFlags::FOPEN_NOFLUSH
         } else {
             FopenFlags::empty()
         }
@@ -339,37 +390,61 @@ impl PlfsFs {
         result.map_err(|error| self.fail(op, path, &error))
     }
 
-    /// Attributes of `path` as the kernel wants them for `ino`.
+    /// Attributes of `path` as the kernel wants them for `ino`, noted as
+    /// sent.
     fn attr(&self, op: &str, ino: INodeNo, path: &str) -> Result<FileAttr, Errno> {
         let attr = self.core(op, path, self.plfs.stat(path))?;
         let mut fuse = fuse_attr(ino, &attr);
-        if lock(&self.inodes).is_hidden(ino) {
+        let mut inodes = lock(&self.inodes);
+        if inodes.is_hidden(ino) {
             fuse.nlink = 0;
         }
+        inodes.report_size(ino, fuse.size);
         Ok(fuse)
     }
 
     /// Looks `name` up in `parent` after a create or lookup, counting the
     /// kernel's new reference.
-    fn entry(&self, op: &str, parent: INodeNo, name: &str, path: &str) -> Result<FileAttr, Errno> {
-        let attr = self.core(op, path, self.lookup_stat(op, path))?;
-        let ino = lock(&self.inodes).lookup(parent, name, attr.kind).ok_or(Errno::ENOENT)?;
-        Ok(fuse_attr(ino, &attr))
+    fn entry(&self, op: &str, parent: INodeNo, name: &str, path: &str) -> Result<Entry, Errno> {
+        let (attr, stand_in) = self.core(op, path, self.lookup_stat(op, path))?;
+        let mut inodes = lock(&self.inodes);
+        let ino = inodes.lookup(parent, name, attr.kind).ok_or(Errno::ENOENT)?;
+        if !stand_in {
+            inodes.report_size(ino, attr.size);
+        }
+        Ok(Entry {
+            attr: fuse_attr(ino, &attr),
+            attr_ttl: if stand_in { Duration::ZERO } else { self.attr_ttl() },
+        })
     }
 
-    /// `stat` for a lookup or a readdirplus entry. A damaged file (its
-    /// container's access file lost or undecodable) gets stand-in
-    /// attributes, so it stays listed and can be unlinked (the kernel looks
-    /// a name up first); a file's attributes are never cached, so its stat
-    /// and open still fail with EIO, logged naming it.
-    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<plfs::attr::FileAttr> {
+    /// Replies to a request that makes or finds a name.
+    fn reply_entry(&self, reply: ReplyEntry, entry: Result<Entry, Errno>) {
+        match entry {
+            Ok(entry) => reply.entry_with_ttls(
+                &entry.attr_ttl,
+                &self.options.entry_timeout,
+                &entry.attr,
+                self.generation(),
+            ),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    /// `stat` for a lookup or a readdirplus entry, and whether the
+    /// attributes are a stand-in. A damaged file (its container's access
+    /// file lost or undecodable) gets stand-in attributes, so it stays
+    /// listed and can be unlinked (the kernel looks a name up first);
+    /// they are never cached, so its stat and open still fail with EIO,
+    /// logged naming it.
+    fn lookup_stat(&self, op: &str, path: &str) -> plfs::Result<(plfs::attr::FileAttr, bool)> {
         match self.plfs.stat(path) {
             Err(error)
                 if error.kind() == ErrorKind::Corrupt && self.plfs.is_damaged_file(path).unwrap_or(false) =>
             {
                 tracing::warn!("{op} {path}: {error} (listed, and removable, as a file whose stat fails)");
                 let epoch = UNIX_EPOCH;
-                Ok(plfs::attr::FileAttr {
+                let stand_in = plfs::attr::FileAttr {
                     kind: FileKind::File,
                     size: 0,
                     blocks: 0,
@@ -380,9 +455,10 @@ impl PlfsFs {
                     atime: epoch,
                     mtime: epoch,
                     ctime: epoch,
-                })
+                };
+                Ok((stand_in, true))
             }
-            other => other,
+            other => other.map(|attr| (attr, false)),
         }
     }
 
@@ -390,7 +466,7 @@ impl PlfsFs {
         lock(&self.files).get(fh).ok_or(Errno::EBADF)
     }
 
-    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<Entry, Errno> {
         let name = component(name)?;
         if plfs::fs::is_reserved_name(name) {
             // Hidden from readdir, so hidden from lookup too.
@@ -432,7 +508,8 @@ impl PlfsFs {
         {
             attr.size = size;
         }
-        Ok((attr, attr_ttl(attr.kind)))
+        lock(&self.inodes).report_size(ino, attr.size);
+        Ok((attr, self.attr_ttl()))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -475,7 +552,7 @@ impl PlfsFs {
             self.core("utimens", &path, self.plfs.utime(&path, atime.map(resolve), mtime.map(resolve)))?;
         }
         let attr = self.attr("setattr", ino, &path)?;
-        Ok((attr, attr_ttl(attr.kind)))
+        Ok((attr, self.attr_ttl()))
     }
 
     /// Who owns something `req` creates in `parent`: the caller, with the
@@ -497,7 +574,7 @@ impl PlfsFs {
         Ok((name.to_owned(), path))
     }
 
-    fn do_mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
+    fn do_mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32) -> Result<Entry, Errno> {
         // plfs files are containers; there is nowhere to keep a device
         // number or a FIFO. EPERM is mknod(2)'s "type not supported".
         if mode & libc::S_IFMT != libc::S_IFREG {
@@ -515,7 +592,7 @@ impl PlfsFs {
         self.entry("mknod", parent, &name, &path)
     }
 
-    fn do_mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
+    fn do_mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32) -> Result<Entry, Errno> {
         let (name, path) = self.new_child(parent, name)?;
         let (owner, setgid) = self.creator(req, parent)?;
         // A directory made in a set-group-ID directory is one too.
@@ -530,7 +607,7 @@ impl PlfsFs {
         parent: INodeNo,
         name: &OsStr,
         target: &Path,
-    ) -> Result<FileAttr, Errno> {
+    ) -> Result<Entry, Errno> {
         let (name, path) = self.new_child(parent, name)?;
         let target = target.to_str().ok_or(Errno::EINVAL)?;
         let (owner, _) = self.creator(req, parent)?;
@@ -665,8 +742,33 @@ impl PlfsFs {
                 return Err(self.fail("open", &path, &error));
             }
         };
+        if flags & libc::O_ACCMODE != libc::O_WRONLY {
+            self.check_reported_size(counted, &path, &handle);
+        }
         let fh = self.register(counted, handle, flags)?;
         Ok((fh, fopen))
+    }
+
+    /// Close-to-open with cached attributes: an open for reading finds the
+    /// file's size as plfs knows it now, and when the kernel last got
+    /// another (another node, or the library, wrote or truncated it since),
+    /// drops the kernel's attributes, so a read past the old size and the
+    /// next stat ask again. The open drops the cached pages itself (no
+    /// keep_cache). Write-only opens skip it: nothing they do reads the
+    /// kernel's size, and the size can cost a read of the file's metadata.
+    fn check_reported_size(&self, ino: INodeNo, path: &str, handle: &plfs::fs::FileHandle) {
+        let size = match handle.size() {
+            Ok(size) => size,
+            Err(error) => {
+                // The read that follows reports it; the kernel's copy is
+                // suspect either way.
+                self.fail("open (size)", path, &error);
+                return self.invalidate_attr(ino);
+            }
+        };
+        if lock(&self.inodes).reported_size(ino) != Some(size) {
+            self.invalidate_attr(ino);
+        }
     }
 
     /// The flags a FUSE open asks the core for. With the writeback cache
@@ -717,7 +819,7 @@ impl PlfsFs {
         name: &OsStr,
         mode: u32,
         flags: i32,
-    ) -> Result<(FileAttr, FileHandle), Errno> {
+    ) -> Result<(Entry, FileHandle), Errno> {
         let (name, path) = self.new_child(parent, name)?;
         // Counted open before an unlink of the new name can look.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
@@ -730,16 +832,16 @@ impl PlfsFs {
             &path,
             self.plfs.open_as(&path, open_flags, mode & 0o7777, self.writer, Some(owner)),
         )?;
-        let attr = match self.entry("create", parent, &name, &path) {
-            Ok(attr) => attr,
+        let entry = match self.entry("create", parent, &name, &path) {
+            Ok(entry) => entry,
             Err(errno) => {
                 drop(handle.close());
                 return Err(errno);
             }
         };
-        lock(&self.inodes).opened(attr.ino);
-        let fh = self.register(attr.ino, handle, flags)?;
-        Ok((attr, fh))
+        lock(&self.inodes).opened(entry.attr.ino);
+        let fh = self.register(entry.attr.ino, handle, flags)?;
+        Ok((entry, fh))
     }
 
     fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
@@ -782,10 +884,16 @@ impl PlfsFs {
         let written = file.with(|handle| {
             // O_APPEND: the end as plfs knows it, which includes other
             // nodes' closed writes the kernel's cached size may not.
-            let offset = if file.append { handle.size()? } else { offset };
-            handle.write(data, offset)
+            let placed = if file.append { handle.size()? } else { offset };
+            Ok((placed, handle.write(data, placed)?))
         })?;
-        let written = written.map_err(|error| self.fail("write", &self.path_or_ino(file.ino), &error))?;
+        let (placed, written) =
+            written.map_err(|error| self.fail("write", &self.path_or_ino(file.ino), &error))?;
+        if placed != offset {
+            // Not where the kernel thinks: its cached size is wrong. (After
+            // any other write the kernel marks its size stale itself.)
+            self.invalidate_attr(file.ino);
+        }
         u32::try_from(written).map_err(|_| Errno::EIO)
     }
 
@@ -881,23 +989,31 @@ impl PlfsFs {
                     None => *dir_attr.insert(self.attr("readdirplus", listing.ino, &dir_path)?),
                 };
                 let ino = if name == "." { listing.ino } else { listing.parent };
-                if reply.add(ino, next, name, &DIR_ATTR_TTL, &FileAttr { ino, ..attr }, generation) {
+                if reply.add(ino, next, name, &self.attr_ttl(), &FileAttr { ino, ..attr }, generation) {
                     break;
                 }
                 continue;
             }
             let path = join(&dir_path, name);
-            let attr = match self.lookup_stat("readdirplus", &path) {
-                Ok(attr) => attr,
+            let (attr, stand_in) = match self.lookup_stat("readdirplus", &path) {
+                Ok(found) => found,
                 // Gone since opendir: leave it out, as a fresh listing would.
                 Err(error) if error.kind() == ErrorKind::NotFound => continue,
                 Err(error) => return Err(self.fail("readdirplus", &path, &error)),
             };
-            let Some(ino) = lock(&self.inodes).lookup(listing.ino, name, attr.kind) else {
-                return Err(Errno::ENOENT);
+            let ino = {
+                let mut inodes = lock(&self.inodes);
+                let Some(ino) = inodes.lookup(listing.ino, name, attr.kind) else {
+                    return Err(Errno::ENOENT);
+                };
+                if !stand_in {
+                    inodes.report_size(ino, attr.size);
+                }
+                ino
             };
             let fuse = fuse_attr(ino, &attr);
-            if reply.add(ino, next, name, &attr_ttl(fuse.kind), &fuse, generation) {
+            let ttl = if stand_in { Duration::ZERO } else { self.attr_ttl() };
+            if reply.add(ino, next, name, &ttl, &fuse, generation) {
                 // Not sent, so the kernel holds no reference for it.
                 lock(&self.inodes).forget(ino, 1);
                 break;
@@ -1032,10 +1148,6 @@ fn file_type(kind: FileKind) -> FileType {
     }
 }
 
-fn attr_ttl(kind: FileType) -> Duration {
-    if kind == FileType::RegularFile { FILE_ATTR_TTL } else { DIR_ATTR_TTL }
-}
-
 /// The core's attributes as FUSE sends them.
 fn fuse_attr(ino: INodeNo, attr: &plfs::attr::FileAttr) -> FileAttr {
     FileAttr {
@@ -1135,10 +1247,7 @@ impl Filesystem for PlfsFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.do_lookup(parent, name) {
-            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
-            Err(errno) => reply.error(errno),
-        }
+        self.reply_entry(reply, self.do_lookup(parent, name));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -1193,17 +1302,11 @@ impl Filesystem for PlfsFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        match self.do_mknod(req, parent, name, mode) {
-            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
-            Err(errno) => reply.error(errno),
-        }
+        self.reply_entry(reply, self.do_mknod(req, parent, name, mode));
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        match self.do_mkdir(req, parent, name, mode) {
-            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
-            Err(errno) => reply.error(errno),
-        }
+        self.reply_entry(reply, self.do_mkdir(req, parent, name, mode));
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -1221,10 +1324,7 @@ impl Filesystem for PlfsFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        match self.do_symlink(req, parent, link_name, target) {
-            Ok(attr) => reply.entry_with_ttls(&attr_ttl(attr.kind), &ENTRY_TTL, &attr, self.generation()),
-            Err(errno) => reply.error(errno),
-        }
+        self.reply_entry(reply, self.do_symlink(req, parent, link_name, target));
     }
 
     fn rename(
@@ -1448,8 +1548,10 @@ impl Filesystem for PlfsFs {
         reply: ReplyCreate,
     ) {
         match self.do_create(req, parent, name, mode, flags) {
-            Ok((attr, fh)) => {
-                reply.created(&attr_ttl(attr.kind), &attr, self.generation(), fh, self.open_flags(flags))
+            Ok((entry, fh)) => {
+                // One TTL for the name and the attributes here: the shorter.
+                let ttl = entry.attr_ttl.min(self.options.entry_timeout);
+                reply.created(&ttl, &entry.attr, self.generation(), fh, self.open_flags(flags))
             }
             Err(errno) => reply.error(errno),
         }

@@ -44,11 +44,24 @@ struct Node {
     /// then an open(2) of that name still reaches this node; it must get
     /// the file now at the name (the new one), not the replaced one.
     replaced_at: Option<(INodeNo, String)>,
+    /// The size the kernel last got for this node (in an entry or
+    /// attributes); None until then.
+    /// An open that finds another size tells the kernel its copy is stale.
+    reported_size: Option<u64>,
 }
 
 impl Node {
     fn new(link: Option<(INodeNo, String)>, kind: FileKind) -> Node {
-        Node { link, kind, lookups: 0, children: 0, opens: 0, hidden: None, replaced_at: None }
+        Node {
+            link,
+            kind,
+            lookups: 0,
+            children: 0,
+            opens: 0,
+            hidden: None,
+            replaced_at: None,
+            reported_size: None,
+        }
     }
 }
 
@@ -331,6 +344,18 @@ impl InodeTable {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.opens += 1;
         }
+    }
+
+    /// The kernel was sent `size` for `ino`.
+    pub fn report_size(&mut self, ino: INodeNo, size: u64) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.reported_size = Some(size);
+        }
+    }
+
+    /// The size the kernel last got for `ino`, if any.
+    pub fn reported_size(&self, ino: INodeNo) -> Option<u64> {
+        self.nodes.get(&ino)?.reported_size
     }
 
     /// Open handles on `ino`.

@@ -64,6 +64,10 @@ pub struct ParsedOptions {
     pub direct_io: bool,
     /// For the daemon: ask for the kernel's writeback cache.
     pub writeback_cache: bool,
+    /// For the daemon: how long the kernel may trust attributes
+    /// (`attr_timeout=S`) and names (`entry_timeout=S`), if given.
+    pub attr_timeout: Option<Duration>,
+    pub entry_timeout: Option<Duration>,
 }
 
 /// Turns `-o` options into fuser's: `allow_other`/`allow_root` set who may
@@ -77,6 +81,8 @@ pub fn parse_options(options: &[String]) -> io::Result<ParsedOptions> {
         acl: SessionACL::Owner,
         direct_io: false,
         writeback_cache: false,
+        attr_timeout: None,
+        entry_timeout: None,
     };
     let mut named = false;
     for option in options.iter().flat_map(|list| list.split(',')).map(str::trim).filter(|o| !o.is_empty()) {
@@ -124,6 +130,14 @@ pub fn parse_options(options: &[String]) -> io::Result<ParsedOptions> {
                 ));
             }
             other => match other.split_once('=') {
+                Some(("attr_timeout", seconds)) => {
+                    parsed.attr_timeout = Some(timeout_option("attr_timeout", seconds)?);
+                    continue;
+                }
+                Some(("entry_timeout", seconds)) => {
+                    parsed.entry_timeout = Some(timeout_option("entry_timeout", seconds)?);
+                    continue;
+                }
                 Some(("fsname", name)) => {
                     named = true;
                     MountOption::FSName(name.to_owned())
@@ -145,6 +159,22 @@ pub fn parse_options(options: &[String]) -> io::Result<ParsedOptions> {
     Ok(parsed)
 }
 
+/// Longest cache timeout a mount takes: a day. Beyond that a typo (ms
+/// for s) is likelier than intent, and `Duration` arithmetic stays far
+/// from overflow.
+const TIMEOUT_MAX_SECS: f64 = 86_400.0;
+
+/// A cache timeout in seconds as libfuse takes it (`attr_timeout=0.5`).
+fn timeout_option(option: &str, seconds: &str) -> io::Result<Duration> {
+    match seconds.parse::<f64>() {
+        Ok(value) if (0.0..=TIMEOUT_MAX_SECS).contains(&value) => Ok(Duration::from_secs_f64(value)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("-o {option}={seconds}: want seconds from 0 to {TIMEOUT_MAX_SECS} (e.g. {option}=1.5)"),
+        )),
+    }
+}
+
 fn session_config(settings: &MountSettings, parsed: ParsedOptions) -> Config {
     let mut config = Config::default();
     config.mount_options = parsed.mount;
@@ -161,11 +191,17 @@ fn start(plfs: Plfs, mount_point: &Path, settings: &MountSettings) -> io::Result
     let mut fs_options = settings.fs.clone();
     fs_options.direct_io |= parsed.direct_io;
     fs_options.writeback_cache |= parsed.writeback_cache;
+    fs_options.attr_timeout = parsed.attr_timeout.unwrap_or(fs_options.attr_timeout);
+    fs_options.entry_timeout = parsed.entry_timeout.unwrap_or(fs_options.entry_timeout);
     let config = session_config(settings, parsed);
     let fs = PlfsFs::new(plfs, fs_options);
+    let notifier = fs.notifier_slot();
     let session = Session::new(fs, mount_point, &config).map_err(|error| {
         io::Error::new(error.kind(), format!("mounting {}: {error}", mount_point.display()))
     })?;
+    // The file system exists before its session; it gets the session's
+    // channel to the kernel here, before any request is served.
+    let _ = notifier.set(session.notifier());
     if settings.readahead_bytes > 0 {
         tune_readahead(mount_point, settings.readahead_bytes);
     }
@@ -426,6 +462,18 @@ mod tests {
         assert!(!parsed.mount.iter().any(|option| matches!(option, MountOption::CUSTOM(_))));
         let error = parse_options(&strings(&["kernel_cache"])).unwrap_err();
         assert!(error.to_string().contains("kernel_cache"), "{error}");
+    }
+
+    #[test]
+    fn cache_timeouts_are_the_daemons_and_checked() {
+        let parsed = parse_options(&strings(&["attr_timeout=2.5,entry_timeout=0"])).unwrap();
+        assert_eq!(parsed.attr_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(parsed.entry_timeout, Some(Duration::ZERO));
+        assert!(!parsed.mount.iter().any(|option| matches!(option, MountOption::CUSTOM(_))));
+        for bad in ["attr_timeout=-1", "entry_timeout=soon", "attr_timeout=1e9"] {
+            let error = parse_options(&strings(&[bad])).unwrap_err();
+            assert!(error.to_string().contains(bad), "{error}");
+        }
     }
 
     #[test]

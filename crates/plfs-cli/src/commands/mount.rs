@@ -24,8 +24,9 @@ pub struct Opts {
     #[arg(short, long)]
     foreground: bool,
     /// Mount options, comma-separated and repeatable: allow_other,
-    /// allow_root, ro, noatime, nosuid, fsname=NAME, … (default_permissions
-    /// is always on).
+    /// allow_root, ro, noatime, nosuid, fsname=NAME, attr_timeout=S,
+    /// entry_timeout=S (1 s each), direct_io, writeback_cache, …
+    /// (default_permissions is always on).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// FUSE request threads.
