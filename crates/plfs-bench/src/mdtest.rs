@@ -206,6 +206,9 @@ pub struct MdtestSpec {
     pub dir: PathBuf,
     /// Service time of the emulated metadata servers; zero: none.
     pub mds_service: Duration,
+    /// `-o` options of the FUSE cases' mounts (e.g. `attr_timeout=10`),
+    /// as `plfs mount -o` takes them; none: the mount's defaults.
+    pub fuse_options: Option<String>,
     pub keep: bool,
 }
 
@@ -1030,9 +1033,10 @@ fn run_case(
     // case as its workers find it; unmounted when this drops (also when
     // the case fails).
     let daemon = match interface {
-        Some(MdInterface::Fuse) => {
-            Some(FuseDaemon::start(command, case_dir).map_err(|e| e.context(name.as_str()))?)
-        }
+        Some(MdInterface::Fuse) => Some(
+            FuseDaemon::start(command, case_dir, spec.fuse_options.as_deref())
+                .map_err(|e| e.context(name.as_str()))?,
+        ),
         _ => None,
     };
     let protocol_error = |problem: String| BenchError::Protocol { phase: name.clone(), problem };
@@ -1250,7 +1254,7 @@ struct FuseDaemon {
 }
 
 impl FuseDaemon {
-    fn start(command: &WorkerCommand, case_dir: &Path) -> Result<FuseDaemon> {
+    fn start(command: &WorkerCommand, case_dir: &Path, options: Option<&str>) -> Result<FuseDaemon> {
         let mount_point = mount_point(case_dir);
         fs::create_dir_all(&mount_point).map_err(BenchError::io("creating", &mount_point))?;
         let unmounted_dev = fs::metadata(&mount_point).map_err(BenchError::io("stat", &mount_point))?.dev();
@@ -1261,6 +1265,7 @@ impl FuseDaemon {
             .arg("--config")
             .arg(plfsrc_path(case_dir))
             .args(["mount", "--foreground"])
+            .args(options.into_iter().flat_map(|options| ["-o", options]))
             .arg(&mount_point)
             .stdin(Stdio::null())
             .stdout(log_file)

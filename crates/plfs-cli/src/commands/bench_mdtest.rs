@@ -45,6 +45,10 @@ pub struct Opts {
     /// many microseconds at its backend's own server (direct: one server); 0: off.
     #[arg(long, default_value_t = 0)]
     mds_service_us: u64,
+    /// fuse: `-o` options of the cases' mounts, comma-separated (e.g.
+    /// attr_timeout=10,entry_timeout=10), as `plfs mount -o` takes them.
+    #[arg(long, value_name = "OPTIONS")]
+    fuse_options: Option<String>,
     /// Where the run's files go (a fresh subdirectory).
     #[arg(long, default_value = ".")]
     dir: PathBuf,
@@ -102,6 +106,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         preload,
         dir: opts.dir.clone(),
         mds_service: Duration::from_micros(opts.mds_service_us),
+        fuse_options: opts.fuse_options.clone(),
         keep: opts.keep,
     };
     if spec.procs == 0 || spec.files == 0 {
