@@ -65,7 +65,7 @@ impl MountTable {
             normalised = path;
             &normalised
         };
-        !self.covers(path) && self.points.iter().any(|point| point.starts_with(&path))
+        !self.covers(path) && self.points.iter().any(|point| point.starts_with(path))
     }
 
     /// The mount holding an absolute `path` and the path inside it (`/…`),
