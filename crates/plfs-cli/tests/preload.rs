@@ -977,10 +977,63 @@ fn creation_honours_the_umask() {
     let setup = Setup::new();
     let m = setup.logical("");
     let script = format!(
-        "umask 077; echo secret > {m}f; mkdir {m}d; python3 -c \"import os; os.close(os.open('{m}g', os.O_CREAT | os.O_WRONLY, 0o666))\"; stat -c %a {m}f {m}d {m}g"
+        "umask 077; echo secret > {m}f; mkdir {m}d; python3 -c \"import os; os.close(os.open('{m}g', os.O_CREAT | os.O_WRONLY, 0o666))\"; \
+         umask 027; echo later > {m}h; mkdir {m}e; stat -c %a {m}f {m}d {m}g {m}h {m}e"
     );
     let output = setup.run("bash", &["-c", &script]);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "600\n700\n600\n");
+    // h and e: the same shell changed its umask after its first plfs
+    // create; the interposer follows umask(3) rather than rereading it.
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "600\n700\n600\n640\n750\n");
+}
+
+/// An open for reading went through two lookups of its name (the
+/// interposer's getattr, to tell a directory from a file, then plfs_open's
+/// own), and every create read /proc/self/status for the umask: on an n-n
+/// mount, per file, a second `statx` of the backend file and three more
+/// system calls. strace(1) watches an unmodified python creating ten files
+/// and reading them back: one lookup per read, the umask read once. A
+/// read-only open of a directory still gives a directory descriptor, and
+/// one for writing fails with EISDIR.
+#[test]
+fn an_open_looks_its_name_up_once() {
+    let setup = Setup::with_workload("file_per_proc");
+    let d = setup.logical("d");
+    setup.run("mkdir", &[&d]);
+    let log = setup.scratch("opens.strace");
+    let program = format!(
+        "import os, errno, stat\n\
+         for i in range(10):\n    fd = os.open('{d}/f%d' % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n    os.write(fd, b'x%d' % i)\n    os.close(fd)\n\
+         for i in range(10):\n    fd = os.open('{d}/f%d' % i, os.O_RDONLY)\n    assert os.read(fd, 64) == b'x%d' % i\n    os.close(fd)\n\
+         fd = os.open('{d}', os.O_RDONLY)\n\
+         assert stat.S_ISDIR(os.fstat(fd).st_mode)\n\
+         assert sorted(os.listdir(fd)) == sorted('f%d' % i for i in range(10)), os.listdir(fd)\n\
+         os.close(fd)\n\
+         try:\n    os.open('{d}', os.O_WRONLY)\n    raise SystemExit('opened a directory for writing')\n\
+         except IsADirectoryError:\n    pass\n"
+    );
+    let output = Command::new("timeout")
+        .arg(TIMEOUT_SECONDS.to_string())
+        .args(["strace", "-f", "-qq", "-e", "trace=openat,statx,newfstatat", "-o"])
+        .arg(&log)
+        .arg("-E")
+        .arg(format!("LD_PRELOAD={}", interposer().display()))
+        .args(["python3", "-c", &program])
+        .env("PLFSRC", &setup.config)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let calls = fs::read_to_string(&log).unwrap();
+    for i in 0..10 {
+        let name = format!("/d/f{i}\"");
+        let lookups: Vec<&str> =
+            calls.lines().filter(|call| call.contains("statx(AT_FDCWD") && call.contains(&name)).collect();
+        // The n-n create of a new name makes none; the read's plfs_open
+        // makes the one.
+        assert!(lookups.len() <= 1, "f{i} looked up {} times:\n{}", lookups.len(), lookups.join("\n"));
+    }
+    let umask_reads = calls.lines().filter(|call| call.contains("/proc/self/status")).count();
+    assert!(umask_reads <= 1, "the umask was read {umask_reads} times:\n{calls}");
 }
 
 /// The publish-by-rename workload under the interposer: an unmodified C

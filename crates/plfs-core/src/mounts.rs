@@ -56,8 +56,16 @@ impl MountTable {
     /// to the mounts, so a program walking down to a file asks about them
     /// (PLFS 2.5 answered `access` on them with success).
     pub fn is_above_mount(&self, path: &Path) -> bool {
-        let Some(path) = plfsrc::normalize(path) else { return false };
-        !self.covers(&path) && self.points.iter().any(|point| point.starts_with(&path))
+        // A normal path is tested as it is, without a normalised copy.
+        let normalised;
+        let path = if plfsrc::is_normal(path) {
+            path
+        } else {
+            let Some(path) = plfsrc::normalize(path) else { return false };
+            normalised = path;
+            &normalised
+        };
+        !self.covers(path) && self.points.iter().any(|point| point.starts_with(path))
     }
 
     /// The mount holding an absolute `path` and the path inside it (`/…`),

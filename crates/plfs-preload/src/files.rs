@@ -158,20 +158,22 @@ fn remove(fd: c_int) -> Option<Arc<OpenFile>> {
 /// Opens `path` (absolute, under a mount point) and returns its new
 /// descriptor.
 pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Errno> {
-    let kind = kind_for_open(&path, flags)?;
+    let mut kind = if looks_up_first(flags) { kind_for_open(&path, flags)? } else { Kind::File };
     let mut handle: PlfsFd = std::ptr::null_mut();
     if kind == Kind::File {
-        let pid = crate::writer::current();
-        // O_CLOEXEC and the like mean nothing to libplfs.
-        let plfs_flags =
-            flags & (libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND);
-        // The kernel applies the umask to a mode open(2) creates with;
-        // libplfs takes modes as given, so the interposer applies it.
-        let mode = if flags & libc::O_CREAT != 0 { mode & !crate::umask::current() } else { mode };
-        plfs_call!(
-            open,
-            "plfs_open"(&mut handle, path.as_ptr(), plfs_flags, pid, mode, std::ptr::null_mut())
-        )?;
+        match open_handle(&path, flags, mode) {
+            Ok(opened) => handle = opened,
+            // Only now is it known to be a directory: decided as before,
+            // by its attributes (a read-only open of one is a directory
+            // descriptor; a write is EISDIR).
+            Err(libc::EISDIR) if flags & libc::O_ACCMODE == libc::O_RDONLY => {
+                kind = kind_for_open(&path, flags)?;
+                if kind == Kind::File {
+                    return Err(libc::EISDIR);
+                }
+            }
+            Err(error) => return Err(error),
+        }
     }
     let file = Arc::new(OpenFile {
         path,
@@ -185,18 +187,36 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
     Ok(fd)
 }
 
+/// A plfs file handle for `path`, opened with libplfs.
+fn open_handle(path: &CString, flags: c_int, mode: libc::mode_t) -> Result<PlfsFd, Errno> {
+    let mut handle: PlfsFd = std::ptr::null_mut();
+    let pid = crate::writer::current();
+    // O_CLOEXEC and the like mean nothing to libplfs.
+    let plfs_flags =
+        flags & (libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND);
+    // The kernel applies the umask to a mode open(2) creates with;
+    // libplfs takes modes as given, so the interposer applies it.
+    let mode = if flags & libc::O_CREAT != 0 { mode & !crate::umask::current() } else { mode };
+    plfs_call!(open, "plfs_open"(&mut handle, path.as_ptr(), plfs_flags, pid, mode, std::ptr::null_mut()))?;
+    Ok(handle)
+}
+
+/// Whether an open must look the path up before plfs_open: only when a
+/// directory there changes the answer beyond plfs_open's own EISDIR
+/// (O_DIRECTORY, and O_CREAT|O_EXCL, which is EEXIST on a directory).
+/// Every other open (creates for writing as `>`, cp and mdtest's creat
+/// make them, and plain opens for reading) goes to plfs_open first: the
+/// getattr was a second lookup of the same name per open (on n-n a second
+/// `statx` of the backend file; on a small_file mount, of a name not there
+/// yet, a reload of the directory's view, so a create storm listed the
+/// directory's logs once per file and cached views mid-storm).
+fn looks_up_first(flags: c_int) -> bool {
+    flags & libc::O_DIRECTORY != 0 || flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL
+}
+
 /// Directories open as directory descriptors (read-only), files as files.
 fn kind_for_open(path: &CString, flags: c_int) -> Result<Kind, Errno> {
     let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
-    // A create for writing (what `>`, cp and mdtest's creat do) is a file
-    // or an error, and plfs_open answers EISDIR for a directory itself: no
-    // getattr first. That getattr was a second lookup per create; on a
-    // small_file mount, of a name not there yet, it reloaded the
-    // directory's view, so a create storm listed the directory's logs once
-    // per file (and cached views mid-storm, staler than needed).
-    if writing && flags & libc::O_CREAT != 0 && flags & (libc::O_EXCL | libc::O_DIRECTORY) == 0 {
-        return Ok(Kind::File);
-    }
     match stat_path(path) {
         Ok(stat) if stat.st_mode & libc::S_IFMT == libc::S_IFDIR => {
             if writing || flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {

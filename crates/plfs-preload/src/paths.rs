@@ -35,7 +35,8 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     // The common case for every other file: no allocation, and libplfs is
     // not even loaded. The interposer's own reading of the plfsrc comes
     // first; libplfs's list only when that failed.
-    let points = match mounts::mount_points() {
+    let own = mounts::mount_points();
+    let points = match own {
         Some(points) => Some(points),
         None => library()?.mount_points.as_deref(),
     };
@@ -44,8 +45,16 @@ pub fn plfs_path(dirfd: c_int, path: *const c_char) -> Option<CString> {
     {
         return None;
     }
-    let is_plfs_path = library()?.is_plfs_path?;
+    let library = library()?;
     let absolute = absolute(dirfd, bytes)?;
+    // The interposer's own points come from the core's parser, normalised
+    // as libplfs's are, and `absolute` is normalised the same way: the
+    // prefix test is libplfs's answer, without a second normalisation (and
+    // its allocations) inside libplfs on every call.
+    if let Some(points) = own {
+        return points.iter().any(|point| under(&absolute, point)).then(|| CString::new(absolute).ok())?;
+    }
+    let is_plfs_path = library.is_plfs_path?;
     let absolute = CString::new(absolute).ok()?;
     let _inside = Inside::enter();
     // SAFETY: absolute is a C string.

@@ -94,6 +94,7 @@ real_functions! {
     renameat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int;
     renameat2: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int;
     mkdir: unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+    umask: unsafe extern "C" fn(mode_t) -> mode_t;
     mkdirat: unsafe extern "C" fn(c_int, *const c_char, mode_t) -> c_int;
     rmdir: unsafe extern "C" fn(*const c_char) -> c_int;
     opendir: unsafe extern "C" fn(*const c_char) -> *mut DIR;

@@ -83,6 +83,16 @@ impl PlfsConfig {
     /// are resolved lexically first, so `..` cannot climb out of a mount
     /// unnoticed.
     pub fn resolve(&self, path: &Path) -> Option<(&MountConfig, String)> {
+        // A clean path (what the interposer and most C callers pass) is
+        // matched on its bytes: normalising rebuilt it component by
+        // component, allocating, on every call of every interface.
+        if is_normal(path) {
+            let bytes = path.as_os_str().as_encoded_bytes();
+            return self.mounts.iter().find_map(|mount| {
+                let rest = below_point(bytes, mount.mount_point.as_os_str().as_encoded_bytes())?;
+                Some((mount, String::from_utf8_lossy(rest).into_owned()))
+            });
+        }
         let path = normalize(path)?;
         let (mount, rest) = self
             .mounts
@@ -152,6 +162,28 @@ fn first_existing<'a>(mut candidates: impl Iterator<Item = &'a Path>) -> Option<
 
 fn none_found(tried: Vec<String>) -> Error {
     Error::new(ErrorKind::NotFound, format!("no plfsrc found (tried {})", tried.join(", ")))
+}
+
+/// Whether `path` is absolute and already what `normalize` makes of it:
+/// no empty, "." or ".." component and no trailing slash.
+pub(crate) fn is_normal(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    bytes == b"/"
+        || bytes.first() == Some(&b'/')
+            && bytes[1..].split(|&byte| byte == b'/').all(|part| !matches!(part, b"" | b"." | b".."))
+}
+
+/// The path inside the mount at normalised `point` of normalised `path`
+/// ("/" for the point itself), or None when `path` is not at or below it.
+fn below_point<'a>(path: &'a [u8], point: &[u8]) -> Option<&'a [u8]> {
+    if point == b"/" {
+        return Some(path);
+    }
+    match path.strip_prefix(point)? {
+        [] => Some(b"/"),
+        rest if rest[0] == b'/' => Some(rest),
+        _ => None,
+    }
 }
 
 /// Lexical normalization of an absolute path; `None` for a relative one.
@@ -1209,6 +1241,21 @@ mod tests {
         assert_eq!(resolve("/mnt"), None);
         assert_eq!(resolve("/mnt/plf"), None);
         assert_eq!(resolve("mnt/plfs"), None);
+        // The spelling does not matter: a normal path takes the byte test,
+        // any other is normalised first; both give the same answer.
+        for (normal, other) in [("/mnt/plfs/a", "/mnt/plfs//a/"), ("/mnt/plfs2", "/mnt/./plfs2/x/..")] {
+            assert_eq!(resolve(normal), resolve(other), "{normal} vs {other}");
+        }
+    }
+
+    #[test]
+    fn only_normal_paths_skip_normalisation() {
+        for normal in ["/", "/a", "/mnt/plfs/f", "/a.b/..c"] {
+            assert!(is_normal(Path::new(normal)), "{normal}");
+        }
+        for other in ["", "a/b", "/a//b", "/a/./b", "/a/../b", "/a/", "/a/.", "/.."] {
+            assert!(!is_normal(Path::new(other)), "{other}");
+        }
     }
 
     #[test]
