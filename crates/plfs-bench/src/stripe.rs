@@ -145,6 +145,11 @@ pub struct StripeSpec {
     pub layouts: Vec<String>,
     /// Runs of each case; the report gives the median rates.
     pub repeat: usize,
+    /// Bytes a case moves at least: a case whose files are smaller runs
+    /// several rounds, each a fresh set of files written and read exactly
+    /// as one round would be, and is timed over all of them (a 1 MiB case
+    /// is too short to time once: set-up and the machine's load dominate).
+    pub case_bytes: u64,
     pub keep: bool,
 }
 
@@ -164,8 +169,18 @@ impl StripeSpec {
             stripe_bytes: 1 << 20,
             layouts: Vec::new(),
             repeat: 1,
+            case_bytes: 64 << 20,
             keep: false,
         }
+    }
+
+    /// Rounds a case of files of `size` bytes runs to move `case_bytes`.
+    pub fn rounds(&self, mode: StripeMode, writers: usize, size: u64) -> u64 {
+        let per_round = match mode {
+            StripeMode::FilePerProcess => size * writers as u64,
+            StripeMode::SharedFile => size,
+        };
+        self.case_bytes.div_ceil(per_round.max(1)).max(1)
     }
 
     fn validate(&self) -> Result<()> {
@@ -298,7 +313,12 @@ pub struct StripeCase {
     pub family: LayoutFamily,
     /// Bytes of each file.
     pub size_bytes: u64,
-    /// Bytes written (and read) by all writers together.
+    /// Rounds the case ran (see [`StripeSpec::case_bytes`]): each a
+    /// fresh set of files, timed from its writers' (readers') release to
+    /// its end; the rates are the bytes of every round over the sum of
+    /// their times.
+    pub rounds: u64,
+    /// Bytes written (and read) by all writers together, over every round.
     pub total_bytes: u64,
     pub write_seconds: f64,
     pub read_seconds: f64,
@@ -309,17 +329,18 @@ pub struct StripeCase {
     pub write_mibs_range: [f64; 2],
     pub read_mibs_range: [f64; 2],
     /// Bytes each backend was charged while writing (data, index and
-    /// metadata objects), in backend order.
+    /// metadata objects), in backend order, over every round.
     pub backend_written_bytes: Vec<u64>,
-    /// Bytes each backend was charged while reading.
+    /// Bytes each backend was charged while reading, over every round.
     pub backend_read_bytes: Vec<u64>,
-    /// Data objects (logs) of the case's files, over every backend.
+    /// Data objects (logs) of the first round's files, over every backend.
     pub data_objects: u64,
-    /// Backends holding any of the case's data.
+    /// Backends holding any of the first round's data.
     pub backends_used: usize,
-    /// Mean over max of the bytes written per backend: 1 when every
-    /// backend got the same share, 1/K when one got everything. Times the
-    /// K backends' bandwidth it bounds the write rate.
+    /// Mean over max of the bytes written per backend in the first round:
+    /// 1 when every backend got the same share, 1/K when one got
+    /// everything. Times the K backends' bandwidth it bounds the write
+    /// rate. (Later rounds' files may be placed on other backends.)
     pub write_balance: f64,
     /// Every byte read back was the byte written.
     pub verified: bool,
@@ -364,6 +385,8 @@ pub struct StripeReport {
     pub write_behind_bytes: u64,
     /// Runs per case (rates are medians).
     pub repeat: usize,
+    /// Bytes each case moves at least (in rounds of fresh files).
+    pub case_bytes: u64,
     pub record_bytes: usize,
     pub stripe_bytes: u64,
     pub layouts: Vec<NamedLayout>,
@@ -380,12 +403,12 @@ fn backend_dirs(case_dir: &Path, backends: usize) -> Vec<PathBuf> {
     (0..backends).map(|i| case_dir.join(format!("b{i}"))).collect()
 }
 
-/// The logical file writer `rank` uses (and reader `rank` reads, in a
-/// file-per-process case).
-fn file_path(mode: StripeMode, rank: usize) -> String {
+/// The logical file writer `rank` uses in round `round` (and reader
+/// `rank` reads, in a file-per-process case).
+fn file_path(mode: StripeMode, rank: usize, round: u64) -> String {
     match mode {
-        StripeMode::FilePerProcess => format!("/file.{rank}"),
-        StripeMode::SharedFile => "/shared".to_owned(),
+        StripeMode::FilePerProcess => format!("/file.{round}.{rank}"),
+        StripeMode::SharedFile => format!("/shared.{round}"),
     }
 }
 
@@ -398,6 +421,12 @@ fn segment(mode: StripeMode, size: u64, writers: usize, rank: usize) -> (u64, u6
             (rank as u64 * length, (rank as u64 + 1) * length)
         }
     }
+}
+
+/// A number of its own for each file of a case, for the pattern.
+fn file_number(mode: StripeMode, rank: usize, round: u64) -> usize {
+    let rank = if mode == StripeMode::FilePerProcess { rank } else { 0 };
+    ((round as usize) << 16) | rank
 }
 
 /// The pattern piece at `offset` of file `file`: each 64 KiB piece of
@@ -439,8 +468,9 @@ fn write_segment(
     writers: usize,
     rank: usize,
     record: usize,
+    round: u64,
 ) -> Result<()> {
-    let path = file_path(mode, rank);
+    let path = file_path(mode, rank, round);
     let flags = match mode {
         StripeMode::FilePerProcess => OpenFlags::WRONLY.create(),
         StripeMode::SharedFile => OpenFlags::WRONLY,
@@ -448,7 +478,7 @@ fn write_segment(
     // Writer ids from 1, so each thread has its own logs as a process would.
     let handle =
         plfs.open(&path, flags, 0o644, rank as u64 + 1).map_err(BenchError::plfs("open", path.as_str()))?;
-    let file = if mode == StripeMode::FilePerProcess { rank } else { 0 };
+    let file = file_number(mode, rank, round);
     let (start, end) = segment(mode, size, writers, rank);
     let mut buf = vec![0u8; record];
     let mut offset = start;
@@ -474,11 +504,12 @@ fn read_segment(
     writers: usize,
     rank: usize,
     record: usize,
+    round: u64,
 ) -> Result<Pass> {
-    let path = file_path(mode, rank);
+    let path = file_path(mode, rank, round);
     let handle =
         plfs.open(&path, OpenFlags::RDONLY, 0, 0).map_err(BenchError::plfs("open", path.as_str()))?;
-    let file = if mode == StripeMode::FilePerProcess { rank } else { 0 };
+    let file = file_number(mode, rank, round);
     let (start, end) = segment(mode, size, writers, rank);
     let mut buf = vec![0u8; record];
     let mut pass = Pass { bad: 0, first_bad: None };
@@ -561,55 +592,74 @@ fn run_case(
     size: u64,
 ) -> Result<StripeCase> {
     let (plfs, limits) = mount(case_dir, spec, &named.layout)?;
-    if mode == StripeMode::SharedFile {
-        // Made before the clock starts, so writers only open it.
-        let path = file_path(mode, 0);
-        plfs.open(&path, OpenFlags::WRONLY.create(), 0o644, 0)
-            .and_then(|handle| handle.close())
-            .map_err(BenchError::plfs("creating", path))?;
-    }
     let record = spec.record_bytes;
-    // The write ends when the backends have written it, not when the last
-    // write-behind returned (IOR's fsync at close does the same).
-    let drain = || limits.iter().for_each(|limit| limit.drain());
-    let (write_seconds, _) =
-        timed_threads(writers, |rank| write_segment(&plfs, mode, size, writers, rank, record), drain)?;
-    let backend_written_bytes: Vec<u64> = limits.iter().map(|limit| limit.written_bytes()).collect();
     let files = match mode {
         StripeMode::FilePerProcess => writers,
         StripeMode::SharedFile => 1,
     };
+    let rounds = spec.rounds(mode, writers, size);
+    let (mut write_seconds, mut read_seconds) = (0.0, 0.0);
+    let mut first_round_written = Vec::new();
     let mut per_backend_objects = vec![0u64; spec.backends];
-    for rank in 0..files {
-        let path = file_path(mode, rank);
-        let data = plfs.data_per_backend(&path).map_err(BenchError::plfs("listing the data of", path))?;
-        for (backend, data) in data {
-            per_backend_objects[backend] += data.objects;
+    let mut passes = Vec::new();
+    let mut backend_read_bytes = vec![0u64; spec.backends];
+    for round in 0..rounds {
+        if mode == StripeMode::SharedFile {
+            // Made before the clock starts, so writers only open it.
+            let path = file_path(mode, 0, round);
+            plfs.open(&path, OpenFlags::WRONLY.create(), 0o644, 0)
+                .and_then(|handle| handle.close())
+                .map_err(BenchError::plfs("creating", path))?;
+        }
+        // The write ends when the backends have written it, not when the
+        // last write-behind returned (IOR's fsync at close does the same).
+        let drain = || limits.iter().for_each(|limit| limit.drain());
+        let (seconds, _) = timed_threads(
+            writers,
+            |rank| write_segment(&plfs, mode, size, writers, rank, record, round),
+            drain,
+        )?;
+        write_seconds += seconds;
+        if round == 0 {
+            first_round_written = limits.iter().map(|limit| limit.written_bytes()).collect();
+            for rank in 0..files {
+                let path = file_path(mode, rank, round);
+                let data =
+                    plfs.data_per_backend(&path).map_err(BenchError::plfs("listing the data of", path))?;
+                for (backend, data) in data {
+                    per_backend_objects[backend] += data.objects;
+                }
+            }
+        }
+        let read_before: Vec<u64> = limits.iter().map(|limit| limit.read_bytes()).collect();
+        // Reader r reads what writer r+1 wrote, so no thread reads its own bytes.
+        let (seconds, round_passes) = timed_threads(
+            writers,
+            |rank| read_segment(&plfs, mode, size, writers, (rank + 1) % writers, record, round),
+            || {},
+        )?;
+        read_seconds += seconds;
+        passes.extend(round_passes);
+        for ((total, limit), before) in backend_read_bytes.iter_mut().zip(&limits).zip(&read_before) {
+            *total += limit.read_bytes() - before;
         }
     }
-    let read_before: Vec<u64> = limits.iter().map(|limit| limit.read_bytes()).collect();
-    // Reader r reads what writer r+1 wrote, so no thread reads its own bytes.
-    let (read_seconds, passes) = timed_threads(
-        writers,
-        |rank| read_segment(&plfs, mode, size, writers, (rank + 1) % writers, record),
-        || {},
-    )?;
-    let backend_read_bytes: Vec<u64> =
-        limits.iter().zip(&read_before).map(|(limit, before)| limit.read_bytes() - before).collect();
+    let backend_written_bytes: Vec<u64> = limits.iter().map(|limit| limit.written_bytes()).collect();
     let bad: u64 = passes.iter().map(|pass| pass.bad).sum();
     let problem = passes
         .into_iter()
         .find_map(|pass| pass.first_bad)
         .map(|first| format!("{bad} pieces of 64 KiB read back wrong, first: {first}"));
-    let total_bytes = size * files as u64;
-    let max_written = backend_written_bytes.iter().copied().max().unwrap_or(0).max(1);
-    let mean_written = backend_written_bytes.iter().sum::<u64>() as f64 / spec.backends as f64;
+    let total_bytes = size * files as u64 * rounds;
+    let max_written = first_round_written.iter().copied().max().unwrap_or(0).max(1);
+    let mean_written = first_round_written.iter().sum::<u64>() as f64 / spec.backends as f64;
     Ok(StripeCase {
         mode,
         writers,
         layout: named.name.clone(),
         family: named.family,
         size_bytes: size,
+        rounds,
         total_bytes,
         write_seconds,
         read_seconds,
@@ -705,6 +755,7 @@ pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
         backend_mibs: spec.backend_bytes_per_sec as f64 / MIB,
         write_behind_bytes: spec.write_behind_bytes,
         repeat: spec.repeat,
+        case_bytes: spec.case_bytes,
         record_bytes: spec.record_bytes,
         stripe_bytes: spec.stripe_bytes,
         layouts,
@@ -831,21 +882,37 @@ impl StripeReport {
             },
             self.limit
         );
+        let _ = writeln!(
+            text,
+            "rounds: each case moves at least {}: smaller files run in rounds of fresh files, each written \
+             and read as one round would be; rates are all rounds' bytes over the sum of their times",
+            size_text(self.case_bytes)
+        );
         for named in &self.layouts {
             let _ = writeln!(text, "  {:<10} {}", named.name, named.layout);
         }
         let _ = writeln!(
             text,
-            "{:<17} {:>2} {:>5} {:<10} {:>10} {:>10} {:>7} {:>4} {:>8}  verified",
-            "mode", "N", "size", "layout", "write MiB/s", "read MiB/s", "objects", "used", "balance"
+            "{:<17} {:>2} {:>5} {:>6} {:<10} {:>10} {:>10} {:>7} {:>4} {:>8}  verified",
+            "mode",
+            "N",
+            "size",
+            "rounds",
+            "layout",
+            "write MiB/s",
+            "read MiB/s",
+            "objects",
+            "used",
+            "balance"
         );
         for case in &self.cases {
             let _ = writeln!(
                 text,
-                "{:<17} {:>2} {:>5} {:<10} {:>11.1} {:>10.1} {:>7} {:>4} {:>8.2}  {}{}",
+                "{:<17} {:>2} {:>5} {:>6} {:<10} {:>11.1} {:>10.1} {:>7} {:>4} {:>8.2}  {}{}",
                 case.mode.as_str(),
                 case.writers,
                 size_text(case.size_bytes),
+                case.rounds,
                 case.layout,
                 case.write_mibs,
                 case.read_mibs,
@@ -858,7 +925,8 @@ impl StripeReport {
             if self.repeat > 1 && case.same_as.is_none() {
                 let _ = writeln!(
                     text,
-                    "{:<17} {:>2} {:>5} {:<10} {:>11} {:>10}  (lowest-highest of {} runs)",
+                    "{:<17} {:>2} {:>5} {:>6} {:<10} {:>11} {:>10}  (lowest-highest of {} runs)",
+                    "",
                     "",
                     "",
                     "",
@@ -988,6 +1056,7 @@ mod tests {
             stripe_bytes: 64 << 10,
             layouts: Vec::new(),
             repeat: 1,
+            case_bytes: 0,
             keep: false,
         }
     }
@@ -1083,6 +1152,34 @@ mod tests {
             assert_eq!(ior3.same_as.as_deref(), Some("stripe=-1"));
         }
         assert!(report.to_text().contains("(lowest-highest of 3 runs)"), "{}", report.to_text());
+    }
+
+    /// A case of small files runs rounds of fresh files until it has moved
+    /// `case_bytes`: every round's bytes read back, the rates count them
+    /// all, and the placement figures are one round's.
+    #[test]
+    fn small_files_run_in_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = tiny(dir.path());
+        spec.sizes = vec![256 * KIB];
+        spec.writers = vec![2];
+        spec.layouts = vec!["stripe=1".to_owned()];
+        spec.case_bytes = 1 << 20;
+        assert_eq!(spec.rounds(StripeMode::SharedFile, 2, 256 * KIB), 4);
+        assert_eq!(spec.rounds(StripeMode::FilePerProcess, 2, 256 * KIB), 2);
+        assert_eq!(spec.rounds(StripeMode::FilePerProcess, 2, 1 << 20), 1);
+        let report = run_stripe(&spec).unwrap();
+        assert!(report.verified, "{}", report.to_text());
+        // A round's files: one shared file, or one per writer.
+        for (mode, rounds, files) in [(StripeMode::SharedFile, 4, 1), (StripeMode::FilePerProcess, 2, 2)] {
+            let one = case(&report, mode, 2, 256 * KIB, "stripe=1");
+            assert_eq!((one.rounds, one.total_bytes), (rounds, 1 << 20), "{one:?}");
+            let read: u64 = one.backend_read_bytes.iter().sum();
+            assert!(read >= 1 << 20, "every round's bytes were read back: {one:?}");
+            assert_eq!(one.data_objects, 2, "one round's files: a log per writer: {one:?}");
+            assert_eq!(one.backends_used, files, "one round's files, each on one backend: {one:?}");
+        }
+        assert!(report.to_text().contains("each case moves at least 1M"), "{}", report.to_text());
     }
 
     #[test]

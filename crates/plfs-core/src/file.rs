@@ -24,6 +24,7 @@ use crate::mount_state::MountState;
 use crate::open::WriterId;
 use crate::placement::{BackendId, HostdirId};
 use crate::protection::{self, Pieces};
+use crate::read_ahead::{self, ReadAhead};
 use crate::reader::CachedLog;
 use crate::retained::Retention;
 use crate::store::{AppendWriter, Store, StoreExt, StorePath};
@@ -90,6 +91,9 @@ type SlotKey = (WriterId, Option<BackendId>);
 
 /// The data logs one read touches (usually one or a few: searched linearly).
 type ReadSources = Vec<(LogRef, Arc<DataLog>)>;
+
+/// A range to fetch ahead of a streaming read, and the log it lies in.
+type AheadTarget = (read_ahead::Target, Arc<DataLog>);
 
 /// Where a data log the index points into lives, and its checksums.
 #[derive(Debug)]
@@ -586,13 +590,24 @@ impl OpenFile {
     }
 
     /// Reads into `buf` from logical `offset`; returns bytes read (short
-    /// only at end of file). Holes read as zeros.
-    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+    /// only at end of file). Holes read as zeros. With an open's
+    /// read-ahead, a read that continues the open's stream first starts
+    /// fetching what the stream reads next on other backends (see
+    /// read_ahead.rs), and takes its own bytes from what earlier reads
+    /// fetched.
+    pub(crate) fn read_with(&self, buf: &mut [u8], offset: u64, ahead: Option<&ReadAhead>) -> Result<usize> {
         /// Index reloads of one read whose logs vanish under it.
         const READ_ATTEMPTS_MAX: usize = 4;
+        let backends = self.mount.stores.len();
+        let span = match ahead {
+            Some(ahead) if ahead.follows(offset, buf.len()) && read_ahead::applies(buf.len()) => {
+                read_ahead::span(buf.len(), backends)
+            }
+            _ => 0,
+        };
         let mut attempt = 0;
         loop {
-            let (pieces, sources) = match self.plan_read(offset, buf.len() as u64) {
+            let (pieces, sources, targets) = match self.plan_read(offset, buf.len() as u64, span) {
                 Ok(plan) => plan,
                 Err(error) if error.kind() == ErrorKind::NotFound && attempt < READ_ATTEMPTS_MAX => {
                     attempt += 1;
@@ -602,7 +617,12 @@ impl OpenFile {
                 Err(error) => return Err(error),
             };
             let total = pieces.iter().map(|piece| piece.length as usize).sum::<usize>();
-            match self.read_pieces(&mut buf[..total], offset, &pieces, &sources) {
+            if let Some(ahead) = ahead
+                && !targets.is_empty()
+            {
+                self.start_read_ahead(ahead, targets, buf.len());
+            }
+            match self.read_pieces(&mut buf[..total], offset, &pieces, &sources, ahead) {
                 Ok(()) => return Ok(total),
                 // A log the index named is gone: another process replaced
                 // the file by a rename (or reclaimed logs a truncate made
@@ -623,7 +643,16 @@ impl OpenFile {
 
     /// Looks the range up in the read state, building it when missing. A
     /// concurrent `sync` may drop the state in between; then build again.
-    fn plan_read(&self, offset: u64, length: u64) -> Result<(Vec<Piece>, ReadSources)> {
+    /// With a `span`, also what lies in the `span` bytes after the range on
+    /// backends the range does not touch: the read-ahead targets, the first
+    /// run of each such backend's bytes that lie end to end in one log, no
+    /// longer than the request.
+    fn plan_read(
+        &self,
+        offset: u64,
+        length: u64,
+        span: u64,
+    ) -> Result<(Vec<Piece>, ReadSources, Vec<AheadTarget>)> {
         const ATTEMPTS_MAX: usize = 8;
         for _ in 0..ATTEMPTS_MAX {
             self.ensure_read_state()?;
@@ -637,10 +666,54 @@ impl OpenFile {
                         sources.push((log, state.sources[log.0 as usize].clone()));
                     }
                 }
-                return Ok((pieces, sources));
+                let mut targets: Vec<AheadTarget> = Vec::new();
+                if span > 0 {
+                    for piece in state.index.lookup(offset.saturating_add(length), span) {
+                        let Source::Data { log, physical } = piece.source else { continue };
+                        let source = &state.sources[log.0 as usize];
+                        if sources.iter().any(|(_, known)| known.backend == source.backend) {
+                            continue;
+                        }
+                        match targets.iter_mut().find(|(target, _)| target.backend == source.backend) {
+                            Some((target, _)) => {
+                                if target.log == source.id && target.physical + target.length == physical {
+                                    target.length = (target.length + piece.length).min(length);
+                                }
+                            }
+                            None => {
+                                let target = read_ahead::Target {
+                                    backend: source.backend,
+                                    log: source.id,
+                                    physical,
+                                    length: piece.length.min(length),
+                                };
+                                targets.push((target, source.clone()));
+                            }
+                        }
+                    }
+                }
+                return Ok((pieces, sources, targets));
             }
         }
         Err(Error::new(ErrorKind::Unavailable, format!("/{}: index kept changing under a read", self.path())))
+    }
+
+    /// Starts fetching `targets` for `ahead`'s stream in the read pool,
+    /// each read and checked as a read of `request` bytes would be.
+    fn start_read_ahead(&self, ahead: &ReadAhead, targets: Vec<AheadTarget>, request: usize) {
+        let fetches: Vec<_> = targets
+            .into_iter()
+            .map(|(target, source)| {
+                let mount = self.mount.clone();
+                let fetch = move |buf: &mut [u8]| -> Result<()> {
+                    let store = mount.store(source.backend);
+                    let cached = mount.log_cache.get(source.backend, source.id, store, &source.path)?;
+                    read_checked(&mount, &source, &cached, buf, target.physical, request)
+                };
+                (target, fetch)
+            })
+            .collect();
+        ahead.refill(fetches, &self.mount.read_pool);
     }
 
     fn read_pieces(
@@ -649,12 +722,23 @@ impl OpenFile {
         offset: u64,
         pieces: &[Piece],
         sources: &ReadSources,
+        ahead: Option<&ReadAhead>,
     ) -> Result<()> {
         let cache = &self.mount.log_cache;
         let readahead = cache.readahead_bytes();
+        // Bytes fetched ahead (and checked) already.
+        let prefetched = |log: LogRef, physical: u64, out: &mut [u8]| {
+            ahead.is_some_and(|ahead| {
+                let source = &sources.iter().find(|(known, _)| *known == log).expect("planned").1;
+                ahead.serve(source.backend, source.id, physical, out)
+            })
+        };
         // A read inside one extent (the usual record-sized read) needs no
         // grouping and no task.
-        if let [Piece { source: Source::Data { physical, .. }, .. }] = pieces {
+        if let [Piece { source: Source::Data { log, physical }, .. }] = pieces {
+            if prefetched(*log, *physical, buf) {
+                return Ok(());
+            }
             let source = &sources[0].1;
             let cached =
                 cache.get(source.backend, source.id, self.mount.store(source.backend), &source.path)?;
@@ -668,7 +752,11 @@ impl OpenFile {
             rest = tail;
             match piece.source {
                 Source::Hole => head.fill(0),
-                Source::Data { log, physical } => per_log.entry(log).or_default().push((physical, head)),
+                Source::Data { log, physical } => {
+                    if !prefetched(log, physical, head) {
+                        per_log.entry(log).or_default().push((physical, head));
+                    }
+                }
             }
         }
         let tasks: Vec<_> = per_log
@@ -731,15 +819,7 @@ impl OpenFile {
     /// CRC32Cs, as `verify_reads` says (a long read in pieces, each checked
     /// while its bytes are still in cache).
     fn read_data(&self, source: &DataLog, cached: &CachedLog, buf: &mut [u8], physical: u64) -> Result<()> {
-        let readahead = self.mount.log_cache.readahead_bytes();
-        let mode = self.mount.tuning.verify_reads;
-        if mode == VerifyReads::Off {
-            return cached.read_exact(buf, physical, readahead);
-        }
-        let request = buf.len();
-        let fill = |out: &mut [u8], at: u64| cached.read_piece(out, at, request, readahead);
-        let read_at = |out: &mut [u8], at: u64| cached.read_exact(out, at, readahead);
-        source.checksums(&self.mount)?.read_checked(buf, physical, mode, cached.label(), &fill, &read_at)
+        read_checked(&self.mount, source, cached, buf, physical, buf.len())
     }
 
     fn ensure_read_state(&self) -> Result<()> {
@@ -999,6 +1079,28 @@ fn end_run(logs: &mut WriterLogs) {
 }
 
 /// Loads the merged index and turns it into a read state.
+/// Reads bytes of a data log and checks them against their records'
+/// CRC32Cs, as `verify_reads` says (a long read in pieces, each checked
+/// while its bytes are still in cache), read the way a request of
+/// `request` bytes is.
+fn read_checked(
+    mount: &MountState,
+    source: &DataLog,
+    cached: &CachedLog,
+    buf: &mut [u8],
+    physical: u64,
+    request: usize,
+) -> Result<()> {
+    let readahead = mount.log_cache.readahead_bytes();
+    let mode = mount.tuning.verify_reads;
+    if mode == VerifyReads::Off {
+        return cached.read_piece(buf, physical, request, readahead);
+    }
+    let fill = |out: &mut [u8], at: u64| cached.read_piece(out, at, request, readahead);
+    let read_at = |out: &mut [u8], at: u64| cached.read_exact(out, at, readahead);
+    source.checksums(mount)?.read_checked(buf, physical, mode, cached.label(), &fill, &read_at)
+}
+
 fn load_read_state(mount: &MountState, path: &StorePath) -> Result<ReadState> {
     Ok(read_state_from(path, load::load_index(mount, path, load::Prefer::GlobalIndex)?))
 }

@@ -97,6 +97,7 @@ pub(crate) mod plfs25;
 #[cfg(test)]
 mod plfs25_fixtures;
 pub(crate) mod protection;
+pub(crate) mod read_ahead;
 pub(crate) mod reader;
 pub(crate) mod reclaim;
 pub(crate) mod rename;

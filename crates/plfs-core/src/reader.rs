@@ -299,6 +299,18 @@ impl ReadPool {
             .as_ref()
     }
 
+    /// Starts `task` on a pool thread and returns at once; false (and the
+    /// task dropped unrun) when the pool has no threads.
+    pub fn spawn(&self, task: impl FnOnce() + Send + 'static) -> bool {
+        match self.pool() {
+            Some(pool) => {
+                pool.spawn(task);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Runs every task, in parallel when the pool has threads, and returns
     /// the first error.
     pub fn run_all<T: FnOnce() -> Result<()> + Send>(&self, tasks: Vec<T>) -> Result<()> {

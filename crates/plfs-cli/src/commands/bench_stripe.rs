@@ -53,6 +53,10 @@ pub struct Opts {
     /// Where the run's files go (a fresh subdirectory).
     #[arg(long, default_value = ".")]
     dir: PathBuf,
+    /// Bytes each case moves at least: smaller files run in rounds of
+    /// fresh files, timed together (0: one round).
+    #[arg(long, default_value = "64M")]
+    case_bytes: String,
     /// Run every case this many times; the report gives median rates.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeat: u32,
@@ -95,6 +99,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
     spec.layouts =
         opts.layouts.as_deref().map(|text| list(text).map(str::to_owned).collect()).unwrap_or_default();
     spec.repeat = opts.repeat as usize;
+    spec.case_bytes = size("--case-bytes", &opts.case_bytes)?;
     spec.keep = opts.keep;
     opts.plot.check()?;
     let report = run_stripe(&spec).map_err(|e| anyhow!(e))?;

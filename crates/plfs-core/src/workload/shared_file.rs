@@ -24,6 +24,7 @@ use crate::open::WriterId;
 use crate::placement::BackendId;
 use crate::plfs25;
 use crate::protection::{self, Pieces};
+use crate::read_ahead::ReadAhead;
 use crate::store::{EntryKind, Store, StorePath};
 use crate::stripes;
 
@@ -48,7 +49,7 @@ impl ContainerShared {
 
 impl SharedFile for ContainerShared {
     fn handle(self: Arc<Self>) -> Box<dyn WorkloadFile> {
-        Box::new(ContainerFile { shared: self })
+        Box::new(ContainerFile { shared: self, ahead: ReadAhead::default() })
     }
 
     /// Close-to-open: a cached index is dropped, except by the first open
@@ -412,6 +413,8 @@ impl ContainerOps for Containers {
 #[derive(Debug)]
 struct ContainerFile {
     shared: Arc<ContainerShared>,
+    /// This open's read-ahead across a striped file's backends.
+    ahead: ReadAhead,
 }
 
 impl WorkloadFile for ContainerFile {
@@ -420,7 +423,7 @@ impl WorkloadFile for ContainerFile {
     }
 
     fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.shared.file.read(buf, offset)
+        self.shared.file.read_with(buf, offset, Some(&self.ahead))
     }
 
     fn flush(&self) -> Result<()> {
