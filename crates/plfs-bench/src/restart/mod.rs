@@ -197,6 +197,10 @@ pub struct RestartResult {
     pub io_ns: u64,
     #[serde(default)]
     pub check_ns: u64,
+    /// Minor page faults (every thread) from the clock's start to the
+    /// close: memory the timed part touched for the first time.
+    #[serde(default)]
+    pub minor_faults: u64,
 }
 
 /// One process's untimed set-up: the mount, the extents, the buffers.
@@ -225,12 +229,23 @@ fn prepare(spec: RestartWorker) -> Result<Prepared> {
         Op::Read => spec.layout.reader_extents(spec.decomp, spec.processes as u64, spec.rank as u64),
     };
     let longest = extents.iter().map(|e| e.len).max().unwrap_or(0).min(CHUNK) as usize;
-    let expected = if spec.op == Op::Read { vec![0u8; longest] } else { Vec::new() };
+    // Written here, outside the clock: a buffer's first writes are page
+    // faults (a zeroed allocation is untouched memory), which would charge
+    // a reader of 4 MiB runs 2,048 faults and the kernel's clearing of
+    // 8 MiB that a reader of 32 KiB runs never pays, none of it a read.
+    let buf = touched_buffer(longest);
+    let expected = if spec.op == Op::Read { touched_buffer(longest) } else { Vec::new() };
     // Last in the set-up, so that little else allocates between it and
     // the clock's start.
     crate::host::back_free_memory(spec.back_memory_bytes)
         .map_err(BenchError::io("backing free memory before the read of", direct_path(&spec.dir)))?;
-    Ok(Prepared { spec, plfs, extents, buf: vec![0u8; longest], expected, scratch: Vec::new() })
+    Ok(Prepared { spec, plfs, extents, buf, expected, scratch: Vec::new() })
+}
+
+/// `len` bytes whose pages are all faulted in: filled with a non-zero byte,
+/// which no allocator can hand out as untouched zero pages.
+fn touched_buffer(len: usize) -> Vec<u8> {
+    std::hint::black_box(vec![0xa5u8; len])
 }
 
 /// Either kind of open file, so the I/O loop is written once.
@@ -327,6 +342,7 @@ fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
     }
     let began_ns = now_ns();
     let cpu_began_ns = process_cpu_ns();
+    let faults_began = minor_faults();
     let timed = open_move_close(prepared, start, began_ns);
     // Flatten on close: every writer rank takes part, also one that
     // failed (it says so), so that none waits in it alone.
@@ -350,6 +366,7 @@ fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
         first_bad,
         max_rss_kib: max_rss_kib(),
         cpu_ns: process_cpu_ns().saturating_sub(cpu_began_ns),
+        minor_faults: minor_faults().saturating_sub(faults_began),
         io_ns,
         check_ns,
     })
@@ -467,15 +484,22 @@ fn open_move_close(prepared: &mut Prepared, start: Start, began_ns: u64) -> Resu
     Ok(Timed { open_ns, io_ns, check_ns, bytes, bad_bytes, first_bad })
 }
 
-/// getrusage(RUSAGE_SELF).ru_maxrss, KiB on Linux (0 if it fails).
-fn max_rss_kib() -> u64 {
+/// getrusage(RUSAGE_SELF), or None if it fails.
+fn self_usage() -> Option<libc::rusage> {
     // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes one rusage, which `usage` is.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0;
-    }
-    usage.ru_maxrss.max(0) as u64
+    (unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0).then_some(usage)
+}
+
+/// getrusage(RUSAGE_SELF).ru_maxrss, KiB on Linux (0 if it fails).
+fn max_rss_kib() -> u64 {
+    self_usage().map_or(0, |usage| usage.ru_maxrss.max(0) as u64)
+}
+
+/// getrusage(RUSAGE_SELF).ru_minflt (0 if it fails).
+fn minor_faults() -> u64 {
+    self_usage().map_or(0, |usage| usage.ru_minflt.max(0) as u64)
 }
 
 /// Entry point of a restart process (`plfs bench-worker restart <json>`);
@@ -620,6 +644,10 @@ pub struct PhaseFigures {
     /// peer, whose processes do not report it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ms_per_mib: Option<f64>,
+    /// Minor page faults of every process together inside the clock, per
+    /// MiB moved (None for a peer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults_per_mib: Option<f64>,
     /// The slowest process's clock split: seconds in the open, in the
     /// read (write) calls, in checking, and the rest (close, waits); None
     /// for a peer.
@@ -922,6 +950,7 @@ fn peer_phase(program: &PeerProgram, run: &PeerRun, op: PeerPhase, layout: &Layo
         open_seconds_max: None,
         max_rss_kib: result.max_rss_kib,
         cpu_ms_per_mib: None,
+        faults_per_mib: None,
         slowest_split: None,
         bad_bytes: result.errors * 8,
         first_bad: None,
@@ -992,6 +1021,9 @@ fn phase(
         max_rss_kib: results.iter().map(|r| r.max_rss_kib).max().unwrap_or(0),
         cpu_ms_per_mib: Some(
             results.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / 1e6 / (bytes.max(1) as f64 / MIB),
+        ),
+        faults_per_mib: Some(
+            results.iter().map(|r| r.minor_faults).sum::<u64>() as f64 / (bytes.max(1) as f64 / MIB),
         ),
         slowest_split: results.iter().max_by_key(|r| r.end_ns).map(|r| {
             let seconds = |ns: u64| ns as f64 / 1e9;
@@ -1191,23 +1223,34 @@ impl RestartReport {
         }
         // CPU per MiB read, plfs against direct, median over the runs:
         // the library's own cost, apart from the disk and the load.
-        let cpu = |target: &str, decomp: &Option<String>| {
+        let median = |target: &str, decomp: &Option<String>, figure: fn(&PhaseFigures) -> Option<f64>| {
             let mut values: Vec<f64> = self
                 .phases
                 .iter()
                 .flatten()
                 .filter(|p| p.target == target && p.op == "read" && &p.decomp == decomp)
-                .filter_map(|p| p.cpu_ms_per_mib)
+                .filter_map(figure)
                 .collect();
             values.sort_by(f64::total_cmp);
             values.get(values.len() / 2).copied()
         };
+        let cpu = |target: &str, decomp: &Option<String>| median(target, decomp, |p| p.cpu_ms_per_mib);
+        let faults = |target: &str, decomp: &Option<String>| median(target, decomp, |p| p.faults_per_mib);
         for point in self.points.iter().filter(|p| p.op == "read" && p.target == "plfs") {
             if let (Some(plfs), Some(direct)) = (cpu("plfs", &point.decomp), cpu("direct-n1", &point.decomp))
             {
                 let _ = writeln!(
                     out,
                     "cpu {}: plfs readers {plfs:.2} ms per MiB, direct {direct:.2} ms per MiB",
+                    point.decomp.as_deref().unwrap_or("")
+                );
+            }
+            if let (Some(plfs), Some(direct)) =
+                (faults("plfs", &point.decomp), faults("direct-n1", &point.decomp))
+            {
+                let _ = writeln!(
+                    out,
+                    "page faults {}: plfs readers {plfs:.1} per MiB, direct {direct:.1} per MiB",
                     point.decomp.as_deref().unwrap_or("")
                 );
             }
