@@ -427,6 +427,11 @@ impl Store for BandwidthStore {
         plfs::store::by_parts::fill_private_dir(self, dir, pieces)
     }
 
+    // An open and reads, through this wrapper's own calls.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        plfs::store::by_parts::read_small(self, path)
+    }
+
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
         let inner = self.inner.create_append(path)?;
         Ok(Box::new(LimitedAppend { inner, limit: self.limit.clone() }))

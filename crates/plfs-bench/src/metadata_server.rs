@@ -198,6 +198,11 @@ impl Store for MetadataServerStore {
         plfs::store::by_parts::fill_private_dir(self, dir, pieces)
     }
 
+    // An open and reads, through this wrapper's own calls.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        plfs::store::by_parts::read_small(self, path)
+    }
+
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
         self.server.serve();
         self.inner.create_append(path)

@@ -1567,6 +1567,9 @@ mod flat {
             fn fill_private_dir(&self, d: &StorePath, p: &[crate::store::NewPiece<'_>]) -> Result<()> {
                 self.0.fill_private_dir(d, p)
             }
+            fn read_small(&self, p: &StorePath) -> Result<Vec<u8>> {
+                self.0.read_small(p)
+            }
             fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
                 self.0.create_append(p)
             }

@@ -394,10 +394,12 @@ pub fn create_append_is_exclusive(store: &dyn Store) {
         "create_append under a missing parent",
     );
     fails(store.open_read(&at(&d, "missing")), ErrorKind::NotFound, "open_read of a missing file");
+    fails(store.read_small(&at(&d, "missing")), ErrorKind::NotFound, "read_small of a missing file");
     if store.capabilities().directories {
         ok(store.create_dir(&at(&d, "sub"), 0o755), "create_dir sub");
         fails(store.create_append(&at(&d, "sub")), ErrorKind::AlreadyExists, "create_append of a directory");
         fails(store.open_read(&at(&d, "sub")), ErrorKind::IsADirectory, "open_read of a directory");
+        fails(store.read_small(&at(&d, "sub")), ErrorKind::IsADirectory, "read_small of a directory");
     }
     remove_tree(store, &d);
 }

@@ -310,6 +310,11 @@ impl Store for CountingStore {
         by_parts::fill_private_dir(self, dir, pieces)
     }
 
+    // An open and reads, through this wrapper's own calls.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        by_parts::read_small(self, path)
+    }
+
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         self.count(|c| &c.opens);
         let piece = piece(path);

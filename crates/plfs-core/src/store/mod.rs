@@ -300,6 +300,14 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
         by_parts::fill_private_dir(self, dir, pieces)
     }
+
+    /// Reads a whole small object ([`StoreExt::read_all`]): an access or
+    /// version file, read on every stat and open. The default opens it,
+    /// asks its length and reads; a store that can do it in fewer calls
+    /// (POSIX: one `fstat` instead of two) does.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        by_parts::read_small(self, path)
+    }
 }
 
 /// One piece [`Store::fill_private_dir`] makes.
@@ -317,8 +325,8 @@ pub enum NewPiece<'a> {
 /// so none inherits a default silently); one that wants each piece to go
 /// through its own hooks (fault injection, counting) calls these.
 pub mod by_parts {
-    use crate::error::Result;
-    use crate::store::{AppendWriter, NewPiece, Protection, Store, StorePath};
+    use crate::error::{Error, ErrorKind, Result};
+    use crate::store::{AppendWriter, NewPiece, Protection, Store, StorePath, read_exact_at};
 
     /// Owner first (a chown may clear set-id bits), then mode; what the
     /// store cannot keep (`capabilities()`) is skipped.
@@ -380,6 +388,22 @@ pub mod by_parts {
     ) -> Result<()> {
         store.replace(path, contents)?;
         store.protect(path, protection)
+    }
+
+    /// The default of [`Store::read_small`].
+    pub fn read_small<S: Store + ?Sized>(store: &S, path: &StorePath) -> Result<Vec<u8>> {
+        let handle = store.open_read(path)?;
+        let length = handle.len()?;
+        let mut buf = vec![0u8; small_length(path, length)?];
+        read_exact_at(handle.as_ref(), &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
+        Ok(buf)
+    }
+
+    /// A whole object's length as a buffer size, or an error naming it.
+    pub fn small_length(path: &StorePath, length: u64) -> Result<usize> {
+        usize::try_from(length).map_err(|_| {
+            Error::new(ErrorKind::InvalidInput, format!("{path}: {length} bytes is too large to load"))
+        })
     }
 
     /// The default of [`Store::fill_private_dir`]: every piece at once
@@ -533,16 +557,7 @@ pub trait ReadHandle: Send + Sync + fmt::Debug {
 pub trait StoreExt: Store {
     /// Reads a whole (small) object.
     fn read_all(&self, path: &StorePath) -> Result<Vec<u8>> {
-        let handle = self.open_read(path)?;
-        let length = handle.len()?;
-        let mut buf = vec![
-            0u8;
-            usize::try_from(length).map_err(|_| {
-                Error::new(ErrorKind::InvalidInput, format!("{path}: {length} bytes is too large to load"))
-            })?
-        ];
-        read_exact_at(handle.as_ref(), &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
-        Ok(buf)
+        self.read_small(path)
     }
 
     /// Whether anything exists at `path`.
