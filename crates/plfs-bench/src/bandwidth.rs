@@ -26,8 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use plfs::Result;
 use plfs::store::{
-    AppendWriter, Capabilities, DirEntry, Metadata, Protection, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen,
+    AppendWriter, Capabilities, DirEntry, Metadata, NewPiece, Protection, RandomWriter, ReadHandle,
+    SpaceInfo, Store, StorePath, WriteOpen,
 };
 use serde::Serialize;
 
@@ -420,6 +420,16 @@ impl Store for BandwidthStore {
     fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
         self.limit.charge_write(contents.len());
         self.inner.replace_protected(path, contents, protection)
+    }
+
+    // Each piece is charged as the call the default makes for it.
+    fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
+        plfs::store::by_parts::fill_private_dir(self, dir, pieces)
+    }
+
+    // An open and reads, through this wrapper's own calls.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        plfs::store::by_parts::read_small(self, path)
     }
 
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {

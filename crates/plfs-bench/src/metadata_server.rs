@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use plfs::store::{
-    AppendWriter, Capabilities, DirEntry, Metadata, Protection, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen,
+    AppendWriter, Capabilities, DirEntry, Metadata, NewPiece, Protection, RandomWriter, ReadHandle,
+    SpaceInfo, Store, StorePath, WriteOpen,
 };
 use plfs::{Error, Result};
 
@@ -191,6 +191,16 @@ impl Store for MetadataServerStore {
     fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
         self.server.serve();
         self.inner.replace_protected(path, contents, protection)
+    }
+
+    // One request per piece, as the default makes them one call each.
+    fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
+        plfs::store::by_parts::fill_private_dir(self, dir, pieces)
+    }
+
+    // An open and reads, through this wrapper's own calls.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        plfs::store::by_parts::read_small(self, path)
     }
 
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {

@@ -19,7 +19,7 @@ use crate::layout::{self, ContainerEntry, ContainerPaths, LogId, LogKind, MetaEn
 use crate::mount_state::MountState;
 use crate::placement::{BackendId, HostdirId};
 use crate::protection::Pieces;
-use crate::store::{EntryKind, Metadata, Store, StoreExt, StorePath};
+use crate::store::{EntryKind, Metadata, NewPiece, Store, StoreExt, StorePath};
 use crate::striping::Layout;
 
 /// Racing creators retry a few times when they lose in a way that leaves no
@@ -216,34 +216,27 @@ fn publish_by_rename(
         // Every piece has the file's protection before the rename publishes
         // it: no moment where a reader could open the pieces more widely.
         store.create_dir_protected(&temporary, &pieces.container)?;
-        // The three pieces are independent, so they are made at once, and
-        // the files are deferred: on HDFS each file's close waits for a
-        // DataNode's block report (often a 500 ms client retry), and every
-        // writer of a new file is here. The file's close settles them.
-        std::thread::scope(|scope| {
-            let meta = scope.spawn(|| store.create_dir_protected(&staged.meta_dir(), &pieces.meta));
-            let version = scope.spawn(|| {
-                store.create_new_deferred_protected(
-                    &staged.version(),
-                    &VersionRecord::current().encode(),
-                    &pieces.public,
-                )
+        // The staging directory is private until the rename, so the store
+        // may make its pieces in whatever way is quickest (POSIX: in place,
+        // one sync for all; HDFS: at once, the files settled at the file's
+        // close), as long as all are durable before the rename.
+        let (meta, version, access_path, layout_path) =
+            (staged.meta_dir(), staged.version(), staged.access(), staged.layout());
+        let (version_bytes, access_bytes) = (VersionRecord::current().encode(), access.encode());
+        let layout_bytes = layout.map(format::striping::encode_layout);
+        let mut new = vec![
+            NewPiece::Dir { path: &meta, protection: &pieces.meta },
+            NewPiece::File { path: &version, contents: &version_bytes, protection: &pieces.public },
+            NewPiece::File { path: &access_path, contents: &access_bytes, protection: &pieces.public },
+        ];
+        if let Some(layout_bytes) = &layout_bytes {
+            new.push(NewPiece::File {
+                path: &layout_path,
+                contents: layout_bytes,
+                protection: &pieces.public,
             });
-            let access =
-                store.create_new_deferred_protected(&staged.access(), &access.encode(), &pieces.public);
-            let joined = |handle: std::thread::ScopedJoinHandle<'_, Result<()>>| {
-                handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            };
-            let (meta, version) = (joined(meta), joined(version));
-            meta.and(version).and(access)
-        })?;
-        if let Some(layout) = layout {
-            store.create_new_deferred_protected(
-                &staged.layout(),
-                &format::striping::encode_layout(layout),
-                &pieces.public,
-            )?;
         }
+        store.fill_private_dir(&temporary, &new)?;
         store.rename(&temporary, &paths.dir)
     };
     match assemble() {

@@ -1564,6 +1564,12 @@ mod flat {
             fn replace_protected(&self, p: &StorePath, c: &[u8], r: &crate::store::Protection) -> Result<()> {
                 self.0.replace_protected(p, c, r)
             }
+            fn fill_private_dir(&self, d: &StorePath, p: &[crate::store::NewPiece<'_>]) -> Result<()> {
+                self.0.fill_private_dir(d, p)
+            }
+            fn read_small(&self, p: &StorePath) -> Result<Vec<u8>> {
+                self.0.read_small(p)
+            }
             fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
                 self.0.create_append(p)
             }

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::path::NAME_MAX_BYTES;
-use super::{EntryKind, Store, StoreExt, StorePath, WriteOpen};
+use super::{EntryKind, NewPiece, Protection, Store, StoreExt, StorePath, WriteOpen};
 use crate::error::{ErrorKind, Result};
 
 /// Threads in each race: enough to make a non-atomic store lose often.
@@ -26,6 +26,7 @@ pub fn run_all(store: &dyn Store) {
     create_new_is_atomic_and_exclusive(store);
     create_new_race(store);
     create_new_deferred_then_settle(store);
+    fill_private_dir(store);
     replace_overwrites(store);
     append_and_read(store);
     persist_then_publish(store);
@@ -176,6 +177,54 @@ pub fn create_new_deferred_then_settle(store: &dyn Store) {
     assert!(read(store, &target) == contents_for(winner), "the file is not the winner's");
     assert_eq!(names(store, &d), owned(&[("target", EntryKind::File), ("x", EntryKind::File)]));
     ok(store.settle(), "settle with nothing pending");
+    remove_tree(store, &d);
+}
+
+/// `fill_private_dir` makes every piece with its contents (an empty file
+/// too) and protection, readable once settled, and names a piece that
+/// cannot be made.
+pub fn fill_private_dir(store: &dyn Store) {
+    let caps = store.capabilities();
+    let d = scratch(store, "fill_private_dir");
+    let staged = at(&d, "staged");
+    if caps.directories {
+        ok(store.create_dir(&staged, 0o700), "create_dir staged");
+    }
+    let (meta, version, access, empty) =
+        (at(&staged, "meta"), at(&staged, "version"), at(&staged, "access"), at(&staged, "empty"));
+    let (dir_mode, file_mode) = (Protection::mode(0o750), Protection::mode(0o640));
+    let big = pattern(70_000, 3);
+    let mut pieces = vec![
+        NewPiece::File { path: &version, contents: b"version bytes", protection: &file_mode },
+        NewPiece::File { path: &access, contents: &big, protection: &file_mode },
+        NewPiece::File { path: &empty, contents: b"", protection: &file_mode },
+    ];
+    if caps.directories {
+        pieces.insert(0, NewPiece::Dir { path: &meta, protection: &dir_mode });
+    }
+    ok(store.fill_private_dir(&staged, &pieces), "fill_private_dir");
+    ok(store.settle(), "settle");
+    assert_eq!(read(store, &version), b"version bytes");
+    assert!(read(store, &access) == big, "a large piece read back differently");
+    assert_eq!(read(store, &empty), b"");
+    let mut expected =
+        vec![("access", EntryKind::File), ("empty", EntryKind::File), ("version", EntryKind::File)];
+    if caps.directories {
+        expected.insert(2, ("meta", EntryKind::Directory));
+        assert_eq!(names(store, &meta), owned(&[]), "a piece directory lists empty");
+    }
+    assert_eq!(names(store, &staged), owned(&expected));
+    if caps.modes {
+        assert_eq!(ok(store.metadata(&version), "metadata version").mode, Some(0o640));
+        if caps.directories {
+            assert_eq!(ok(store.metadata(&meta), "metadata meta").mode, Some(0o750));
+        }
+    }
+    // A piece whose name is taken is an error, never a silent overwrite.
+    let again = [NewPiece::File { path: &version, contents: b"other", protection: &file_mode }];
+    fails(store.fill_private_dir(&staged, &again), ErrorKind::AlreadyExists, "fill_private_dir onto a piece");
+    assert_eq!(read(store, &version), b"version bytes", "a failed fill changed a piece");
+    ok(store.fill_private_dir(&staged, &[]), "fill_private_dir with no pieces");
     remove_tree(store, &d);
 }
 
@@ -345,10 +394,12 @@ pub fn create_append_is_exclusive(store: &dyn Store) {
         "create_append under a missing parent",
     );
     fails(store.open_read(&at(&d, "missing")), ErrorKind::NotFound, "open_read of a missing file");
+    fails(store.read_small(&at(&d, "missing")), ErrorKind::NotFound, "read_small of a missing file");
     if store.capabilities().directories {
         ok(store.create_dir(&at(&d, "sub"), 0o755), "create_dir sub");
         fails(store.create_append(&at(&d, "sub")), ErrorKind::AlreadyExists, "create_append of a directory");
         fails(store.open_read(&at(&d, "sub")), ErrorKind::IsADirectory, "open_read of a directory");
+        fails(store.read_small(&at(&d, "sub")), ErrorKind::IsADirectory, "read_small of a directory");
     }
     remove_tree(store, &d);
 }

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use super::{
-    AppendWriter, Capabilities, DirEntry, Metadata, Protection, RandomWriter, ReadHandle, SpaceInfo, Store,
-    StorePath, WriteOpen, by_parts,
+    AppendWriter, Capabilities, DirEntry, Metadata, NewPiece, Protection, RandomWriter, ReadHandle,
+    SpaceInfo, Store, StorePath, WriteOpen, by_parts,
 };
 use crate::error::{Error, Result};
 
@@ -371,6 +371,17 @@ impl Store for FaultyStore {
 
     fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
         by_parts::replace_protected(self, path, contents, protection)
+    }
+
+    // Each piece through its own hooks, so faults and crash points can
+    // fall between them.
+    fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
+        by_parts::fill_private_dir(self, dir, pieces)
+    }
+
+    // An open and reads, through this wrapper's own calls.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        by_parts::read_small(self, path)
     }
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {

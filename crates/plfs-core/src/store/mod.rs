@@ -284,6 +284,39 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
         by_parts::replace_protected(self, path, contents, protection)
     }
+
+    /// Makes `pieces` (each a direct child of `dir`) in `dir`, a directory
+    /// the caller has just made under a name only it knows and publishes
+    /// afterwards with one [`rename`](Self::rename) (a new container's
+    /// staging directory). When it returns every piece is in place, with
+    /// its protection and all its contents, and durable as
+    /// [`create_new_deferred`](Self::create_new_deferred) says; a failure
+    /// may leave some pieces behind, which the caller removes with `dir`.
+    /// Since nobody looks into `dir` before the rename, a store may write
+    /// the files under their own names and make them durable together
+    /// (POSIX: no temporary names, one directory sync instead of one per
+    /// file). The default makes the pieces at once, one thread each, with
+    /// the deferred and protected calls.
+    fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
+        by_parts::fill_private_dir(self, dir, pieces)
+    }
+
+    /// Reads a whole small object ([`StoreExt::read_all`]): an access or
+    /// version file, read on every stat and open. The default opens it,
+    /// asks its length and reads; a store that can do it in fewer calls
+    /// (POSIX: one `fstat` instead of two) does.
+    fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
+        by_parts::read_small(self, path)
+    }
+}
+
+/// One piece [`Store::fill_private_dir`] makes.
+#[derive(Debug, Clone, Copy)]
+pub enum NewPiece<'a> {
+    /// An empty directory.
+    Dir { path: &'a StorePath, protection: &'a Protection },
+    /// A small file holding all of `contents`.
+    File { path: &'a StorePath, contents: &'a [u8], protection: &'a Protection },
 }
 
 /// The default bodies of [`Store`]'s protected calls: the plain call, then
@@ -292,8 +325,8 @@ pub trait Store: Send + Sync + fmt::Debug {
 /// so none inherits a default silently); one that wants each piece to go
 /// through its own hooks (fault injection, counting) calls these.
 pub mod by_parts {
-    use crate::error::Result;
-    use crate::store::{AppendWriter, Protection, Store, StorePath};
+    use crate::error::{Error, ErrorKind, Result};
+    use crate::store::{AppendWriter, NewPiece, Protection, Store, StorePath, read_exact_at};
 
     /// Owner first (a chown may clear set-id bits), then mode; what the
     /// store cannot keep (`capabilities()`) is skipped.
@@ -355,6 +388,50 @@ pub mod by_parts {
     ) -> Result<()> {
         store.replace(path, contents)?;
         store.protect(path, protection)
+    }
+
+    /// The default of [`Store::read_small`].
+    pub fn read_small<S: Store + ?Sized>(store: &S, path: &StorePath) -> Result<Vec<u8>> {
+        let handle = store.open_read(path)?;
+        let length = handle.len()?;
+        let mut buf = vec![0u8; small_length(path, length)?];
+        read_exact_at(handle.as_ref(), &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
+        Ok(buf)
+    }
+
+    /// A whole object's length as a buffer size, or an error naming it.
+    pub fn small_length(path: &StorePath, length: u64) -> Result<usize> {
+        usize::try_from(length).map_err(|_| {
+            Error::new(ErrorKind::InvalidInput, format!("{path}: {length} bytes is too large to load"))
+        })
+    }
+
+    /// The default of [`Store::fill_private_dir`]: every piece at once
+    /// (the last on the caller's thread), files deferred, since on HDFS
+    /// each file's close waits for the NameNode and every writer of a new
+    /// file waits for these. The first failure in `pieces`' order wins.
+    pub fn fill_private_dir<S: Store + ?Sized>(
+        store: &S,
+        _dir: &StorePath,
+        pieces: &[NewPiece<'_>],
+    ) -> Result<()> {
+        let make = |piece: &NewPiece<'_>| match *piece {
+            NewPiece::Dir { path, protection } => store.create_dir_protected(path, protection),
+            NewPiece::File { path, contents, protection } => {
+                store.create_new_deferred_protected(path, contents, protection)
+            }
+        };
+        let Some((last, others)) = pieces.split_last() else { return Ok(()) };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = others.iter().map(|piece| scope.spawn(move || make(piece))).collect();
+            let last = make(last);
+            let mut first = Ok(());
+            for handle in handles {
+                let result = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                first = first.and(result);
+            }
+            first.and(last)
+        })
     }
 }
 
@@ -480,16 +557,7 @@ pub trait ReadHandle: Send + Sync + fmt::Debug {
 pub trait StoreExt: Store {
     /// Reads a whole (small) object.
     fn read_all(&self, path: &StorePath) -> Result<Vec<u8>> {
-        let handle = self.open_read(path)?;
-        let length = handle.len()?;
-        let mut buf = vec![
-            0u8;
-            usize::try_from(length).map_err(|_| {
-                Error::new(ErrorKind::InvalidInput, format!("{path}: {length} bytes is too large to load"))
-            })?
-        ];
-        read_exact_at(handle.as_ref(), &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
-        Ok(buf)
+        self.read_small(path)
     }
 
     /// Whether anything exists at `path`.
