@@ -24,7 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("formats", &["format", "checksums"]),
     // Merged indexes, the read caches, and the small-file engine (its own
     // logs and index), plus the decoders' fuzz entry points.
-    ("index", &["index", "reader", "smallfile", "fuzz"]),
+    ("index", &["index", "reader", "read_ahead", "smallfile", "fuzz"]),
     // The state every workload of a mount shares (and the index records it
     // keeps for a collective flatten on close).
     ("mount", &["mount_state", "retained", "reclaim"]),
