@@ -40,12 +40,12 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use lru::LruCache;
 
 use crate::clock::Stamper;
-use crate::error::{Error, Result, ResultExt};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::LogHeader;
 use crate::layout::LogId;
 use crate::layout::smallfile::{SmallLogKind, container_dir, small_log_path};
@@ -100,8 +100,26 @@ impl SmallFileOptions {
 pub struct SmallFileStore {
     stores: Vec<SharedStore>,
     options: SmallFileOptions,
-    /// One lock for everything; reads clone the view and leave it.
-    containers: Mutex<LruCache<StorePath, DirContainer>>,
+    /// Open directory containers. This lock is held only to find, insert
+    /// or evict one: each container has its own lock, and a flush releases
+    /// even that one while it appends and syncs (see
+    /// [`SmallFileStore::flush_slot`]), so the writers of one engine (the
+    /// processes behind one FUSE daemon) overlap their disk waits.
+    containers: Mutex<LruCache<StorePath, Arc<ContainerSlot>>>,
+}
+
+/// One open directory container and the condition its flushers wait on.
+#[derive(Debug)]
+struct ContainerSlot {
+    state: Mutex<DirContainer>,
+    /// Signalled whenever a flush of this container ends.
+    flushed: Condvar,
+}
+
+impl ContainerSlot {
+    fn lock(&self) -> MutexGuard<'_, DirContainer> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The engine of one small-file mount. Dropping it publishes what is
@@ -136,9 +154,10 @@ impl SmallFileStore {
             let fid = container.session(this, writer)?.fid(name);
             let stamp = this.stamper().next();
             container.push_name(writer, NameRecord::Create { stamp, fid, name: name.to_owned() });
-            container.known.insert(name.to_owned(), true);
-            container.after_record(this, writer)
+            container.know(name, true);
+            Ok(container.after_record(this, writer))
         })
+        .and_then(|full| self.flush_if(full, dir))
         .with_context(|| logical(dir, name))
     }
 
@@ -152,7 +171,7 @@ impl SmallFileStore {
         self.with_container(dir, |this, container| {
             container.require(this, name)?;
             if bytes.is_empty() {
-                return Ok(());
+                return Ok(false);
             }
             let stamper = this.stamper();
             let session = container.session(this, writer)?;
@@ -167,9 +186,10 @@ impl SmallFileStore {
                 data_crc: crc32c::crc32c(bytes),
             };
             session.index_frame.push(&entry);
-            container.pending.push(Pending::Write { writer, entry });
-            container.after_record(this, writer)
+            container.push_pending(Pending::Write { writer, entry });
+            Ok(container.after_record(this, writer))
         })
+        .and_then(|full| self.flush_if(full, dir))
         .with_context(|| logical(dir, name))
     }
 
@@ -227,22 +247,28 @@ impl SmallFileStore {
     /// first) or, if another writer flushed since the view was cached, in
     /// a fresh view. A hit costs nothing more than [`stat`](Self::stat).
     pub fn stat_fresh(&self, dir: &StorePath, name: &str) -> Result<FileStat> {
-        self.with_container(dir, |this, container| {
+        let found = self.with_container(dir, |this, container| {
             let cached = container.view.is_some();
             if let Some(stat) = container.view(this)?.stat(name) {
-                return Ok(stat);
+                return Ok(Some(stat));
             }
             match container.known.get(name) {
-                // Only this process's unflushed records know it yet.
-                Some(true) => container.flush()?,
+                // Only this process's unflushed records know it yet: they
+                // are published below, outside this container's lock.
+                Some(&(true, _)) => return Ok(None),
                 // This process removed it: its own record is the newest word.
-                Some(false) => return Err(not_found()),
+                Some(&(false, _)) => return Err(not_found()),
                 // A view loaded by this very call is as fresh as it gets.
                 None if !cached => return Err(not_found()),
                 None => container.refresh()?,
             }
-            container.view(this)?.stat(name).ok_or_else(not_found)
-        })
+            container.view(this)?.stat(name).map(Some).ok_or_else(not_found)
+        });
+        match found {
+            Ok(Some(stat)) => Ok(stat),
+            Ok(None) => self.flush_writes(dir).and_then(|()| self.stat(dir, name)),
+            Err(error) => Err(error),
+        }
         .with_context(|| logical(dir, name))
     }
 
@@ -278,14 +304,25 @@ impl SmallFileStore {
     /// read sees them (other processes' records still wait for
     /// [`invalidate_read_cache`](Self::invalidate_read_cache)).
     pub fn flush_writes(&self, dir: &StorePath) -> Result<()> {
-        self.with_container(dir, |_, container| container.flush()).context(dir.to_string())
+        let slot = self.slot(dir).context(dir.to_string())?;
+        let container = slot.lock();
+        // Everything pushed so far, whichever thread pushed it, is what a
+        // caller may rely on once this returns.
+        let ticket = container.pushed_seq;
+        let (_container, result) = self.flush_slot(&slot, container, ticket);
+        result.context(dir.to_string())
+    }
+
+    fn flush_if(&self, full: bool, dir: &StorePath) -> Result<()> {
+        if full { self.flush_writes(dir) } else { Ok(()) }
     }
 
     /// Drops the cached view of `dir`: the next read loads what writers have
     /// flushed since. Unflushed changes of this process are kept.
     pub fn invalidate_read_cache(&self, dir: &StorePath) {
-        if let Some(container) = self.lock().peek_mut(dir) {
-            container.view = None;
+        let slot = self.lock().peek(dir).cloned();
+        if let Some(slot) = slot {
+            slot.lock().view = None;
         }
     }
 
@@ -306,14 +343,18 @@ impl SmallFileStore {
     /// below it (before the directory is removed or renamed on the
     /// backends, so no cached log handle or view outlives it).
     pub fn close_under(&self, dir: &StorePath) -> Result<()> {
-        let mut containers = self.lock();
-        let doomed: Vec<StorePath> =
-            containers.iter().map(|(path, _)| path.clone()).filter(|path| path.starts_with(dir)).collect();
+        let doomed: Vec<(StorePath, Arc<ContainerSlot>)> = {
+            let mut containers = self.lock();
+            let paths: Vec<StorePath> = containers
+                .iter()
+                .map(|(path, _)| path.clone())
+                .filter(|path| path.starts_with(dir))
+                .collect();
+            paths.into_iter().filter_map(|path| containers.pop(&path).map(|slot| (path, slot))).collect()
+        };
         let mut first_error = None;
-        for path in doomed {
-            if let Some(container) = containers.pop(&path)
-                && let Err(error) = container.close()
-            {
+        for (path, slot) in doomed {
+            if let Err(error) = self.close_slot(&slot) {
                 first_error.get_or_insert(error.context(path.to_string()));
             }
         }
@@ -329,21 +370,73 @@ impl SmallFileStore {
     /// Flushes and closes every container. Call before dropping the store:
     /// records still pending at drop are lost (and a warning is logged).
     pub fn close(&self) -> Result<()> {
-        let mut containers = self.lock();
         let mut first_error = None;
-        while let Some((dir, container)) = containers.pop_lru() {
-            if let Err(error) = container.close() {
+        loop {
+            let Some((dir, slot)) = self.lock().pop_lru() else { break };
+            if let Err(error) = self.close_slot(&slot) {
                 first_error.get_or_insert(error.context(dir.to_string()));
             }
         }
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Publishes what a container (already out of the map) holds and closes
+    /// its logs. A thread that still holds the slot finds it closed and
+    /// opens the container afresh.
+    fn close_slot(&self, slot: &ContainerSlot) -> Result<()> {
+        let container = slot.lock();
+        let ticket = container.pushed_seq;
+        let (mut container, result) = self.flush_slot(slot, container, ticket);
+        container.closed = true;
+        let mut first_error = result.err();
+        for (_, session) in container.sessions.drain() {
+            if let Err(error) = session.close() {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Makes every record up to `ticket` durable (or reports that it could
+    /// not be), by group commit: one thread at a time leads a flush of all
+    /// the container's pending records, and does its appends and syncs
+    /// without the container's lock, so other threads keep adding records
+    /// meanwhile. A thread whose records a running flush already carries
+    /// waits for it instead of syncing again; one whose records came later
+    /// waits for it to end and then leads the next, which carries every
+    /// record pushed by then. So N concurrent creators pay about one round
+    /// of syncs per flush, not one each in turn.
+    fn flush_slot<'a>(
+        &self,
+        slot: &'a ContainerSlot,
+        mut container: MutexGuard<'a, DirContainer>,
+        ticket: u64,
+    ) -> (MutexGuard<'a, DirContainer>, Result<()>) {
+        loop {
+            if let Some(error) = container.failure_for(ticket) {
+                return (container, Err(error));
+            }
+            if container.durable_seq >= ticket {
+                return (container, Ok(()));
+            }
+            if container.flushing {
+                container = slot.flushed.wait(container).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let batch = container.start_batch();
+            drop(container);
+            let outcome = batch.publish();
+            container = slot.lock();
+            container.finish_batch(batch, outcome);
+            slot.flushed.notify_all();
+        }
+    }
+
     fn stamper(&self) -> &Stamper {
         &self.options.stamper
     }
 
-    fn lock(&self) -> MutexGuard<'_, LruCache<StorePath, DirContainer>> {
+    fn lock(&self) -> MutexGuard<'_, LruCache<StorePath, Arc<ContainerSlot>>> {
         self.containers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -363,10 +456,11 @@ impl SmallFileStore {
             container.session(this, writer)?;
             container.push_name(writer, record);
             for (affected, exists) in effects {
-                container.known.insert((*affected).to_owned(), *exists);
+                container.know(affected, *exists);
             }
-            container.after_record(this, writer)
+            Ok(container.after_record(this, writer))
         })
+        .and_then(|full| self.flush_if(full, dir))
         .with_context(|| logical(dir, name))
     }
 
@@ -374,32 +468,55 @@ impl SmallFileStore {
         self.with_container(dir, |this, container| container.view(this)).context(dir.to_string())
     }
 
-    /// Runs `op` on the container of `dir`, opening it (and closing the
-    /// least recently used one when the bound is reached) if needed.
+    /// Runs `op` on the container of `dir` under that container's lock.
     fn with_container<T>(
         &self,
         dir: &StorePath,
         op: impl FnOnce(&SmallFileStore, &mut DirContainer) -> Result<T>,
     ) -> Result<T> {
-        let mut containers = self.lock();
-        if !containers.contains(dir) {
-            if containers.len() == containers.cap().get()
-                && let Some((evicted_dir, evicted)) = containers.pop_lru()
-            {
-                evicted.close().with_context(|| format!("closing least recently used {evicted_dir}"))?;
+        let mut op = Some(op);
+        loop {
+            let slot = self.slot(dir)?;
+            let mut container = slot.lock();
+            if container.closed {
+                // Evicted or closed between the lookup and the lock.
+                continue;
             }
-            containers.put(dir.clone(), DirContainer::new(dir.clone()));
+            let op = op.take().expect("taken once: the loop returns");
+            return op(self, &mut container);
         }
-        let container = containers.get_mut(dir).expect("present: inserted above");
-        op(self, container)
+    }
+
+    /// The container of `dir`, opened (and the least recently used one
+    /// closed, outside the map's lock, when the bound is reached) if needed.
+    fn slot(&self, dir: &StorePath) -> Result<Arc<ContainerSlot>> {
+        let (slot, evicted) = {
+            let mut containers = self.lock();
+            if let Some(slot) = containers.get(dir) {
+                return Ok(slot.clone());
+            }
+            let evicted =
+                if containers.len() == containers.cap().get() { containers.pop_lru() } else { None };
+            let slot = Arc::new(ContainerSlot {
+                state: Mutex::new(DirContainer::new(dir.clone())),
+                flushed: Condvar::new(),
+            });
+            containers.put(dir.clone(), slot.clone());
+            (slot, evicted)
+        };
+        if let Some((evicted_dir, evicted)) = evicted {
+            self.close_slot(&evicted)
+                .with_context(|| format!("closing least recently used {evicted_dir}"))?;
+        }
+        Ok(slot)
     }
 }
 
 impl Drop for SmallFileStore {
     fn drop(&mut self) {
         let containers = self.containers.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for (dir, container) in containers.iter() {
-            if container.sessions.values().any(WriterSession::has_pending) {
+        for (dir, slot) in containers.iter() {
+            if slot.lock().sessions.values().any(WriterSession::has_pending) {
                 tracing::warn!("small-file store dropped with unflushed records in {dir}; call close()");
             }
         }
@@ -414,13 +531,32 @@ struct DirContainer {
     /// Backends on which the container directory is known to exist.
     prepared: HashSet<usize>,
     view: Option<Arc<DirView>>,
+    /// Views loaded so far: a flush folds its records into the view only
+    /// if none was loaded while it ran (such a view may hold them already).
+    view_loads: u64,
     /// Effect of this process's unflushed changes on the namespace: `true`
-    /// for a name it created or renamed to, `false` for one it removed.
-    known: HashMap<String, bool>,
+    /// for a name it created or renamed to, `false` for one it removed,
+    /// with the sequence number of the record that did it.
+    known: HashMap<String, (bool, u64)>,
     /// This process's unflushed records of every writer, in stamp order
-    /// (stamps are taken under the store's lock), kept so a flush can fold
-    /// them into `view` instead of dropping it.
+    /// (stamps are taken under the container's lock), kept so a flush can
+    /// fold them into `view` instead of dropping it.
     pending: Vec<Pending>,
+    /// An emptied vector a flush swaps with `pending`, so steady flushing
+    /// allocates nothing.
+    spare_pending: Vec<Pending>,
+    /// Records pushed so far (each takes the next number).
+    pushed_seq: u64,
+    /// Every record numbered up to this is durable (or in `failures`).
+    durable_seq: u64,
+    /// A flush is appending and syncing without the lock.
+    flushing: bool,
+    /// Ranges of record numbers a failed flush lost (or may have), with
+    /// the failure, so every thread whose records were among them hears
+    /// of it. Only failures add to it.
+    failures: Vec<(u64, u64, ErrorKind, String)>,
+    /// Closed (evicted or closed with the store): open the container anew.
+    closed: bool,
 }
 
 /// One unflushed record, as [`DirContainer::fold_pending`] needs it.
@@ -435,6 +571,48 @@ enum Pending {
     },
 }
 
+/// What one flush carries, taken under the container's lock and published
+/// without it.
+struct Batch {
+    /// Record numbers `first..=last` are in it.
+    first: u64,
+    last: u64,
+    view_loads: u64,
+    pending: Vec<Pending>,
+    sessions: Vec<(u64, Arc<Mutex<SessionLogs>>)>,
+    /// Sessions whose data append already failed while the batch was taken.
+    failed: Vec<(u64, Error)>,
+}
+
+/// A session's logs after publishing: the name and index log lengths, or
+/// the error that retires the session.
+type Published = Vec<(u64, Result<(u64, u64)>)>;
+
+impl Batch {
+    /// First every session's data made durable and its index entries
+    /// appended and synced, then every session's names. A name frame is
+    /// what makes a flush's files exist for a reader, and a reader reads
+    /// every name log before any index log (`DirView::load`), so a view
+    /// that holds any name record of this flush holds all its writes too: a
+    /// file another process loads mid-flush is either absent (its lookup
+    /// misses and refreshes) or complete, never created at size 0 and then
+    /// served from the view after this flush has ended.
+    fn publish(&self) -> Published {
+        let mut published: Published = Vec::with_capacity(self.sessions.len());
+        for (writer, logs) in &self.sessions {
+            let mut logs = logs.lock().unwrap_or_else(PoisonError::into_inner);
+            published.push((*writer, logs.publish_writes().map(|()| (0, 0))));
+        }
+        for ((_, logs), (_, outcome)) in self.sessions.iter().zip(published.iter_mut()) {
+            if outcome.is_ok() {
+                let mut logs = logs.lock().unwrap_or_else(PoisonError::into_inner);
+                *outcome = logs.publish_names().map(|()| (logs.name_log.len(), logs.index_log.len()));
+            }
+        }
+        published
+    }
+}
+
 impl DirContainer {
     fn new(dir: StorePath) -> DirContainer {
         DirContainer {
@@ -442,15 +620,38 @@ impl DirContainer {
             sessions: HashMap::new(),
             prepared: HashSet::new(),
             view: None,
+            view_loads: 0,
             known: HashMap::new(),
             pending: Vec::new(),
+            spare_pending: Vec::new(),
+            pushed_seq: 0,
+            durable_seq: 0,
+            flushing: false,
+            failures: Vec::new(),
+            closed: false,
         }
     }
 
     /// Buffers a name record in `writer`'s session (opened by the caller).
     fn push_name(&mut self, writer: u64, record: NameRecord) {
         self.sessions.get_mut(&writer).expect("callers open the session first").push_name(record.clone());
-        self.pending.push(Pending::Name(record));
+        self.push_pending(Pending::Name(record));
+    }
+
+    fn push_pending(&mut self, record: Pending) {
+        self.pushed_seq += 1;
+        self.pending.push(record);
+    }
+
+    /// Notes that the record just pushed makes `name` exist or not.
+    fn know(&mut self, name: &str, exists: bool) {
+        let seq = self.pushed_seq;
+        match self.known.get_mut(name) {
+            Some(known) => *known = (exists, seq),
+            None => {
+                self.known.insert(name.to_owned(), (exists, seq));
+            }
+        }
     }
 
     fn view(&mut self, store: &SmallFileStore) -> Result<Arc<DirView>> {
@@ -458,6 +659,7 @@ impl DirContainer {
             return Ok(view.clone());
         }
         let view = Arc::new(DirView::load(&store.stores, &self.dir, &store.options.hostname)?);
+        self.view_loads += 1;
         // New records must order after everything already on disk, even if
         // another host's clock is ahead of ours.
         store.stamper().observe(view.newest_stamp());
@@ -479,7 +681,7 @@ impl DirContainer {
     /// `NotFound` unless `name` exists in this process's knowledge.
     fn require(&mut self, store: &SmallFileStore, name: &str) -> Result<()> {
         let exists = match self.known.get(name) {
-            Some(&exists) => exists,
+            Some(&(exists, _)) => exists,
             None => self.view(store)?.contains(name),
         };
         if exists { Ok(()) } else { Err(not_found()) }
@@ -501,76 +703,120 @@ impl DirContainer {
         Ok(self.sessions.get_mut(&writer).expect("inserted above"))
     }
 
-    /// Flushes early when a writer's pending records reach their bound. All
-    /// writers of the directory flush, not just this one: folding into the
-    /// view is exact only when every record before the last folded one is
-    /// folded too (a write of one writer may name a file another one's
-    /// unflushed create made).
-    fn after_record(&mut self, store: &SmallFileStore, writer: u64) -> Result<()> {
-        let session = self.sessions.get_mut(&writer).expect("a record was just pushed");
-        if session.name_frame.len() + session.index_frame.len() >= store.options.record_buffer_bytes {
-            self.flush()?;
-        }
-        Ok(())
+    /// Whether a writer's pending records reached their bound, so the
+    /// caller must flush. All writers of the directory flush, not just this
+    /// one: folding into the view is exact only when every record before
+    /// the last folded one is folded too (a write of one writer may name a
+    /// file another one's unflushed create made).
+    fn after_record(&self, store: &SmallFileStore, writer: u64) -> bool {
+        let session = self.sessions.get(&writer).expect("a record was just pushed");
+        session.name_frame.len() + session.index_frame.len() >= store.options.record_buffer_bytes
     }
 
-    /// Runs one publishing step of `writer`'s session, retiring the session
-    /// if it fails.
-    fn flush_session(&mut self, writer: u64, step: fn(&mut WriterSession) -> Result<()>) -> Result<()> {
-        let Some(session) = self.sessions.get_mut(&writer) else {
-            // Retired by a failed earlier step of this flush.
-            return Ok(());
-        };
-        if let Err(error) = step(session) {
-            // A failed append may have left a torn frame; later frames after
-            // it would read as corruption, so the session is retired.
-            tracing::warn!("{}: retiring writer {writer}'s small-file logs after a failed flush", self.dir);
-            self.sessions.remove(&writer);
-            return Err(error.context(format!(
-                "{}: flushing writer {writer} failed; its unflushed records are lost and its logs retired",
-                self.dir
-            )));
-        }
-        Ok(())
+    /// The failure that lost (or may have lost) record `ticket`, if any.
+    fn failure_for(&self, ticket: u64) -> Option<Error> {
+        self.failures
+            .iter()
+            .find(|(first, last, _, _)| (*first..=*last).contains(&ticket))
+            .map(|(_, _, kind, message)| Error::new(*kind, message.clone()))
     }
 
-    /// Publishes every writer's pending records: first every session's
-    /// data and index entries, then every session's names. A name frame is
-    /// what makes a flush's files exist for a reader, and a reader reads
-    /// every name log before any index log (`DirView::load`), so a view
-    /// that holds any name record of this flush holds all its writes too: a
-    /// file another process loads mid-flush is either absent (its lookup
-    /// misses and refreshes) or complete, never created at size 0 and then
-    /// served from the view after this flush has ended.
-    fn flush(&mut self) -> Result<()> {
-        let writers: Vec<u64> = self.sessions.keys().copied().collect();
+    /// Takes every pending record into a batch and marks a flush running.
+    /// Data buffers are appended here, under the lock, because writes that
+    /// overflow their buffer append data too and their offsets must stay
+    /// in order; the syncs, and the index and name appends that wait on
+    /// them, are the batch's, without the lock.
+    fn start_batch(&mut self) -> Batch {
+        self.flushing = true;
+        let mut sessions = Vec::new();
+        let mut failed = Vec::new();
+        for (&writer, session) in &mut self.sessions {
+            if !session.has_pending() {
+                continue;
+            }
+            let mut logs = session.logs.lock().unwrap_or_else(PoisonError::into_inner);
+            if !session.data_buffer.is_empty() {
+                if let Err(error) = logs.data_log.append(&session.data_buffer) {
+                    failed.push((writer, error));
+                    continue;
+                }
+                session.data_buffer.clear();
+            }
+            // The logs' frames were cleared by the previous flush.
+            std::mem::swap(&mut session.name_frame, &mut logs.name_out);
+            std::mem::swap(&mut session.index_frame, &mut logs.index_out);
+            drop(logs);
+            sessions.push((writer, session.logs.clone()));
+        }
+        let mut pending = std::mem::take(&mut self.spare_pending);
+        std::mem::swap(&mut pending, &mut self.pending);
+        Batch {
+            first: self.durable_seq + 1,
+            last: self.pushed_seq,
+            view_loads: self.view_loads,
+            pending,
+            sessions,
+            failed,
+        }
+    }
+
+    /// Ends a flush: folds its records into the view (exactly as a reload
+    /// would replay them after what it had loaded), or, after a failure,
+    /// retires the failed sessions and records which records were lost.
+    fn finish_batch(&mut self, mut batch: Batch, published: Published) {
+        self.flushing = false;
         let mut first_error = None;
-        let steps: [fn(&mut WriterSession) -> Result<()>; 2] =
-            [WriterSession::publish_writes, WriterSession::publish_names];
-        for step in steps {
-            for &writer in &writers {
-                if let Err(error) = self.flush_session(writer, step) {
-                    first_error.get_or_insert(error);
+        let mut lengths = Vec::with_capacity(published.len());
+        for (writer, error) in batch.failed.drain(..) {
+            first_error.get_or_insert(self.retire(writer, error));
+        }
+        for (writer, outcome) in published {
+            match outcome {
+                Ok(length) => lengths.push((writer, length)),
+                Err(error) => {
+                    first_error.get_or_insert(self.retire(writer, error));
                 }
             }
         }
-        // Our changes are now on the store: the view gets them folded in,
-        // exactly as a reload would replay them after what it had loaded.
-        // After a failure some may be on disk and some lost, so only a
-        // reload can tell; the view goes.
-        let pending = std::mem::take(&mut self.pending);
-        if first_error.is_some() || !self.fold_pending(&pending) {
+        if let Some(error) = first_error {
+            // Some records may be on disk and some lost: only a reload can
+            // tell. A retired session's records pushed while the flush ran
+            // are lost too, so the failure covers everything pushed so far.
+            self.failures.push((batch.first, self.pushed_seq, error.kind(), error.to_string()));
+            self.durable_seq = self.pushed_seq;
+            self.view = None;
+            self.pending.clear();
+            self.known.clear();
+            return;
+        }
+        self.durable_seq = batch.last;
+        if batch.view_loads != self.view_loads || !self.fold_pending(&batch.pending) {
             self.view = None;
         } else if let Some(view) = self.view.as_mut() {
             // The view now holds everything this process's logs hold.
             let view = Arc::make_mut(view);
-            for session in self.sessions.values() {
-                view.note_own_log(session.backend, &session.name_path, session.name_log.len());
-                view.note_own_log(session.backend, &session.index_path, session.index_log.len());
+            for (writer, (name_len, index_len)) in lengths {
+                if let Some(session) = self.sessions.get(&writer) {
+                    view.note_own_log(session.backend, &session.name_path, name_len);
+                    view.note_own_log(session.backend, &session.index_path, index_len);
+                }
             }
         }
-        self.known.clear();
-        first_error.map_or(Ok(()), Err)
+        let last = batch.last;
+        self.known.retain(|_, (_, seq)| *seq > last);
+        batch.pending.clear();
+        self.spare_pending = batch.pending;
+    }
+
+    /// Drops a session whose flush failed: a failed append may have left a
+    /// torn frame, and frames after it would read as corruption.
+    fn retire(&mut self, writer: u64, error: Error) -> Error {
+        tracing::warn!("{}: retiring writer {writer}'s small-file logs after a failed flush", self.dir);
+        self.sessions.remove(&writer);
+        error.context(format!(
+            "{}: flushing writer {writer} failed; its unflushed records are lost and its logs retired",
+            self.dir
+        ))
     }
 
     /// Folds just-flushed records into the view, if there is one; `false`
@@ -594,25 +840,20 @@ impl DirContainer {
         }
         true
     }
-
-    fn close(mut self) -> Result<()> {
-        self.flush()?;
-        for (_, session) in self.sessions.drain() {
-            session.close()?;
-        }
-        Ok(())
-    }
 }
 
 /// One writer's logs in one directory, and what it has not yet appended.
 #[derive(Debug)]
 struct WriterSession {
-    name_log: Box<dyn AppendWriter>,
-    index_log: Box<dyn AppendWriter>,
-    data_log: Box<dyn AppendWriter>,
+    /// Locked by the flush that publishes them (without the container's
+    /// lock) and, under the container's lock, by data appends.
+    logs: Arc<Mutex<SessionLogs>>,
     name_frame: FrameBuilder,
     index_frame: FrameBuilder,
     data_buffer: Vec<u8>,
+    /// Length of the data log once `data_buffer` is appended: the offset
+    /// of the next write's bytes.
+    data_end: u64,
     /// Names this session's records refer to, and their file ids.
     fids: HashMap<String, u64>,
     /// The same, by fid (fids are 0, 1, 2, … in order of first use).
@@ -623,6 +864,44 @@ struct WriterSession {
     data_path: StorePath,
     name_path: StorePath,
     index_path: StorePath,
+}
+
+/// A session's three logs and the frames its running flush publishes.
+#[derive(Debug)]
+struct SessionLogs {
+    name_log: Box<dyn AppendWriter>,
+    index_log: Box<dyn AppendWriter>,
+    data_log: Box<dyn AppendWriter>,
+    name_out: FrameBuilder,
+    index_out: FrameBuilder,
+}
+
+impl SessionLogs {
+    /// First half of a flush: data durable first, then the index entries,
+    /// so an entry is never on disk before its bytes. An entry whose name
+    /// record is not on disk yet (or never, after a crash) is an orphan to
+    /// readers, never visible.
+    fn publish_writes(&mut self) -> Result<()> {
+        if let Some(frame) = self.index_out.finish() {
+            self.data_log.sync()?;
+            self.index_log.append(frame)?;
+            self.index_log.sync()?;
+        }
+        self.index_out.clear();
+        Ok(())
+    }
+
+    /// Second half of a flush, after every session's `publish_writes`: the
+    /// names (creates, opens binding file ids, and the other namespace
+    /// records) that make the flushed writes visible.
+    fn publish_names(&mut self) -> Result<()> {
+        if let Some(frame) = self.name_out.finish() {
+            self.name_log.append(frame)?;
+            self.name_log.sync()?;
+        }
+        self.name_out.clear();
+        Ok(())
+    }
 }
 
 impl WriterSession {
@@ -644,13 +923,19 @@ impl WriterSession {
         let data_log = open(SmallLogKind::Data, DATA_LOG_MAGIC)?;
         let index_log = open(SmallLogKind::Index, INDEX_LOG_MAGIC)?;
         let name_log = open(SmallLogKind::Name, NAME_LOG_MAGIC)?;
+        let data_end = data_log.len();
         Ok(WriterSession {
-            name_log,
-            index_log,
-            data_log,
+            logs: Arc::new(Mutex::new(SessionLogs {
+                name_log,
+                index_log,
+                data_log,
+                name_out: FrameBuilder::default(),
+                index_out: FrameBuilder::default(),
+            })),
             name_frame: FrameBuilder::default(),
             index_frame: FrameBuilder::default(),
             data_buffer: Vec::new(),
+            data_end,
             fids: HashMap::new(),
             names: Vec::new(),
             backend,
@@ -687,63 +972,39 @@ impl WriterSession {
     }
 
     /// Buffers (or appends) data; returns its physical offset in the log.
+    /// Called under the container's lock, so data appends keep their order
+    /// even while a flush syncs this session's logs (it then waits).
     fn append_data(&mut self, bytes: &[u8], buffer_bytes: usize) -> Result<u64> {
-        let physical = self.data_log.len() + self.data_buffer.len() as u64;
-        if self.data_buffer.len() + bytes.len() > buffer_bytes {
-            self.drain_data()?;
+        let physical = self.data_end;
+        if self.data_buffer.len() + bytes.len() > buffer_bytes || bytes.len() >= buffer_bytes {
+            let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+            if !self.data_buffer.is_empty() {
+                logs.data_log.append(&self.data_buffer)?;
+                self.data_buffer.clear();
+            }
+            if bytes.len() >= buffer_bytes {
+                logs.data_log.append(bytes)?;
+                self.data_end += bytes.len() as u64;
+                return Ok(physical);
+            }
         }
-        if bytes.len() >= buffer_bytes {
-            self.data_log.append(bytes)?;
-        } else {
-            self.data_buffer.extend_from_slice(bytes);
-        }
+        self.data_buffer.extend_from_slice(bytes);
+        self.data_end += bytes.len() as u64;
         Ok(physical)
-    }
-
-    fn drain_data(&mut self) -> Result<()> {
-        if !self.data_buffer.is_empty() {
-            self.data_log.append(&self.data_buffer)?;
-            self.data_buffer.clear();
-        }
-        Ok(())
     }
 
     fn has_pending(&self) -> bool {
         !self.name_frame.is_empty() || !self.index_frame.is_empty() || !self.data_buffer.is_empty()
     }
 
-    /// First half of a flush: data durable first, then the index entries,
-    /// so an entry is never on disk before its bytes. An entry whose name
-    /// record is not on disk yet (or never, after a crash) is an orphan to
-    /// readers, never visible.
-    fn publish_writes(&mut self) -> Result<()> {
-        self.drain_data()?;
-        if let Some(frame) = self.index_frame.finish() {
-            self.data_log.sync()?;
-            self.index_log.append(frame)?;
-            self.index_log.sync()?;
-            self.index_frame.clear();
-        }
-        Ok(())
-    }
-
-    /// Second half of a flush, after every session's `publish_writes`: the
-    /// names (creates, opens binding file ids, and the other namespace
-    /// records) that make the flushed writes visible.
-    fn publish_names(&mut self) -> Result<()> {
-        if let Some(frame) = self.name_frame.finish() {
-            self.name_log.append(frame)?;
-            self.name_log.sync()?;
-            self.name_frame.clear();
-        }
-        Ok(())
-    }
-
     fn close(self) -> Result<()> {
         assert!(!self.has_pending(), "sessions are flushed before they close");
-        self.name_log.close()?;
-        self.index_log.close()?;
-        self.data_log.close()
+        let logs = Arc::try_unwrap(self.logs)
+            .map_err(|_| Error::invalid("a small-file session closed while a flush still holds its logs"))?;
+        let logs = logs.into_inner().unwrap_or_else(PoisonError::into_inner);
+        logs.name_log.close()?;
+        logs.index_log.close()?;
+        logs.data_log.close()
     }
 }
 
