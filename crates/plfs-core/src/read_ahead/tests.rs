@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::clock::{ManualClock, Stamper};
 use crate::config::{BackendRole, Tuning};
@@ -11,11 +11,9 @@ use crate::error::Result;
 use crate::fs::{Options, Plfs};
 use crate::layout::{self, LogKind};
 use crate::open::OpenFlags;
+use crate::store::hooked::{HookedStore, Hooks};
 use crate::store::posix::PosixStore;
-use crate::store::{
-    AppendWriter, Capabilities, DirEntry, Metadata, RandomWriter, ReadHandle, SharedStore, SpaceInfo, Store,
-    StorePath, WriteOpen,
-};
+use crate::store::{SharedStore, StorePath};
 use crate::striping::{Layout, StripingConfig};
 
 /// Data-log reads in flight across every backend, the most seen at once,
@@ -45,7 +43,7 @@ struct GaugeState {
 const PATIENCE: Duration = Duration::from_secs(5);
 
 impl Gauge {
-    fn read(&self, backend: usize, read: impl FnOnce() -> Result<usize>) -> Result<usize> {
+    fn read(&self, backend: usize, read: &mut dyn FnMut() -> Result<usize>) -> Result<usize> {
         let mut state = self.state.lock().unwrap();
         state.in_flight.push(backend);
         let now = state.in_flight.len();
@@ -86,104 +84,18 @@ impl Gauge {
     }
 }
 
-#[derive(Debug)]
-struct GaugedStore {
-    inner: SharedStore,
+/// One backend's view of the gauge: its data-log reads are counted.
+struct Gauged {
     backend: usize,
     gauge: Arc<Gauge>,
 }
 
-#[derive(Debug)]
-struct GaugedReader {
-    inner: Box<dyn ReadHandle>,
-    backend: usize,
-    gauge: Arc<Gauge>,
-}
-
-impl ReadHandle for GaugedReader {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.gauge.read(self.backend, || self.inner.read_at(buf, offset))
+impl Hooks for Gauged {
+    fn watches_reads(&self, path: &StorePath) -> bool {
+        path.file_name().and_then(layout::parse_log_name).is_some_and(|(kind, _)| kind == LogKind::Data)
     }
-
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-}
-
-impl Store for GaugedStore {
-    fn url(&self) -> &str {
-        self.inner.url()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
-        self.inner.create_dir(path, mode)
-    }
-    fn create_dir_all(&self, path: &StorePath) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>> {
-        self.inner.list(path)
-    }
-    fn metadata(&self, path: &StorePath) -> Result<Metadata> {
-        self.inner.metadata(path)
-    }
-    fn remove_file(&self, path: &StorePath) -> Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir(&self, path: &StorePath) -> Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
-        self.inner.exchange(a, b)
-    }
-    fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.inner.create_new(path, contents)
-    }
-    fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.inner.replace(path, contents)
-    }
-    fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
-        self.inner.create_append(path)
-    }
-    fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
-        let inner = self.inner.open_read(path)?;
-        let data =
-            path.file_name().and_then(layout::parse_log_name).is_some_and(|(kind, _)| kind == LogKind::Data);
-        if !data {
-            return Ok(inner);
-        }
-        Ok(Box::new(GaugedReader { inner, backend: self.backend, gauge: self.gauge.clone() }))
-    }
-    fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
-        self.inner.open_write(path, how)
-    }
-    fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
-        self.inner.set_mode(path, mode)
-    }
-    fn set_owner(&self, path: &StorePath, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.inner.set_owner(path, uid, gid)
-    }
-    fn set_times(
-        &self,
-        path: &StorePath,
-        atime: Option<SystemTime>,
-        mtime: Option<SystemTime>,
-    ) -> Result<()> {
-        self.inner.set_times(path, atime, mtime)
-    }
-    fn symlink(&self, target: &str, path: &StorePath) -> Result<()> {
-        self.inner.symlink(target, path)
-    }
-    fn read_link(&self, path: &StorePath) -> Result<String> {
-        self.inner.read_link(path)
-    }
-    fn space(&self) -> Result<SpaceInfo> {
-        self.inner.space()
+    fn read(&self, read: &mut dyn FnMut() -> Result<usize>) -> Result<usize> {
+        self.gauge.read(self.backend, read)
     }
 }
 
@@ -198,7 +110,8 @@ fn striped_mount(dir: &std::path::Path, gauge: &Arc<Gauge>) -> Plfs {
             let root = dir.join(format!("b{backend}"));
             std::fs::create_dir_all(&root).unwrap();
             let posix = PosixStore::new(&root, format!("file://{}", root.display())).unwrap();
-            let store = GaugedStore { inner: Arc::new(posix), backend, gauge: gauge.clone() };
+            let hooks = Arc::new(Gauged { backend, gauge: gauge.clone() });
+            let store = HookedStore { inner: Arc::new(posix), hooks };
             (Arc::new(store) as SharedStore, BackendRole::Any)
         })
         .collect();

@@ -12,6 +12,7 @@ use crate::ErrorKind;
 use crate::clock::{ManualClock, Stamper};
 use crate::layout::smallfile::parse_small_log_name;
 use crate::store::StoreExt;
+use crate::store::hooked::{Before, HookedStore};
 use crate::store::memory::MemoryStore;
 use crate::store::posix::PosixStore;
 
@@ -152,132 +153,10 @@ fn a_write_to_a_name_another_process_removed_is_an_orphan() {
 
 type Hook = Arc<dyn Fn() + Send + Sync>;
 
-/// A store that runs `before_append` before every append to a log and
-/// `before_sync` before every sync, so a test can act between two steps of
-/// one flush.
-struct HookedStore {
-    inner: SharedStore,
-    before_append: Hook,
-    before_sync: Hook,
-}
-
-fn no_hook() -> Hook {
-    Arc::new(|| {})
-}
-
-impl std::fmt::Debug for HookedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HookedStore({:?})", self.inner)
-    }
-}
-
-struct HookedWriter {
-    inner: Box<dyn AppendWriter>,
-    before_append: Hook,
-    before_sync: Hook,
-}
-
-impl std::fmt::Debug for HookedWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HookedWriter({:?})", self.inner)
-    }
-}
-
-impl AppendWriter for HookedWriter {
-    fn append(&mut self, buf: &[u8]) -> Result<()> {
-        (self.before_append)();
-        self.inner.append(buf)
-    }
-    fn sync(&mut self) -> Result<()> {
-        (self.before_sync)();
-        self.inner.sync()
-    }
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-    fn close(self: Box<Self>) -> Result<()> {
-        self.inner.close()
-    }
-}
-
-impl crate::store::Store for HookedStore {
-    fn url(&self) -> &str {
-        self.inner.url()
-    }
-    fn capabilities(&self) -> crate::store::Capabilities {
-        self.inner.capabilities()
-    }
-    fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
-        self.inner.create_dir(path, mode)
-    }
-    fn create_dir_all(&self, path: &StorePath) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list(&self, path: &StorePath) -> Result<Vec<crate::store::DirEntry>> {
-        self.inner.list(path)
-    }
-    fn metadata(&self, path: &StorePath) -> Result<crate::store::Metadata> {
-        self.inner.metadata(path)
-    }
-    fn remove_file(&self, path: &StorePath) -> Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir(&self, path: &StorePath) -> Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
-        self.inner.exchange(a, b)
-    }
-    fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.inner.create_new(path, contents)
-    }
-    fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.inner.replace(path, contents)
-    }
-    fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
-        let inner = self.inner.create_append(path)?;
-        Ok(Box::new(HookedWriter {
-            inner,
-            before_append: self.before_append.clone(),
-            before_sync: self.before_sync.clone(),
-        }))
-    }
-    fn open_read(&self, path: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
-        self.inner.open_read(path)
-    }
-    fn open_write(
-        &self,
-        path: &StorePath,
-        how: crate::store::WriteOpen,
-    ) -> Result<Box<dyn crate::store::RandomWriter>> {
-        self.inner.open_write(path, how)
-    }
-    fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
-        self.inner.set_mode(path, mode)
-    }
-    fn set_owner(&self, path: &StorePath, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.inner.set_owner(path, uid, gid)
-    }
-    fn set_times(
-        &self,
-        path: &StorePath,
-        atime: Option<std::time::SystemTime>,
-        mtime: Option<std::time::SystemTime>,
-    ) -> Result<()> {
-        self.inner.set_times(path, atime, mtime)
-    }
-    fn symlink(&self, target: &str, path: &StorePath) -> Result<()> {
-        self.inner.symlink(target, path)
-    }
-    fn read_link(&self, path: &StorePath) -> Result<String> {
-        self.inner.read_link(path)
-    }
-    fn space(&self) -> Result<crate::store::SpaceInfo> {
-        self.inner.space()
-    }
+/// A store that runs `append` before every append to a log and `sync`
+/// before every sync, so a test can act between two steps of one flush.
+fn hooked_store(inner: SharedStore, append: Hook, sync: Hook) -> SharedStore {
+    Arc::new(HookedStore { inner, hooks: Arc::new(Before { append, sync }) })
 }
 
 /// Another process (a second engine) loads its view of the directory
@@ -309,16 +188,8 @@ fn a_view_loaded_during_another_process_flush_never_keeps_its_files_half_written
                 }
             })
         };
-        let hooked: Vec<SharedStore> = stores
-            .iter()
-            .map(|inner| {
-                Arc::new(HookedStore {
-                    inner: inner.clone(),
-                    before_append: hook.clone(),
-                    before_sync: no_hook(),
-                }) as SharedStore
-            })
-            .collect();
+        let hooked: Vec<SharedStore> =
+            stores.iter().map(|inner| hooked_store(inner.clone(), hook.clone(), Before::nothing())).collect();
         let writer = SmallFileStore::new(hooked, options(&stamper)).unwrap();
         for (number, name) in [(1, "f"), (2, "g")] {
             writer.create(&d, name, number).unwrap();
@@ -378,8 +249,7 @@ fn flushes_of_one_engine_overlap_their_syncs_and_share_them() {
             }
         })
     };
-    let hooked: SharedStore =
-        Arc::new(HookedStore { inner: memory.clone(), before_append: no_hook(), before_sync });
+    let hooked = hooked_store(memory.clone(), Before::nothing(), before_sync);
     let engine = Arc::new(SmallFileStore::new(vec![hooked], options(&stamper())).unwrap());
     let create_and_flush = |name: &'static str, created: Option<mpsc::Sender<()>>| {
         let (engine, d) = (engine.clone(), d.clone());

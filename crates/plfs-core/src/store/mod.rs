@@ -18,6 +18,8 @@ pub mod counting;
 pub mod faulty;
 #[cfg(feature = "hdfs")]
 pub mod hdfs;
+#[cfg(test)]
+pub mod hooked;
 pub mod memory;
 pub mod path;
 pub mod posix;
