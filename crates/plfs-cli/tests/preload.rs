@@ -81,6 +81,25 @@ impl Setup {
         command
     }
 
+    /// Runs `script` in an unmodified python under the interposer (only
+    /// python preloaded, not strace) with strace(1) writing its opens and
+    /// stats to `log`; returns the trace.
+    fn traced_lookups(&self, log: &Path, script: &str) -> String {
+        let output = Command::new("timeout")
+            .arg(TIMEOUT_SECONDS.to_string())
+            .args(["strace", "-f", "-qq", "-e", "trace=openat,statx,newfstatat", "-o"])
+            .arg(log)
+            .arg("-E")
+            .arg(format!("LD_PRELOAD={}", interposer().display()))
+            .args(["python3", "-c", script])
+            .env("PLFSRC", &self.config)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
+        assert!(output.status.success(), "{script}: {}", String::from_utf8_lossy(&output.stderr));
+        fs::read_to_string(log).unwrap()
+    }
+
     fn run(&self, program: &str, args: &[&str]) -> Output {
         let output = self.preloaded(program, args).stdin(Stdio::null()).output().unwrap();
         assert!(
@@ -811,19 +830,7 @@ fn a_create_looks_nothing_up_first_and_refuses_a_directory() {
         let creates = format!(
             "import os\nfor i in range(10):\n    fd = os.open('{d}/f%d' % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n    os.write(fd, b'x')\n    os.close(fd)\n"
         );
-        let output = Command::new("timeout")
-            .arg(TIMEOUT_SECONDS.to_string())
-            .args(["strace", "-f", "-qq", "-e", "trace=openat,statx,newfstatat", "-o"])
-            .arg(&log)
-            .arg("-E")
-            .arg(format!("LD_PRELOAD={}", interposer().display()))
-            .args(["python3", "-c", &creates])
-            .env("PLFSRC", &setup.config)
-            .env_remove("LD_PRELOAD")
-            .output()
-            .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
-        assert!(output.status.success(), "{workload}: {}", String::from_utf8_lossy(&output.stderr));
-        let calls = fs::read_to_string(&log).unwrap();
+        let calls = setup.traced_lookups(&log, &creates);
         let listings: Vec<&str> = calls.lines().filter(|call| call.contains(".plfs-smallfile\"")).collect();
         assert!(
             listings.is_empty(),
@@ -1011,19 +1018,7 @@ fn an_open_looks_its_name_up_once() {
          try:\n    os.open('{d}', os.O_WRONLY)\n    raise SystemExit('opened a directory for writing')\n\
          except IsADirectoryError:\n    pass\n"
     );
-    let output = Command::new("timeout")
-        .arg(TIMEOUT_SECONDS.to_string())
-        .args(["strace", "-f", "-qq", "-e", "trace=openat,statx,newfstatat", "-o"])
-        .arg(&log)
-        .arg("-E")
-        .arg(format!("LD_PRELOAD={}", interposer().display()))
-        .args(["python3", "-c", &program])
-        .env("PLFSRC", &setup.config)
-        .env_remove("LD_PRELOAD")
-        .output()
-        .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let calls = fs::read_to_string(&log).unwrap();
+    let calls = setup.traced_lookups(&log, &program);
     for i in 0..10 {
         let name = format!("/d/f{i}\"");
         let lookups: Vec<&str> =
