@@ -42,29 +42,47 @@ pub fn pattern_byte(record: u64, position: usize) -> u8 {
     word(seed(record), (position / 8) as u64).to_le_bytes()[position % 8]
 }
 
+/// Words checked per step of [`verify_record`]: the differences of a block
+/// are OR-ed together with no branch between them, so the loop compiles to
+/// straight vector code whose speed does not hang on where the linker puts
+/// it; only a block that differs is searched word by word.
+const BLOCK_WORDS: usize = 8;
+
 /// Checks that `buf` holds exactly record `record`'s bytes; on a mismatch
 /// returns the first byte position that differs.
 pub fn verify_record(record: u64, buf: &[u8]) -> Result<(), usize> {
     let seed = seed(record);
-    let mut chunks = buf.chunks_exact(8);
+    let mut blocks = buf.chunks_exact(8 * BLOCK_WORDS);
     let mut j = 0u64;
-    for chunk in &mut chunks {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(chunk);
-        if u64::from_le_bytes(bytes) != word(seed, j) {
-            let base = j as usize * 8;
-            let expected = word(seed, j).to_le_bytes();
-            let within = bytes.iter().zip(expected).position(|(a, b)| *a != b).unwrap_or(0);
-            return Err(base + within);
+    for block in &mut blocks {
+        let mut differs = 0u64;
+        for (k, chunk) in block.chunks_exact(8).enumerate() {
+            let got = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+            differs |= got ^ word(seed, j + k as u64);
         }
-        j += 1;
+        if differs != 0 {
+            return Err(j as usize * 8 + first_difference(seed, j, block));
+        }
+        j += BLOCK_WORDS as u64;
     }
-    let tail = chunks.remainder();
-    let last = word(seed, j).to_le_bytes();
-    match tail.iter().zip(last).position(|(a, b)| *a != b) {
-        Some(within) => Err(j as usize * 8 + within),
-        None => Ok(()),
+    let rest = blocks.remainder();
+    match first_difference(seed, j, rest) {
+        at if at < rest.len() => Err(j as usize * 8 + at),
+        _ => Ok(()),
     }
+}
+
+/// The first byte of `bytes` (which start at word `j`) that differs from
+/// the pattern, or `bytes.len()` when none does.
+fn first_difference(seed: u64, j: u64, bytes: &[u8]) -> usize {
+    bytes
+        .chunks(8)
+        .enumerate()
+        .find_map(|(k, chunk)| {
+            let expected = word(seed, j + k as u64).to_le_bytes();
+            chunk.iter().zip(expected).position(|(a, b)| *a != b).map(|within| k * 8 + within)
+        })
+        .unwrap_or(bytes.len())
 }
 
 #[cfg(test)]
@@ -91,6 +109,26 @@ mod tests {
             buf[position] ^= 0x40;
             assert_eq!(verify_record(7, &buf), Err(position));
             buf[position] ^= 0x40;
+        }
+    }
+
+    #[test]
+    fn a_flip_anywhere_around_block_edges_is_found_first() {
+        for len in [1usize, 63, 64, 65, 127, 128, 129, 200] {
+            let mut buf = vec![0u8; len];
+            fill_record(3, &mut buf);
+            for position in 0..len {
+                buf[position] ^= 1;
+                assert_eq!(verify_record(3, &buf), Err(position), "len {len}");
+                // A second, later difference must not hide the first.
+                if position + 9 < len {
+                    buf[position + 9] ^= 2;
+                    assert_eq!(verify_record(3, &buf), Err(position), "len {len}");
+                    buf[position + 9] ^= 2;
+                }
+                buf[position] ^= 1;
+            }
+            assert_eq!(verify_record(3, &buf), Ok(()));
         }
     }
 
