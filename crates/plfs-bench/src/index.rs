@@ -14,6 +14,8 @@ use plfs::index::pattern::PatternBuilder;
 use plfs::index::{LogRef, MergedIndex, Source};
 use serde::Serialize;
 
+use crate::plot::{Figure, Plot, Point, Series, XAxis};
+
 #[derive(Debug, Clone)]
 pub struct IndexSpec {
     pub writers: u64,
@@ -77,6 +79,64 @@ impl IndexReport {
             );
         }
         out
+    }
+}
+
+/// One bar per case in each figure: what the paper's index comparison
+/// shows (memory per write, log bytes against plain records, build time,
+/// lookups per second). One run, so no whiskers.
+impl Plot for IndexReport {
+    fn figures(&self) -> Vec<Figure> {
+        let names: Vec<String> = self.cases.iter().map(|case| case.name.clone()).collect();
+        let figure =
+            |name: &str, title: &str, y_label: &str, series: Vec<(&str, fn(&IndexCase) -> f64)>| Figure {
+                name: name.to_owned(),
+                title: title.to_owned(),
+                x_label: "case".to_owned(),
+                y_label: y_label.to_owned(),
+                x_axis: XAxis::Categories(names.clone()),
+                series: series
+                    .into_iter()
+                    .map(|(label, value)| Series {
+                        name: label.to_owned(),
+                        points: self
+                            .cases
+                            .iter()
+                            .enumerate()
+                            .map(|(i, case)| Point::single(i as f64, value(case)))
+                            .collect(),
+                    })
+                    .collect(),
+            };
+        vec![
+            figure(
+                "index-memory",
+                "Merged index memory per write",
+                "bytes per write",
+                vec![("merged index", |c| c.memory_bytes_per_write)],
+            ),
+            figure(
+                "index-log-bytes",
+                "Index log bytes, stored against plain write records",
+                "MiB",
+                vec![
+                    ("stored (patterns folded)", |c| c.index_log_bytes as f64 / (1 << 20) as f64),
+                    ("plain write records", |c| c.plain_index_log_bytes as f64 / (1 << 20) as f64),
+                ],
+            ),
+            figure(
+                "index-build",
+                "Time to merge the index",
+                "ms",
+                vec![("build", |c| c.build_seconds * 1e3)],
+            ),
+            figure(
+                "index-lookups",
+                "Random lookups per second",
+                "lookups per second",
+                vec![("lookups", |c| c.lookups_per_second)],
+            ),
+        ]
     }
 }
 

@@ -170,3 +170,60 @@ fn restart_draws_bandwidth_per_phase_and_reader_memory() {
         assert!(markdown.contains(needle), "{needle}:\n{markdown}");
     }
 }
+
+#[test]
+fn cost_draws_the_counted_runs_and_the_extrapolation() {
+    let scratch = tempfile::Builder::new().prefix("plfs-bench-plot.").tempdir().unwrap();
+    let report = scratch.path().join("report");
+    let output = Command::new(PLFS)
+        .args(["bench", "cost", "--ranks", "1,2,4", "--pattern", "regular", "--dir"])
+        .arg(scratch.path())
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    check_report(
+        &report,
+        &["cost-opens-regular", "cost-busiest-regular", "cost-messages-regular", "cost-metadata-regular"],
+    );
+    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
+    for needle in ["open naive", "open parallel", "model agrees"] {
+        assert!(markdown.contains(needle), "{needle}:\n{markdown}");
+    }
+    let png = scratch.path().join("model.png");
+    let output =
+        Command::new(PLFS).args(["bench", "cost", "--extrapolate", "--plot"]).arg(&png).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    // Eight panels (four quantities, two patterns), two to a row.
+    assert_eq!(png_size(&png), (1600, 2000));
+}
+
+#[test]
+fn index_draws_a_bar_per_case() {
+    let scratch = tempfile::Builder::new().prefix("plfs-bench-plot.").tempdir().unwrap();
+    let report = scratch.path().join("report");
+    let output = Command::new(PLFS)
+        .args([
+            "bench",
+            "index",
+            "--writers",
+            "4",
+            "--records",
+            "50",
+            "--random-writes",
+            "1000",
+            "--lookups",
+            "100",
+        ])
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    check_report(&report, &["index-memory", "index-log-bytes", "index-build", "index-lookups"]);
+    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
+    for needle in ["strided", "random-small", "plain write records"] {
+        assert!(markdown.contains(needle), "{needle}:\n{markdown}");
+    }
+}

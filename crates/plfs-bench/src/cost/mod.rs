@@ -9,6 +9,7 @@
 
 mod measure;
 pub mod model;
+mod plot;
 
 use std::fmt;
 use std::path::Path;
@@ -21,6 +22,7 @@ use crate::error::{BenchError, Result};
 
 pub use measure::measure;
 pub use model::predict;
+pub use plot::{CostRuns, Extrapolation};
 
 /// The logical file every run writes.
 pub const COST_PATH: &str = "/checkpoint";

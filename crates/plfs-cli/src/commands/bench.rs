@@ -279,11 +279,6 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         return super::bench_fuse::run(opts.into());
     }
     if matches!(opts.workload, Some(WorkloadArg::Index)) {
-        if opts.plot.plot.is_some() || opts.plot.report.is_some() {
-            bail!(
-                "bench index draws no figures (it has no bandwidth to plot); leave out --plot and --report"
-            );
-        }
         return run_index(opts);
     }
     let mut spec = spec_of(opts);
@@ -547,11 +542,13 @@ fn run_index(opts: &Opts) -> Result<ExitCode> {
         lookups: opts.lookups,
         seed: 42,
     };
+    opts.plot.check()?;
     let report = plfs_bench::index::run(&spec);
     if opts.json {
         print_json(&report)?;
     } else {
         print!("{}", report.to_text());
     }
+    opts.plot.emit(&report.to_text(), || plfs_bench::plot::Plot::figures(&report))?;
     Ok(if report.verified() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

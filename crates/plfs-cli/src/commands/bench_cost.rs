@@ -10,7 +10,10 @@ use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
-use plfs_bench::cost::{CostParams, CostReport, Pattern, extrapolate, extrapolation_text, run_cost};
+use plfs_bench::cost::{
+    CostParams, CostReport, CostRuns, Extrapolation, Pattern, extrapolate, extrapolation_text, run_cost,
+};
+use plfs_bench::plot::Plot;
 
 use crate::output::print_json;
 
@@ -54,6 +57,8 @@ pub struct Opts {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plot: super::bench::PlotArgs,
 }
 
 fn patterns(text: &str) -> Result<Vec<Pattern>> {
@@ -73,19 +78,23 @@ fn rank_counts(text: &str) -> Result<Vec<u64>> {
 }
 
 pub fn run(opts: &Opts) -> Result<ExitCode> {
+    opts.plot.check()?;
     if opts.extrapolate {
         let rows = extrapolate();
+        let text = extrapolation_text(&rows);
         if opts.json {
             print_json(&rows)?;
         } else {
-            print!("{}", extrapolation_text(&rows));
+            print!("{text}");
         }
+        opts.plot.emit(&text, || Extrapolation(&rows).figures())?;
         return Ok(ExitCode::SUCCESS);
     }
     if opts.ranks_per_node == 0 {
         bail!("--ranks-per-node must be positive");
     }
     let mut reports: Vec<CostReport> = Vec::new();
+    let mut text = String::new();
     for pattern in patterns(&opts.pattern)? {
         for ranks in rank_counts(&opts.ranks)? {
             let params = CostParams {
@@ -100,14 +109,18 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
                 group_ranks: opts.group,
             };
             let report = run_cost(&params, &opts.dir).map_err(|e| anyhow!(e))?;
+            let report_text = report.to_text();
             if !opts.json {
-                println!("{}", report.to_text());
+                println!("{report_text}");
             }
+            text.push_str(&report_text);
+            text.push('\n');
             reports.push(report);
         }
     }
     if opts.json {
         print_json(&reports)?;
     }
+    opts.plot.emit(&text, || CostRuns(&reports).figures())?;
     Ok(if reports.iter().all(CostReport::agrees) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
