@@ -82,32 +82,34 @@ impl IndexReport {
     }
 }
 
+/// A figure's value of one case.
+type CaseValue = fn(&IndexCase) -> f64;
+
 /// One bar per case in each figure: what the paper's index comparison
 /// shows (memory per write, log bytes against plain records, build time,
 /// lookups per second). One run, so no whiskers.
 impl Plot for IndexReport {
     fn figures(&self) -> Vec<Figure> {
         let names: Vec<String> = self.cases.iter().map(|case| case.name.clone()).collect();
-        let figure =
-            |name: &str, title: &str, y_label: &str, series: Vec<(&str, fn(&IndexCase) -> f64)>| Figure {
-                name: name.to_owned(),
-                title: title.to_owned(),
-                x_label: "case".to_owned(),
-                y_label: y_label.to_owned(),
-                x_axis: XAxis::Categories(names.clone()),
-                series: series
-                    .into_iter()
-                    .map(|(label, value)| Series {
-                        name: label.to_owned(),
-                        points: self
-                            .cases
-                            .iter()
-                            .enumerate()
-                            .map(|(i, case)| Point::single(i as f64, value(case)))
-                            .collect(),
-                    })
-                    .collect(),
-            };
+        let figure = |name: &str, title: &str, y_label: &str, series: Vec<(&str, CaseValue)>| Figure {
+            name: name.to_owned(),
+            title: title.to_owned(),
+            x_label: "case".to_owned(),
+            y_label: y_label.to_owned(),
+            x_axis: XAxis::Categories(names.clone()),
+            series: series
+                .into_iter()
+                .map(|(label, value)| Series {
+                    name: label.to_owned(),
+                    points: self
+                        .cases
+                        .iter()
+                        .enumerate()
+                        .map(|(i, case)| Point::single(i as f64, value(case)))
+                        .collect(),
+                })
+                .collect(),
+        };
         vec![
             figure(
                 "index-memory",
