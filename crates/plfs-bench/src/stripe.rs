@@ -1010,7 +1010,12 @@ impl Plot for StripeReport {
                             .cases
                             .iter()
                             .filter(|c| c.mode == mode && c.writers == writers && c.layout == named.name)
-                            .map(|c| Point::single((c.size_bytes as f64) / MIB, rate(c)))
+                            .map(|c| {
+                                // The --repeat range as whiskers, as every figure has.
+                                let [min, max] =
+                                    if direction == "write" { c.write_mibs_range } else { c.read_mibs_range };
+                                Point { x: (c.size_bytes as f64) / MIB, median: rate(c), min, max }
+                            })
                             .collect(),
                     })
                     .filter(|series| !series.points.is_empty())
