@@ -459,6 +459,66 @@ fn mpiio_errors_under_mpich() {
     mpiio_errors("mpich", None);
 }
 
+/// The collective rounds the plfs layer adds to an MPI-IO read: the MPI
+/// calls every rank of the communicator must make (crates/plfs-mpi/tests/
+/// c/mpiio_rounds.c counts them by defining the collectives itself, in
+/// front of the wrapper and of the communicator table it hands libplfs).
+/// With more ranks than free cores each round is a wait until every rank
+/// has been scheduled, and these rounds, not the records, made MPI-IO
+/// reads slow. 4 ranks write 8 records each (a creating open: the hint
+/// check and rank 0's word that it created the container), then open
+/// read-only with each strategy, read and close. Pinned per strategy and
+/// rank: the hint check (one MPI_Allreduce), then the strategy's
+/// exchange, one round per broadcast, gather or allgather whose messages
+/// fit a 4 KiB head; the parallel read also agrees on groups (host names)
+/// and splits twice, and its group leaders (ranks 0 and 2) swap their
+/// parts. No communicator is duplicated unless a write open flattens on
+/// close, and reads and the close of a read-only open take no round.
+/// Before: 14 / 12 (parallel), 4 (broadcast), 2 (naive, uniform restart)
+/// and 3 for the creating open.
+fn read_only_rounds(flavor: &str, io: Option<&str>) {
+    if !have_mpi(flavor) {
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("plfs-mpiio-rounds.").tempdir().unwrap();
+    let program = compile_program(flavor, "mpiio_rounds", dir.path());
+    let (mount, plfsrc) = plfs_in(dir.path());
+    let run = Run { flavor, io, program, plfsrc, preload: preload_of(flavor), verbose: false, user: None };
+    let cases: [(&str, &[&str], &str, [u64; 4]); 4] = [
+        ("parallel", &[], "1", [8, 7, 8, 7]),
+        ("broadcast", &["plfs_disable_paropen=1"], "1", [2; 4]),
+        ("naive", &["plfs_disable_paropen=1", "plfs_disable_broadcast=1"], "1", [1; 4]),
+        ("uniform_restart", &["plfs_uniform_restart=1"], "0", [1; 4]),
+    ];
+    for (strategy, hints, shift, rounds) in cases {
+        let file = mount.join(strategy).display().to_string();
+        let mut args = vec![file.as_str(), "8", "4700", shift];
+        args.extend(hints);
+        let (stdout, stderr) = run.expect(4, &args, "mpiio_rounds: OK");
+        for (rank, rounds) in rounds.iter().enumerate() {
+            let prefix = format!("mpiio_rounds: rank {rank}: ");
+            let line = stdout.lines().find(|line| line.starts_with(&prefix)).unwrap_or_else(|| {
+                panic!("{flavor} {io:?} {strategy}: no line for rank {rank}\n{stdout}\n{stderr}")
+            });
+            let expected = format!("{prefix}write open 2 close 0; read open {rounds} (");
+            assert!(
+                line.starts_with(&expected) && line.contains(") read 0 close 0;"),
+                "{flavor} {io:?} {strategy}: expected {expected:?}, then no round in the reads and close:\n{line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn read_only_rounds_under_open_mpi_ompio() {
+    read_only_rounds("openmpi", Some("ompio"));
+}
+
+#[test]
+fn read_only_rounds_under_mpich() {
+    read_only_rounds("mpich", None);
+}
+
 /// The PLFS 2.5 fixtures (crates/plfs-core/testdata/plfs25), all six on
 /// the mount's two backends, read in place by an unmodified MPI program
 /// (crates/plfs-mpi/tests/c/mpiio_read_expected.c): 3 ranks read 100-byte
