@@ -475,7 +475,7 @@ fn mpiio_errors_under_mpich() {
 /// parts. No communicator is duplicated unless a write open flattens on
 /// close, and reads and the close of a read-only open take no round.
 /// Before: 14 / 12 (parallel), 4 (broadcast), 2 (naive, uniform restart)
-/// and 3 for the creating open.
+/// and 3 for the creating open; with the large index 14 / 12 and 4.
 fn read_only_rounds(flavor: &str, io: Option<&str>) {
     if !have_mpi(flavor) {
         return;
@@ -484,15 +484,36 @@ fn read_only_rounds(flavor: &str, io: Option<&str>) {
     let program = compile_program(flavor, "mpiio_rounds", dir.path());
     let (mount, plfsrc) = plfs_in(dir.path());
     let run = Run { flavor, io, program, plfsrc, preload: preload_of(flavor), verbose: false, user: None };
-    let cases: [(&str, &[&str], &str, [u64; 4]); 4] = [
-        ("parallel", &[], "1", [8, 7, 8, 7]),
-        ("broadcast", &["plfs_disable_paropen=1"], "1", [2; 4]),
-        ("naive", &["plfs_disable_paropen=1", "plfs_disable_broadcast=1"], "1", [1; 4]),
-        ("uniform_restart", &["plfs_uniform_restart=1"], "0", [1; 4]),
+    struct Case {
+        strategy: &'static str,
+        hints: &'static [&'static str],
+        records: &'static str,
+        size: &'static str,
+        /// Rank r reads the records of rank (r + shift) % 4.
+        shift: &'static str,
+        /// Of the read-only open, ranks 0 to 3.
+        rounds: [u64; 4],
+    }
+    let small =
+        |strategy, hints, shift, rounds| Case { strategy, hints, records: "8", size: "4700", shift, rounds };
+    let cases = [
+        small("parallel", &[], "1", [8, 7, 8, 7]),
+        small("broadcast", &["plfs_disable_paropen=1"], "1", [2; 4]),
+        small("naive", &["plfs_disable_paropen=1", "plfs_disable_broadcast=1"], "1", [1; 4]),
+        small("uniform_restart", &["plfs_uniform_restart=1"], "0", [1; 4]),
+        // 2000 records, the odd ranks' not a pattern: the parts and the
+        // merged index outgrow the first message and take a second round
+        // (and the bytes still arrive whole: every record is checked).
+        Case { records: "2000", size: "16", ..small("parallel_large", &[], "1", [11, 9, 11, 9]) },
+        Case {
+            records: "2000",
+            size: "16",
+            ..small("broadcast_large", &["plfs_disable_paropen=1"], "1", [3; 4])
+        },
     ];
-    for (strategy, hints, shift, rounds) in cases {
+    for Case { strategy, hints, records, size, shift, rounds } in cases {
         let file = mount.join(strategy).display().to_string();
-        let mut args = vec![file.as_str(), "8", "4700", shift];
+        let mut args = vec![file.as_str(), records, size, shift];
         args.extend(hints);
         let (stdout, stderr) = run.expect(4, &args, "mpiio_rounds: OK");
         for (rank, rounds) in rounds.iter().enumerate() {

@@ -7,7 +7,10 @@
  *   mpiio_rounds PATH RECORDS SIZE SHIFT [key=value ...]
  *
  * Every rank writes RECORDS strided records of SIZE bytes (record i of
- * rank r at (i * size + r) * SIZE) with MPI_File_write_at and closes;
+ * rank r at (i * size + r) * SIZE) with MPI_File_write_at and closes
+ * (odd ranks last record first: their index logs then hold a record per
+ * write instead of one strided pattern, so with many records the index
+ * messages outgrow a first message and take a second round);
  * then every rank opens PATH MPI_MODE_RDONLY with the key=value pairs as
  * hints, reads the records of rank (r + SHIFT) % size back with
  * MPI_File_read_at (SHIFT 0 under plfs_uniform_restart, which reads only
@@ -172,7 +175,8 @@ int main(int argc, char **argv) {
     restart();
     CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh));
     long write_open = total();
-    for (long record = 0; record < records; record++) {
+    for (long k = 0; k < records; k++) {
+        long record = rank % 2 == 0 ? k : records - 1 - k;
         long slot = record * size + rank;
         for (long i = 0; i < record_bytes; i++) {
             buffer[i] = byte_of(slot, i);
