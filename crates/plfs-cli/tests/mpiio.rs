@@ -459,6 +459,87 @@ fn mpiio_errors_under_mpich() {
     mpiio_errors("mpich", None);
 }
 
+/// The collective rounds the plfs layer adds to an MPI-IO read: the MPI
+/// calls every rank of the communicator must make (crates/plfs-mpi/tests/
+/// c/mpiio_rounds.c counts them by defining the collectives itself, in
+/// front of the wrapper and of the communicator table it hands libplfs).
+/// With more ranks than free cores each round is a wait until every rank
+/// has been scheduled, and these rounds, not the records, made MPI-IO
+/// reads slow. 4 ranks write 8 records each (a creating open: the hint
+/// check and rank 0's word that it created the container), then open
+/// read-only with each strategy, read and close. Pinned per strategy and
+/// rank: the hint check (one MPI_Allreduce), then the strategy's
+/// exchange, one round per broadcast, gather or allgather whose messages
+/// fit a 4 KiB head; the parallel read also agrees on groups (host names)
+/// and splits twice, and its group leaders (ranks 0 and 2) swap their
+/// parts. No communicator is duplicated unless a write open flattens on
+/// close, and reads and the close of a read-only open take no round.
+/// Before: 14 / 12 (parallel), 4 (broadcast), 2 (naive, uniform restart)
+/// and 3 for the creating open; with the large index 14 / 12 and 4.
+fn read_only_rounds(flavor: &str, io: Option<&str>) {
+    if !have_mpi(flavor) {
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("plfs-mpiio-rounds.").tempdir().unwrap();
+    let program = compile_program(flavor, "mpiio_rounds", dir.path());
+    let (mount, plfsrc) = plfs_in(dir.path());
+    let run = Run { flavor, io, program, plfsrc, preload: preload_of(flavor), verbose: false, user: None };
+    struct Case {
+        strategy: &'static str,
+        hints: &'static [&'static str],
+        records: &'static str,
+        size: &'static str,
+        /// Rank r reads the records of rank (r + shift) % 4.
+        shift: &'static str,
+        /// Of the read-only open, ranks 0 to 3.
+        rounds: [u64; 4],
+    }
+    let small =
+        |strategy, hints, shift, rounds| Case { strategy, hints, records: "8", size: "4700", shift, rounds };
+    let cases = [
+        small("parallel", &[], "1", [8, 7, 8, 7]),
+        small("broadcast", &["plfs_disable_paropen=1"], "1", [2; 4]),
+        small("naive", &["plfs_disable_paropen=1", "plfs_disable_broadcast=1"], "1", [1; 4]),
+        small("uniform_restart", &["plfs_uniform_restart=1"], "0", [1; 4]),
+        // 2000 records, the odd ranks' not a pattern: the parts and the
+        // merged index outgrow the first message and take a second round
+        // (and the bytes still arrive whole: every record is checked).
+        Case { records: "2000", size: "16", ..small("parallel_large", &[], "1", [11, 9, 11, 9]) },
+        Case {
+            records: "2000",
+            size: "16",
+            ..small("broadcast_large", &["plfs_disable_paropen=1"], "1", [3; 4])
+        },
+    ];
+    for Case { strategy, hints, records, size, shift, rounds } in cases {
+        let file = mount.join(strategy).display().to_string();
+        let mut args = vec![file.as_str(), records, size, shift];
+        args.extend(hints);
+        let (stdout, stderr) = run.expect(4, &args, "mpiio_rounds: OK");
+        for (rank, rounds) in rounds.iter().enumerate() {
+            let prefix = format!("mpiio_rounds: rank {rank}: ");
+            let line = stdout.lines().find(|line| line.starts_with(&prefix)).unwrap_or_else(|| {
+                panic!("{flavor} {io:?} {strategy}: no line for rank {rank}\n{stdout}\n{stderr}")
+            });
+            let expected = format!("{prefix}write open 2 close 0; read open {rounds} (");
+            assert!(
+                line.starts_with(&expected) && line.contains(") read 0 close 0;"),
+                "{flavor} {io:?} {strategy}: expected {expected:?}, then no round in the reads and close:\n{line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn read_only_rounds_under_open_mpi_ompio() {
+    read_only_rounds("openmpi", Some("ompio"));
+}
+
+#[test]
+fn read_only_rounds_under_mpich() {
+    read_only_rounds("mpich", None);
+}
+
 /// The PLFS 2.5 fixtures (crates/plfs-core/testdata/plfs25), all six on
 /// the mount's two backends, read in place by an unmodified MPI program
 /// (crates/plfs-mpi/tests/c/mpiio_read_expected.c): 3 ranks read 100-byte

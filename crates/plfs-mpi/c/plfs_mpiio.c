@@ -338,7 +338,8 @@ static MPI_Info with_driver_hints(MPI_Info info, const char *path) {
 
 struct plfs_file {
     MPI_File handle;
-    MPI_Comm comm; /* a duplicate, freed at close */
+    MPI_Comm comm; /* a duplicate for flatten on close, freed at close; else MPI_COMM_NULL */
+    int rank;      /* in the file's communicator */
     char *path;    /* without the prefix */
     Plfs_fd *index_fd; /* the collective read open, held until close */
     int flatten_on_close;
@@ -477,8 +478,17 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         return file_null_error(comm, "MPI_File_open", path, MPI_ERR_NO_MEM);
     }
     file->comm = MPI_COMM_NULL;
+    file->rank = rank;
     file->path = strdup(path);
-    if (file->path == NULL || MPI_Comm_dup(comm, &file->comm) != MPI_SUCCESS) {
+    /* Only flatten on close talks after the open returns, so only it
+     * needs a communicator of its own: MPI_Comm_dup is a collective round
+     * too, and with more ranks than free cores every round waits until
+     * each rank has been scheduled. The exchanges inside this call run on
+     * the caller's comm: every rank is in this collective call, so they
+     * run in the same order on every rank, and MPI keeps collective
+     * traffic apart from the program's point-to-point messages. */
+    int flatten_on_close = !(amode & MPI_MODE_RDONLY) && hints[HINT_FLATTEN_CLOSE] != 0;
+    if (file->path == NULL || (flatten_on_close && MPI_Comm_dup(comm, &file->comm) != MPI_SUCCESS)) {
         free_file(file);
         return file_null_error(comm, "MPI_File_open", path, MPI_ERR_NO_MEM);
     }
@@ -486,7 +496,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (amode & MPI_MODE_RDONLY) {
         const char *strategy = strategy_of(hints);
         struct plfs_comm_ops ops;
-        plfs_mpi_comm_ops(&file->comm, &ops);
+        MPI_Comm open_comm = comm;
+        plfs_mpi_comm_ops(&open_comm, &ops);
         plfs_error_t rc = plfs.open_collective_ops(&file->index_fd, path, O_RDONLY, getpid(), &ops, strategy);
         if (verbose()) {
             fprintf(stderr, "plfs_mpiio: rank %d: collective open of %s (%s): %s\n", rank, path, strategy,
@@ -499,10 +510,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             return file_null_error(comm, "MPI_File_open", path, mpi_error_of(rc));
         }
     } else {
-        file->flatten_on_close = hints[HINT_FLATTEN_CLOSE] != 0;
+        file->flatten_on_close = flatten_on_close;
         /* With MPI_MODE_EXCL the MPI library must be the one to create. */
         if ((amode & MPI_MODE_CREATE) && !(amode & MPI_MODE_EXCL)) {
-            code = create_first(file->comm, path, rank);
+            code = create_first(comm, path, rank);
             if (verbose()) {
                 fprintf(stderr, "plfs_mpiio: rank %d: rank 0 created %s: %d\n", rank, path, code);
             }
@@ -552,8 +563,7 @@ int MPI_File_close(MPI_File *fh) {
         /* Collective: its first exchange is where every rank's writers are
          * closed; its last keeps every rank here until rank 0 has
          * published the index. */
-        int rank = 0;
-        MPI_Comm_rank(file->comm, &rank);
+        int rank = file->rank;
         struct plfs_comm_ops ops;
         plfs_mpi_comm_ops(&file->comm, &ops);
         int gathered = 0;
@@ -565,8 +575,7 @@ int MPI_File_close(MPI_File *fh) {
         }
     } else if (file->flatten_on_close) {
         /* Every rank's writers are closed once all ranks reach here. */
-        int rank = 0;
-        MPI_Comm_rank(file->comm, &rank);
+        int rank = file->rank;
         MPI_Barrier(file->comm);
         if (rank == 0 && code == MPI_SUCCESS) {
             Plfs_fd *fd = NULL;
@@ -590,9 +599,7 @@ int MPI_File_close(MPI_File *fh) {
         MPI_Barrier(file->comm);
     }
     if (verbose()) {
-        int rank = 0;
-        MPI_Comm_rank(file->comm, &rank);
-        fprintf(stderr, "plfs_mpiio: rank %d: closed %s: %d\n", rank, file->path, code);
+        fprintf(stderr, "plfs_mpiio: rank %d: closed %s: %d\n", file->rank, file->path, code);
     }
     free_file(file);
     return code;

@@ -1,8 +1,15 @@
 //! [`ShimComm`]: the [`Comm`] trait over a C `struct plfs_comm_ops`.
 //!
-//! MPI counts are C ints, so variable-sized exchanges first share every
-//! rank's length (on every rank, so all ranks take the same decision when
-//! a total does not fit), then move the bytes; broadcasts go in chunks.
+//! A receiver must know a message's length before MPI can move it, but a
+//! separate round for the lengths doubles the rounds of an exchange, and
+//! with more ranks than free cores every round is a wait until each rank
+//! has been scheduled. So the first message of each exchange has a fixed
+//! size, the length and as much of the payload as fits: a broadcast sends
+//! one [`HEAD_BYTES`] head, a gather or allgather one slot per rank (at
+//! most [`SLOTS_BYTES`] in all). Payloads that fit take one round; the
+//! rest of longer ones follows in a second (every rank saw every length,
+//! so all ranks take the same decision, also when a total does not fit an
+//! MPI count, a C int); broadcasts go in chunks.
 
 use std::ffi::{c_int, c_void};
 
@@ -14,6 +21,22 @@ pub const COMM_OPS_VERSION: u32 = 1;
 
 /// Largest piece one broadcast call moves (MPI counts are ints).
 const BROADCAST_CHUNK_BYTES: usize = 1 << 30;
+
+/// A broadcast's first message: the u64 length, then the payload's first
+/// bytes. Small enough to go eagerly (no handshake with each receiver)
+/// over shared memory in Open MPI and MPICH, large enough for a log list,
+/// a host name or an error.
+const HEAD_BYTES: usize = 4096;
+
+/// A gather's or allgather's first message gives each rank a slot of at
+/// most [`HEAD_BYTES`] (its u64 length, then its first bytes), and all
+/// slots together at most this much, so what every rank receives stays
+/// bounded as ranks grow (at 8192 ranks and more a slot holds the length
+/// alone, the old length round).
+const SLOTS_BYTES: usize = 64 << 10;
+
+/// Bytes in front of the payload in a head or slot.
+const LENGTH_BYTES: usize = 8;
 
 type RankFn = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
 type BarrierFn = unsafe extern "C" fn(*mut c_void) -> c_int;
@@ -172,19 +195,27 @@ impl ShimComm {
         })
     }
 
-    /// Every rank's length, on every rank.
-    fn all_lengths(&self, mine: usize) -> Result<Vec<usize>> {
-        let mine = (mine as u64).to_le_bytes();
-        let mut all = vec![0u8; 8 * self.size];
-        // SAFETY: 8 bytes from each rank land in size*8 bytes.
+    /// Bytes per rank in the first message of a gather or allgather.
+    fn slot_bytes(&self) -> usize {
+        (SLOTS_BYTES / self.size).clamp(LENGTH_BYTES, HEAD_BYTES)
+    }
+
+    /// Every rank's slot (its length and first bytes), on every rank: the
+    /// first round of a gather or allgather, and the only one when every
+    /// rank's bytes fit.
+    fn exchange_slots(&self, mine: &[u8]) -> Result<Slots> {
+        let slot = self.slot_bytes();
+        let mut send = vec![0u8; slot];
+        put_head(&mut send, mine);
+        let mut all = vec![0u8; slot * self.size];
+        let count = as_count(slot, "allgather")?;
+        // SAFETY: slot bytes from each rank land in size*slot bytes.
         let code = unsafe {
-            (self.functions.allgather)(self.context, mine.as_ptr().cast(), 8, all.as_mut_ptr().cast())
+            (self.functions.allgather)(self.context, send.as_ptr().cast(), count, all.as_mut_ptr().cast())
         };
         check(code, "MPI_Allgather")?;
-        Ok(all
-            .chunks_exact(8)
-            .map(|bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes")) as usize)
-            .collect())
+        let lengths = all.chunks_exact(slot).map(head_length).collect::<Result<Vec<_>>>()?;
+        Ok(Slots { all, slot, lengths })
     }
 
     /// Counts and displacements for a v-collective of `lengths`.
@@ -202,18 +233,54 @@ impl ShimComm {
             .collect();
         Ok((counts, displacements, total))
     }
+}
 
-    fn split_up(buffer: &[u8], lengths: &[usize]) -> Vec<Vec<u8>> {
-        let mut rest = buffer;
-        lengths
-            .iter()
-            .map(|&length| {
-                let (piece, tail) = rest.split_at(length);
-                rest = tail;
-                piece.to_vec()
+/// What the first round of a gather or allgather gave every rank.
+struct Slots {
+    all: Vec<u8>,
+    slot: usize,
+    lengths: Vec<usize>,
+}
+
+impl Slots {
+    /// Each rank's bytes that did not fit its slot.
+    fn rest_lengths(&self) -> Vec<usize> {
+        self.lengths.iter().map(|&length| length.saturating_sub(self.slot - LENGTH_BYTES)).collect()
+    }
+
+    /// Each rank's bytes: its slot's, then its part of `rest` (the second
+    /// round's buffer, laid out by [`Slots::rest_lengths`]).
+    fn pieces(&self, rest: &[u8]) -> Vec<Vec<u8>> {
+        let mut rest = rest;
+        self.all
+            .chunks_exact(self.slot)
+            .zip(&self.lengths)
+            .map(|(slot, &length)| {
+                let inline = length.min(self.slot - LENGTH_BYTES);
+                let (tail, remaining) = rest.split_at(length - inline);
+                rest = remaining;
+                let mut piece = Vec::with_capacity(length);
+                piece.extend_from_slice(&slot[LENGTH_BYTES..LENGTH_BYTES + inline]);
+                piece.extend_from_slice(tail);
+                piece
             })
             .collect()
     }
+}
+
+/// Writes `payload`'s length and as much of it as fits into `head`;
+/// returns how many payload bytes went in.
+fn put_head(head: &mut [u8], payload: &[u8]) -> usize {
+    head[..LENGTH_BYTES].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    let inline = payload.len().min(head.len() - LENGTH_BYTES);
+    head[LENGTH_BYTES..LENGTH_BYTES + inline].copy_from_slice(&payload[..inline]);
+    inline
+}
+
+/// The payload length a head or slot carries.
+fn head_length(head: &[u8]) -> Result<usize> {
+    let length = u64::from_le_bytes(head[..LENGTH_BYTES].try_into().expect("8 bytes"));
+    usize::try_from(length).map_err(|_| Error::new(ErrorKind::Unsupported, "message larger than memory"))
 }
 
 impl Drop for ShimComm {
@@ -241,17 +308,24 @@ impl Comm for ShimComm {
 
     fn broadcast(&self, root: usize, bytes: &mut Vec<u8>) -> Result<()> {
         let root_rank = root as c_int;
-        let mut length = (bytes.len() as u64).to_le_bytes();
-        // SAFETY: 8 bytes each way, from our buffer.
-        let code = unsafe { (self.functions.bcast)(self.context, length.as_mut_ptr().cast(), 8, root_rank) };
+        let mut head = vec![0u8; HEAD_BYTES];
+        if self.rank == root {
+            put_head(&mut head, bytes);
+        }
+        // SAFETY: HEAD_BYTES each way, from our buffer.
+        let code = unsafe {
+            (self.functions.bcast)(self.context, head.as_mut_ptr().cast(), HEAD_BYTES as c_int, root_rank)
+        };
         check(code, "MPI_Bcast")?;
-        let length = usize::try_from(u64::from_le_bytes(length))
-            .map_err(|_| Error::new(ErrorKind::Unsupported, "broadcast larger than memory"))?;
+        let length = head_length(&head)?;
+        let inline = length.min(HEAD_BYTES - LENGTH_BYTES);
         if self.rank != root {
             bytes.clear();
+            bytes.reserve_exact(length);
+            bytes.extend_from_slice(&head[LENGTH_BYTES..LENGTH_BYTES + inline]);
             bytes.resize(length, 0);
         }
-        for chunk in bytes.chunks_mut(BROADCAST_CHUNK_BYTES) {
+        for chunk in bytes[inline..].chunks_mut(BROADCAST_CHUNK_BYTES) {
             let count = chunk.len() as c_int;
             // SAFETY: every rank's buffer has the same length, chunked alike.
             let code =
@@ -262,45 +336,55 @@ impl Comm for ShimComm {
     }
 
     fn gather(&self, root: usize, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-        let lengths = self.all_lengths(mine.len())?;
-        let (counts, displacements, total) = ShimComm::layout(&lengths, "gather")?;
-        let mut buffer = if self.rank == root { vec![0u8; total] } else { Vec::new() };
-        let mut spare = 0u8;
-        // SAFETY: counts and displacements describe buffer at the root;
-        // elsewhere MPI ignores the receive arguments.
-        let code = unsafe {
-            (self.functions.gatherv)(
-                self.context,
-                send_buffer(mine),
-                mine.len() as c_int,
-                receive_buffer(&mut buffer, &mut spare),
-                counts.as_ptr(),
-                displacements.as_ptr(),
-                root as c_int,
-            )
-        };
-        check(code, "MPI_Gatherv")?;
-        Ok((self.rank == root).then(|| ShimComm::split_up(&buffer, &lengths)))
+        let slots = self.exchange_slots(mine)?;
+        let rest_lengths = slots.rest_lengths();
+        let (counts, displacements, total) = ShimComm::layout(&rest_lengths, "gather")?;
+        let mut rest = Vec::new();
+        if total > 0 {
+            // Every rank saw every length, so all of them take this round.
+            let send = &mine[mine.len() - rest_lengths[self.rank]..];
+            rest = if self.rank == root { vec![0u8; total] } else { Vec::new() };
+            let mut spare = 0u8;
+            // SAFETY: counts and displacements describe rest at the root;
+            // elsewhere MPI ignores the receive arguments.
+            let code = unsafe {
+                (self.functions.gatherv)(
+                    self.context,
+                    send_buffer(send),
+                    send.len() as c_int,
+                    receive_buffer(&mut rest, &mut spare),
+                    counts.as_ptr(),
+                    displacements.as_ptr(),
+                    root as c_int,
+                )
+            };
+            check(code, "MPI_Gatherv")?;
+        }
+        Ok((self.rank == root).then(|| slots.pieces(&rest)))
     }
 
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let lengths = self.all_lengths(mine.len())?;
-        let (counts, displacements, total) = ShimComm::layout(&lengths, "allgather")?;
-        let mut buffer = vec![0u8; total];
-        let mut spare = 0u8;
-        // SAFETY: counts and displacements describe buffer.
-        let code = unsafe {
-            (self.functions.allgatherv)(
-                self.context,
-                send_buffer(mine),
-                mine.len() as c_int,
-                receive_buffer(&mut buffer, &mut spare),
-                counts.as_ptr(),
-                displacements.as_ptr(),
-            )
-        };
-        check(code, "MPI_Allgatherv")?;
-        Ok(ShimComm::split_up(&buffer, &lengths))
+        let slots = self.exchange_slots(mine)?;
+        let rest_lengths = slots.rest_lengths();
+        let (counts, displacements, total) = ShimComm::layout(&rest_lengths, "allgather")?;
+        let mut rest = vec![0u8; total];
+        if total > 0 {
+            let send = &mine[mine.len() - rest_lengths[self.rank]..];
+            let mut spare = 0u8;
+            // SAFETY: counts and displacements describe rest.
+            let code = unsafe {
+                (self.functions.allgatherv)(
+                    self.context,
+                    send_buffer(send),
+                    send.len() as c_int,
+                    receive_buffer(&mut rest, &mut spare),
+                    counts.as_ptr(),
+                    displacements.as_ptr(),
+                )
+            };
+            check(code, "MPI_Allgatherv")?;
+        }
+        Ok(slots.pieces(&rest))
     }
 
     fn split(&self, color: u32, key: usize) -> Result<Box<dyn Comm>> {
@@ -411,5 +495,112 @@ mod tests {
         let mut bytes = b"kept at the root".to_vec();
         comm.broadcast(0, &mut bytes).unwrap();
         assert_eq!(bytes, b"kept at the root");
+    }
+
+    /// MPI calls a one-rank table below made, by name.
+    #[derive(Default)]
+    struct Calls {
+        made: Vec<&'static str>,
+    }
+
+    fn calls<'a>(context: *mut c_void) -> &'a mut Calls {
+        // SAFETY: the tables below carry a live &mut Calls as context.
+        unsafe { &mut *context.cast::<Calls>() }
+    }
+
+    unsafe extern "C" fn counted_bcast(context: *mut c_void, _: *mut c_void, _: c_int, _: c_int) -> c_int {
+        calls(context).made.push("bcast");
+        0
+    }
+
+    /// One rank: its send buffer is the whole receive buffer.
+    unsafe extern "C" fn counted_allgather(
+        context: *mut c_void,
+        send: *const c_void,
+        count: c_int,
+        receive: *mut c_void,
+    ) -> c_int {
+        calls(context).made.push("allgather");
+        // SAFETY: count bytes each side (MPI's contract for one rank).
+        unsafe { std::ptr::copy_nonoverlapping(send.cast::<u8>(), receive.cast::<u8>(), count as usize) };
+        0
+    }
+
+    unsafe extern "C" fn counted_allgatherv(
+        context: *mut c_void,
+        send: *const c_void,
+        count: c_int,
+        receive: *mut c_void,
+        counts: *const c_int,
+        displacements: *const c_int,
+    ) -> c_int {
+        calls(context).made.push("allgatherv");
+        // SAFETY: MPI's contract, as the caller gave it.
+        unsafe { copy_as_one_rank(send, count, receive, counts, displacements) };
+        0
+    }
+
+    /// A v-collective of one rank: counts[0] == count bytes land at
+    /// displacements[0].
+    unsafe fn copy_as_one_rank(
+        send: *const c_void,
+        count: c_int,
+        receive: *mut c_void,
+        counts: *const c_int,
+        displacements: *const c_int,
+    ) {
+        // SAFETY: the caller's buffers, as MPI would use them.
+        unsafe {
+            assert_eq!(*counts, count);
+            let at = receive.cast::<u8>().add(*displacements as usize);
+            std::ptr::copy_nonoverlapping(send.cast::<u8>(), at, count as usize);
+        }
+    }
+
+    unsafe extern "C" fn counted_gatherv(
+        context: *mut c_void,
+        send: *const c_void,
+        count: c_int,
+        receive: *mut c_void,
+        counts: *const c_int,
+        displacements: *const c_int,
+        _: c_int,
+    ) -> c_int {
+        calls(context).made.push("gatherv");
+        // SAFETY: MPI's contract (the root is the one rank).
+        unsafe { copy_as_one_rank(send, count, receive, counts, displacements) };
+        0
+    }
+
+    #[test]
+    fn an_exchange_takes_one_round_when_every_payload_fits_its_head_and_two_otherwise() {
+        let mut made = Calls::default();
+        let ops = PlfsCommOps {
+            context: std::ptr::from_mut(&mut made).cast(),
+            bcast: Some(counted_bcast),
+            allgather: Some(counted_allgather),
+            allgatherv: Some(counted_allgatherv),
+            gatherv: Some(counted_gatherv),
+            ..table()
+        };
+        // SAFETY: the functions use the context as the Calls above.
+        let comm = unsafe { ShimComm::from_ops(&ops) }.unwrap();
+        let fits: Vec<u8> = (0..HEAD_BYTES - LENGTH_BYTES).map(|i| i as u8).collect();
+        let longer: Vec<u8> = (0..3 * HEAD_BYTES + 5).map(|i| (i * 7) as u8).collect();
+        for (payload, rounds) in [(Vec::new(), 1), (fits.clone(), 1), (longer.clone(), 2)] {
+            let before = calls(ops.context).made.len();
+            assert_eq!(comm.allgather(&payload).unwrap(), vec![payload.clone()]);
+            assert_eq!(comm.gather(0, &payload).unwrap(), Some(vec![payload.clone()]));
+            let mut bytes = payload.clone();
+            comm.broadcast(0, &mut bytes).unwrap();
+            assert_eq!(bytes, payload);
+            let made = &calls(ops.context).made[before..];
+            assert_eq!(made.len(), 3 * rounds, "{} bytes: {made:?}", payload.len());
+        }
+        drop(comm);
+        assert_eq!(
+            made.made[made.made.len() - 6..],
+            ["allgather", "allgatherv", "allgather", "gatherv", "bcast", "bcast"]
+        );
     }
 }
