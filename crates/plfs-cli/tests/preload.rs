@@ -554,6 +554,91 @@ fn start_up_reads_no_plfsrc_and_starts_no_thread() {
     assert_eq!(threads(&calls), Vec::<String>::new());
 }
 
+/// The interposer as `make install` installs it, which every process under
+/// LD_PRELOAD maps and a cold start reads whole (docs/PERFORMANCE.md,
+/// "Start-up: what the interposer's file holds"): stripped, its debug info
+/// in lib/.debug/ named by .gnu_debuglink; exporting only functions that
+/// interpose libc's (by name, from the libc it links) and its own
+/// `plfs_preload_*`, not the C API of a dependency (crc-fast's 26
+/// `crc_fast_*` functions and the CRC tables they kept, 0.7 MB); and under
+/// 1.5 MiB. It measured 1.13 MB (0.9 MB loaded, 0.22 MB symbol table):
+/// the bound leaves a third for growth, and either the crc-fast exports or
+/// the 0.7 MB of unwind tables of discarded functions that lld keeps
+/// (build.rs links with GNU ld for that) would take it over.
+#[test]
+fn the_installed_interposer_exports_only_interposers_and_is_small() {
+    let library_dir = Path::new(BIN).parent().unwrap();
+    interposer();
+    let prefix = tempfile::Builder::new().prefix("plfs-preload-install.").tempdir().unwrap();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new("make")
+        .arg("--no-print-directory")
+        .arg("-C")
+        .arg(&workspace)
+        .arg("install-lib")
+        .arg(format!("PREFIX={}", prefix.path().display()))
+        .arg(format!("LIBPLFS_DIR={}", library_dir.display()))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "make install-lib:\n{}", String::from_utf8_lossy(&output.stderr));
+    let installed = prefix.path().join("lib/libplfs_preload.so");
+    let tool = |program: &str, args: &[&str], file: &Path| -> String {
+        let output = Command::new(program).args(args).arg(file).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{program} {args:?} {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+
+    let sections = tool("readelf", &["-S", "-W"], &installed);
+    assert!(!sections.contains(".debug_info"), "{} was installed with its debug info", installed.display());
+    assert!(sections.contains(".gnu_debuglink"), "{} names no debug file", installed.display());
+    let debug = prefix.path().join("lib/.debug/libplfs_preload.so.debug");
+    assert!(
+        tool("readelf", &["-S", "-W"], &debug).contains(".debug_info"),
+        "{} holds no debug info",
+        debug.display()
+    );
+
+    // `nm -D` names versioned symbols `name@@VERSION` (or `name@VERSION`).
+    let defined = |file: &Path| -> Vec<String> {
+        tool("nm", &["-D", "--defined-only"], file)
+            .lines()
+            .filter_map(|line| line.split_whitespace().nth(2))
+            .map(|symbol| symbol.split('@').next().unwrap().to_owned())
+            .collect()
+    };
+    let libc = tool("ldd", &[], &installed)
+        .lines()
+        .find_map(|line| {
+            line.trim().strip_prefix("libc.so.6 => ")?.split_whitespace().next().map(PathBuf::from)
+        })
+        .expect("ldd names no libc.so.6");
+    let libc_symbols: std::collections::HashSet<String> = defined(&libc).into_iter().collect();
+    let exported = defined(&installed);
+    assert!(
+        exported.iter().any(|symbol| symbol == "open"),
+        "{} exports no open: {exported:?}",
+        installed.display()
+    );
+    let foreign: Vec<&String> = exported
+        .iter()
+        .filter(|symbol| !symbol.starts_with("plfs_preload_") && !libc_symbols.contains(symbol.as_str()))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "{} exports functions that interpose nothing in {}: {foreign:?}",
+        installed.display(),
+        libc.display()
+    );
+
+    let size = fs::metadata(&installed).unwrap().len();
+    assert!(size < 3 << 19, "{} is {size} bytes installed, over 1.5 MiB:\n{sections}", installed.display());
+}
+
 /// PLFS 2.5's `plfs:` prefix from unmodified programs: `cp` and `cat` pass
 /// `plfs:/…/mnt/f` to open(2) as it is, and the interposer must take it
 /// as the plfs file (as libplfs and the MPI-IO wrapper do), while a path

@@ -48,7 +48,19 @@ impl MountTable {
     /// Whether an absolute, normalised path is at or under a mount point
     /// (no I/O; what an interposer asks on every call).
     pub fn covers(&self, path: &Path) -> bool {
+        if plfsrc::is_normal(path) {
+            return self.covers_normal(path.as_os_str().as_encoded_bytes());
+        }
         self.points.iter().any(|point| path.starts_with(point))
+    }
+
+    /// `covers` for a normal path, on its bytes: `Path::starts_with` walks
+    /// both paths component by component, which was a tenth of a stat
+    /// through the interposer (it asks `is_above_mount` on every call).
+    fn covers_normal(&self, path: &[u8]) -> bool {
+        self.points
+            .iter()
+            .any(|point| plfsrc::below_point(path, point.as_os_str().as_encoded_bytes()).is_some())
     }
 
     /// Whether an absolute `path` is a directory above a mount point (an
@@ -56,16 +68,18 @@ impl MountTable {
     /// to the mounts, so a program walking down to a file asks about them
     /// (PLFS 2.5 answered `access` on them with success).
     pub fn is_above_mount(&self, path: &Path) -> bool {
-        // A normal path is tested as it is, without a normalised copy.
-        let normalised;
-        let path = if plfsrc::is_normal(path) {
-            path
-        } else {
-            let Some(path) = plfsrc::normalize(path) else { return false };
-            normalised = path;
-            &normalised
-        };
-        !self.covers(path) && self.points.iter().any(|point| point.starts_with(path))
+        // A normal path is tested as it is, on its bytes, without a
+        // normalised copy.
+        if plfsrc::is_normal(path) {
+            let path = path.as_os_str().as_encoded_bytes();
+            return !self.covers_normal(path)
+                && self
+                    .points
+                    .iter()
+                    .any(|point| plfsrc::below_point(point.as_os_str().as_encoded_bytes(), path).is_some());
+        }
+        // What `normalize` returns is normal: the test above, once.
+        plfsrc::normalize(path).is_some_and(|normal| self.is_above_mount(&normal))
     }
 
     /// The mount holding an absolute `path` and the path inside it (`/…`),

@@ -175,7 +175,7 @@ pub(crate) fn is_normal(path: &Path) -> bool {
 
 /// The path inside the mount at normalised `point` of normalised `path`
 /// ("/" for the point itself), or None when `path` is not at or below it.
-fn below_point<'a>(path: &'a [u8], point: &[u8]) -> Option<&'a [u8]> {
+pub(crate) fn below_point<'a>(path: &'a [u8], point: &[u8]) -> Option<&'a [u8]> {
     if point == b"/" {
         return Some(path);
     }
