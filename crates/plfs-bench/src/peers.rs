@@ -42,6 +42,17 @@ pub const PEERS_DIR_ENV: &str = "PLFS_PEERS_DIR";
 /// MPI are Open MPI's.
 const MPIRUN: &str = "mpirun.openmpi";
 
+/// mpirun's options for every restart phase, plfs's, the direct file's and
+/// the peers'. Open MPI refuses root without the first; the bench may run
+/// more ranks than this machine has cores. Open MPI yields the CPU while a
+/// rank waits in a collective only when a node is oversubscribed, so a
+/// phase of as many ranks as cores (half on 2 cores) would busy-poll where
+/// one of more ranks yields: the last option makes every phase wait the
+/// same way (a busy-polling rank held its core from the rank it waited
+/// for, and plfs's collective open took 100-220 ms instead of 3-60).
+pub(crate) const MPIRUN_ARGS: [&str; 5] =
+    ["--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"];
+
 /// Each variable of the Pixie3D-like data (restart_common.h's NVARS).
 pub const VARIABLES: u64 = 8;
 
@@ -336,9 +347,8 @@ impl PeerProgram {
 
     fn mpirun(&self, ranks: usize, args: &[String], name: &str) -> Result<std::process::Output> {
         Command::new(&self.mpirun)
-            // Open MPI refuses root without the first; the bench may run
-            // more ranks than this machine has cores.
-            .args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+            .args(MPIRUN_ARGS)
+            .args(["-np", &ranks.to_string()])
             .arg(&self.program)
             .args(args)
             .env_remove("LD_PRELOAD")

@@ -875,10 +875,9 @@ fn run_mpi_phase(
     let json = serde_json::to_string(spec)
         .map_err(|source| BenchError::Json { what: format!("{name}: the rank spec"), source })?;
     let mut command = std::process::Command::new(&mpirun);
-    // Open MPI refuses root without the first; there may be more ranks
-    // than cores.
     command
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", &spec.processes.to_string()])
+        .args(crate::peers::MPIRUN_ARGS)
+        .args(["-np", &spec.processes.to_string()])
         .arg(&workers.program)
         .args(&workers.args_prefix)
         .env_remove("LD_PRELOAD")
