@@ -1626,6 +1626,9 @@ mod flat {
             fn create_new(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.create_new(p, c)
             }
+            fn sync_dir(&self, d: &StorePath) -> Result<()> {
+                self.0.sync_dir(d)
+            }
             fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.replace(p, c)
             }
