@@ -380,6 +380,10 @@ impl Store for BandwidthStore {
         self.inner.settle()
     }
 
+    fn sync_dir(&self, dir: &StorePath) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.limit.charge_write(contents.len());
         self.inner.replace(path, contents)

@@ -147,6 +147,10 @@ impl Store for MetadataServerStore {
         self.inner.settle()
     }
 
+    fn sync_dir(&self, dir: &StorePath) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.server.serve();
         self.inner.replace(path, contents)

@@ -1006,6 +1006,36 @@ echo done
     assert_eq!(setup.contents("crashed"), b"before the crash\n");
 }
 
+/// A closed file's stat answers from what its last close left (FORMAT.md
+/// §6.1): unmodified programs in other processes still see a writer's
+/// synced bytes while it is open, and its close.
+#[test]
+fn stats_from_other_processes_follow_an_open_writer() {
+    let setup = Setup::new();
+    let path = setup.logical("f");
+    let script = format!(
+        r#"
+import os, subprocess
+p = {path:?}
+def other(fmt):
+    return subprocess.run(["stat", "-c", fmt, p], check=True, capture_output=True, text=True).stdout.strip()
+with open(p, "w") as f:
+    f.write("first\n")
+print(other("%s"))
+fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"second\n")
+os.fsync(fd)
+print(other("%s"))
+os.write(fd, b"third\n")
+os.close(fd)
+print(other("%s"))
+"#
+    );
+    let output = setup.run("python3", &["-c", &script]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "6\n13\n19\n");
+    assert_eq!(setup.contents("f"), b"first\nsecond\nthird\n");
+}
+
 /// Writes a line to stdout, flushes it and dies by SIGKILL.
 const CRASH_PROGRAM: &str = r#"
 #include <signal.h>

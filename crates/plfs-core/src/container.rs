@@ -13,12 +13,13 @@ use std::collections::{BTreeMap, HashSet};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format;
 use crate::format::access::AccessRecord;
+use crate::format::closed::ClosedSummary;
 use crate::format::index_log::{self, DecodedIndexLog, Record};
 use crate::format::version::VersionRecord;
 use crate::layout::{self, ContainerEntry, ContainerPaths, LogId, LogKind, MetaEntry, SizeRecord};
 use crate::mount_state::MountState;
 use crate::placement::{BackendId, HostdirId};
-use crate::protection::Pieces;
+use crate::protection::{self, Pieces};
 use crate::store::{EntryKind, Metadata, NewPiece, Store, StoreExt, StorePath};
 use crate::striping::Layout;
 
@@ -646,7 +647,11 @@ pub(crate) fn combine_sizes(
 /// index logs of writers that are still open (or crashed open) and of logs
 /// that straddle the newest truncate.
 pub(crate) fn size_from_meta(mount: &MountState, path: &StorePath) -> Result<SizeSummary> {
-    let meta = read_meta(mount, path)?;
+    size_of(mount, path, &read_meta(mount, path)?)
+}
+
+/// [`size_from_meta`] from records already listed.
+fn size_of(mount: &MountState, path: &StorePath, meta: &MetaRecords) -> Result<SizeSummary> {
     let mut inventory_cache: Option<Inventory> = None;
     let mut locate = |id: &LogId| -> Result<Option<LogLocation>> {
         let hostdir = HostdirId(id.host % mount.placement.num_hostdirs());
@@ -690,6 +695,112 @@ pub(crate) fn size_from_meta(mount: &MountState, path: &StorePath) -> Result<Siz
             None => Ok(Vec::new()),
         }
     })
+}
+
+/// For a stat: the container's closed summary (FORMAT.md §6.1), when it
+/// holds a whole one — a `statx` of the container and one small read,
+/// instead of the access file and a listing of `meta/`. `None` (no
+/// container here, no summary, a summary torn, unsealed or unreadable, a
+/// store that makes none) sends the caller to the full lookup, which
+/// reports whatever is wrong.
+pub(crate) fn closed_summary(mount: &MountState, path: &StorePath) -> Result<Option<ClosedSummary>> {
+    if path.is_root() {
+        return Ok(None);
+    }
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    if !store.capabilities().unlinked_appends {
+        return Ok(None);
+    }
+    reject_container_insides(mount, path)?;
+    // The statx keeps a symlink a symlink: a read through it would find
+    // the summary of the container it points at.
+    match store.metadata(path) {
+        Ok(metadata) if metadata.kind == EntryKind::Directory => {}
+        _ => return Ok(None),
+    }
+    match store.read_small(&paths.closed_summary()) {
+        Ok(bytes) => Ok(ClosedSummary::decode(&bytes).ok()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Removes the container's closed summary; whether there was one. Every
+/// change to what a stat shows makes this call after the change is made
+/// and before it can be seen (a writer's first write, chmod, chown, utime,
+/// `plfs recover --fix`); see [`publish_closed_summary`] for why that is
+/// enough.
+pub(crate) fn drop_closed_summary(store: &dyn Store, paths: &ContainerPaths) -> Result<bool> {
+    if !store.capabilities().unlinked_appends {
+        return Ok(false);
+    }
+    match store.remove_file(&paths.closed_summary()) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// The last writer to close leaves what a stat of the file shows in
+/// `meta/closed`, so the next stats read one small file. Lock-free: the
+/// record is created under its own name without its CRC32C, `meta/` and
+/// the access file are read again, and only if nothing changed (no open
+/// record, the same size records, the same access record) is the CRC
+/// appended. Whoever changes the file afterwards removes the name first
+/// ([`drop_closed_summary`]); an append to a removed file never brings
+/// the name back (`Capabilities::unlinked_appends`), so a summary becomes
+/// whole only if no change began before its second look, and any change
+/// after that look removes it. A writer opens its log with that removal
+/// behind its open record, so no write of its can be counted by a stale
+/// summary. No fsync: a summary lost or torn in a crash is only absent.
+pub(crate) fn publish_closed_summary(mount: &MountState, path: &StorePath) -> Result<()> {
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    if !store.capabilities().unlinked_appends {
+        return Ok(());
+    }
+    let before = read_meta(mount, path)?;
+    if !before.open.is_empty() || before.damaged {
+        // Another writer is open: its close leaves the summary.
+        return Ok(());
+    }
+    let access = protection::read_access(mount, path)?;
+    let size = size_of(mount, path, &before)?;
+    let record =
+        ClosedSummary { access, eof: size.eof, bytes: size.bytes, last_stamp: size.last_stamp }.encode();
+    let (body, seal) = record.split_at(record.len() - 4);
+    let target = paths.closed_summary();
+    let protection = Pieces::of(&access).public;
+    let mut log = match store.create_append_protected(&target, &protection) {
+        // Another closer's, or one left unsealed: removing it costs no one
+        // anything but a slower stat.
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => {
+            ignore_missing(store.remove_file(&target))?;
+            store.create_append_protected(&target, &protection)?
+        }
+        other => other?,
+    };
+    log.append(body)?;
+    let after = read_meta(mount, path)?;
+    let unchanged = after.open.is_empty()
+        && !after.damaged
+        && same_sizes(&before.sizes, &after.sizes)
+        && protection::read_access(mount, path)? == access;
+    if !unchanged {
+        drop(log.close());
+        return ignore_missing(store.remove_file(&target));
+    }
+    log.append(seal)?;
+    log.close()
+}
+
+fn same_sizes(a: &[SizeRecord], b: &[SizeRecord]) -> bool {
+    let sorted = |records: &[SizeRecord]| {
+        let mut records = records.to_vec();
+        records.sort_by_key(|record| record.log);
+        records
+    };
+    a.len() == b.len() && sorted(a) == sorted(b)
 }
 
 /// After a truncate to zero at `stamp`, deletes the logs it made entirely

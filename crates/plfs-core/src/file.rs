@@ -532,9 +532,20 @@ impl OpenFile {
         }
         let id = LogId::new(mount.stamper.next(), writer, mount.pid, &mount.hostname);
         let canonical_store = mount.store(canonical_backend);
+        let summary_context = || format!("{}: {path}: removing the closed summary", canonical_store.url());
+        // A stat that reads the closed summary sees no writers: it goes
+        // before the open record, whose fsync of meta/ makes its removal
+        // durable too, and again after, for a closer that sealed one in
+        // between (container::publish_closed_summary); that rare removal
+        // is synced itself, so no crash can bring back a summary that
+        // misses a synced write of this log.
+        container::drop_closed_summary(canonical_store, &paths).with_context(summary_context)?;
         canonical_store
             .create_new_protected(&paths.meta(&layout::open_record_name(&id))?, &[], &pieces.file)
             .with_context(|| format!("{}: {path}: open record", canonical_store.url()))?;
+        if container::drop_closed_summary(canonical_store, &paths).with_context(summary_context)? {
+            canonical_store.sync_dir(&paths.meta_dir()).with_context(summary_context)?;
+        }
         let header =
             LogHeader { created_stamp: id.stamp, writer, pid: mount.pid, hostname: mount.hostname.clone() };
         let mut index = store
@@ -960,6 +971,12 @@ impl OpenFile {
         if let Err(error) = self.mount.settle() {
             first_error.get_or_insert(error.context(format!("/{path}: creating the container")));
         }
+        if wrote && first_error.is_none() {
+            // A failure costs later stats speed, not answers: they list meta/.
+            if let Err(error) = container::publish_closed_summary(&self.mount, &path) {
+                tracing::debug!("/{path}: no closed summary: {error}");
+            }
+        }
         if wrote && first_error.is_none() && self.mount.tuning.flatten_on_close {
             self.flatten_if_last(&path);
         }
@@ -1028,22 +1045,36 @@ pub(crate) fn publish_size_record(mount: &MountState, path: &StorePath, summary:
     let (backend, paths) = container::canonical(mount, path);
     let store = mount.store(backend);
     let context = || format!("{}: {path}: meta record for log {}", store.url(), summary.log);
+    let open = paths.meta(&layout::open_record_name(&summary.log))?;
+    let size = paths.meta(&summary.name())?;
+    // One rename turns the open record into the size record: meta/ names
+    // the log exactly one way at every instant and after a crash at any
+    // point, with no fsync between making one and removing the other (a
+    // rename lost in a crash leaves the open record, and readers then read
+    // the index log). The open record already has the file's protection.
+    match store.rename(&open, &size) {
+        Ok(()) => return Ok(()),
+        // No open record (`plfs recover` publishing for a log whose record
+        // it dropped): make the size record.
+        Err(error) if error.kind() == ErrorKind::NotFound => {}
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => {
+            return container::ignore_missing(store.remove_file(&open)).with_context(context);
+        }
+        Err(error) => return Err(error.context(context())),
+    }
     // Owned like the file's other pieces (its owner may remove it in a
     // truncate); without a readable access file (a file unlinked while
     // open) the store's default will do for an empty file.
     let created = match protection::read_access(mount, path) {
-        Ok(access) => {
-            store.create_new_protected(&paths.meta(&summary.name())?, &[], &Pieces::of(&access).file)
-        }
-        Err(_) => store.create_new(&paths.meta(&summary.name())?, &[]),
+        Ok(access) => store.create_new_protected(&size, &[], &Pieces::of(&access).file),
+        Err(_) => store.create_new(&size, &[]),
     };
     match created {
         Ok(()) => {}
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error.context(context())),
     }
-    container::ignore_missing(store.remove_file(&paths.meta(&layout::open_record_name(&summary.log))?))
-        .with_context(context)
+    container::ignore_missing(store.remove_file(&open)).with_context(context)
 }
 
 /// Publishes a writer's persisted logs, the data log on a thread of its

@@ -2,8 +2,8 @@
 //! container (`/ckpt`, a few KiB) written by a deterministic scenario, so
 //! every on-disk record kind of docs/FORMAT.md is pinned byte for byte:
 //! access file, version file, data and index log headers, write, pattern
-//! (v2) and truncate records, size records in `meta/`, and a global index
-//! (v1 layout and v2 layered layout).
+//! (v2) and truncate records, size records in `meta/`, the closed summary
+//! (v2; `meta/closed`) and a global index (v1 layout and v2 layered layout).
 //!
 //! Two checks, per version:
 //! - the checked-in bytes read back through the library as the content the
@@ -24,6 +24,7 @@ use std::sync::Arc;
 use crate::clock::{ManualClock, Stamper};
 use crate::config::{BackendRole, Tuning};
 use crate::format::access::AccessRecord;
+use crate::format::closed::ClosedSummary;
 use crate::format::codec::{put_u32, put_u64};
 use crate::format::data_log::{DATA_MAGIC, LogHeader};
 use crate::format::global_index::{self, GlobalExtent, GlobalIndex};
@@ -224,6 +225,9 @@ fn encode_global_v1(plfs: &Plfs, bytes: &[u8]) -> Vec<u8> {
 }
 
 fn downgrade_to_v1(files: &mut BTreeMap<String, Vec<u8>>, global_v1: Vec<u8>) {
+    // Containers before the closed summary have none: the v1 fixture is
+    // also what a container made before it looks like.
+    files.remove("ckpt/meta/closed").expect("the scenario leaves a closed summary");
     for (name, bytes) in files.iter_mut() {
         match last_component(name) {
             "access" | "version" => reseal(bytes, 1),
@@ -326,6 +330,17 @@ fn check_structures(version: u16, files: &BTreeMap<String, Vec<u8>>) {
                     }
                 }
             }
+            "closed" => {
+                let closed = ClosedSummary::decode(bytes).unwrap();
+                assert_eq!(
+                    (closed.access, closed.eof, at_version),
+                    (
+                        AccessRecord::decode(&files["ckpt/access"]).unwrap(),
+                        expected_content().len() as u64,
+                        version
+                    )
+                );
+            }
             _ => assert!(name.starts_with("ckpt/meta/size."), "{name}: unexpected file"),
         }
     }
@@ -376,6 +391,20 @@ fn v2_fixture_reads_back_byte_for_byte() {
 #[test]
 fn v1_fixture_reads_back_byte_for_byte() {
     check_reads(1);
+}
+
+/// A stat answers alike from the closed summary (`statx` and one read)
+/// and, where a container has none (made before it, or with it removed),
+/// from the access file and `meta/`.
+#[test]
+fn a_container_without_its_closed_summary_stats_the_same() {
+    let copy = tempfile::tempdir().unwrap();
+    write_tree(copy.path(), &read_tree(&fixture_dir(2)));
+    let with = mount(copy.path(), 77, "reader-host", true).stat(FILE).unwrap();
+    std::fs::remove_file(copy.path().join("ckpt/meta/closed")).unwrap();
+    let without = mount(copy.path(), 78, "reader-host", true).stat(FILE).unwrap();
+    assert_eq!(with, without);
+    assert_eq!(with.size, expected_content().len() as u64);
 }
 
 /// The striped container (`testdata/striped`, FORMAT.md §15): three

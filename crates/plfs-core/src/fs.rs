@@ -311,12 +311,16 @@ impl Plfs {
     /// Attributes of a file, directory or symlink.
     pub fn stat(&self, path: &str) -> Result<FileAttr> {
         let logical = StorePath::parse(path)?;
-        let found = self.found(&logical).context(path.to_owned())?;
-        match found {
+        // A file open here answers with what this process knows (below);
+        // one that is not may answer from what its last close left.
+        let open = self.state.open_files.get(&logical);
+        let found = match open {
+            Some(_) => self.found(&logical),
+            None => self.state.files.lookup_for_stat(&self.state, &logical),
+        };
+        match found.context(path.to_owned())? {
             Found::File(file) => {
-                // A file open here answers with what this process knows,
-                // held still against a rename moving it meanwhile.
-                let open = self.state.open_files.get(&logical);
+                // Held still against a rename moving it meanwhile.
                 let _gate = open.as_ref().map(|entry| entry.gated());
                 let shared = open.as_ref().and_then(|entry| entry.shared());
                 self.state.files.file_attr(&self.state, &logical, &file, shared).context(path.to_owned())

@@ -12,6 +12,7 @@
 //!     xattrs/<name>                one extended attribute (format::xattr)
 //!     meta/open.<log>              writer <log> has the file open
 //!     meta/size.<log>.<fields>     writer <log> closed: its size summary
+//!     meta/closed                  no writer open: what stat shows (format::closed)
 //!     hostdir.<N>/index.<log>      index log of writer <log>
 //!     hostdir.<N>/data.<log>       data log of writer <log>
 //! <dir>/<file>/hostdir.<M>/...     on other backends: shadow containers
@@ -59,6 +60,7 @@ const DATA_PREFIX: &str = "data.";
 const INDEX_PREFIX: &str = "index.";
 const OPEN_PREFIX: &str = "open.";
 const SIZE_PREFIX: &str = "size.";
+const CLOSED_SUMMARY: &str = "closed";
 const NEW_CONTAINER_PREFIX: &str = ".plfs-new.";
 const REMOVED_CONTAINER_PREFIX: &str = ".plfs-gone.";
 const RECLAIM_PREFIX: &str = ".plfs-reclaim.";
@@ -528,6 +530,12 @@ impl ContainerPaths {
 
     pub fn meta(&self, name: &str) -> Result<StorePath> {
         self.meta_dir().join(name)
+    }
+
+    /// The closed summary (FORMAT.md §6.1). Not a meta record: its name
+    /// parses as neither an open nor a size record, so listings skip it.
+    pub fn closed_summary(&self) -> StorePath {
+        self.meta_dir().join(CLOSED_SUMMARY).expect("layout names are valid path components")
     }
 
     pub fn hostdir(&self, hostdir: HostdirId) -> StorePath {

@@ -874,6 +874,13 @@ impl Recovery<'_> {
             };
             self.note(Problem::DanglingSizeRecord, location, "its logs are gone".into(), fixed);
         }
+        if self.fix {
+            // A fix may have changed what a stat shows (size records made
+            // or removed, the access file rebuilt): the summary goes after
+            // it, as after any change; the next close leaves a new one.
+            let (backend, paths) = container::canonical(self.state, self.path);
+            container::drop_closed_summary(self.state.store(backend), &paths)?;
+        }
         Ok(())
     }
 

@@ -155,7 +155,10 @@ fn run_rank(world: &LocalComm, params: &CostParams, work: &Path) -> Result<RankF
     barrier("after create")?;
 
     // Write and close: every rank opens the file, writes its records, and
-    // closes; each part counted on its own.
+    // closes; each part counted on its own. Ranks close one after another,
+    // in rank order, once all have written: the last writer to close
+    // leaves the closed summary, and which rank that is must not depend on
+    // timing (the barriers' messages are not counted).
     {
         let mount = rank_mount(work, params, rank)?;
         let file = mount.plfs.open(COST_PATH, OpenFlags::WRONLY, 0, rank).map_err(plfs_error("opening"))?;
@@ -166,7 +169,14 @@ fn run_rank(world: &LocalComm, params: &CostParams, work: &Path) -> Result<RankF
             file.write_as(&buf[..length as usize], offset, rank).map_err(plfs_error("writing"))?;
         }
         let written = mount.counts();
-        file.close().map_err(plfs_error("closing"))?;
+        barrier("after write")?;
+        let mut file = Some(file);
+        for turn in 0..world.size() as u64 {
+            if let Some(file) = file.take_if(|_| turn == rank) {
+                file.close().map_err(plfs_error("closing"))?;
+            }
+            barrier("closing in turn")?;
+        }
         let closed = mount.counts();
         figures.per_op.push((Operation::Write, written, CommCounts::default(), 0));
         figures.per_op.push((Operation::Close, closed - written, CommCounts::default(), 0));

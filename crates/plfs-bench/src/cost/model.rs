@@ -20,6 +20,10 @@ use super::{COST_PATH, CostParams, Figures, Operation, Pattern, node_name};
 /// An access record: magic and version (10), mode, uid, gid (12), three
 /// times and a stamp (32), CRC (4). Read whole at every lookup.
 pub const ACCESS_BYTES: u64 = 10 + 12 + 32 + 4;
+
+/// A closed summary (`meta/closed`): magic and version, the access
+/// record's fields, three sizes, CRC32C.
+pub const SUMMARY_BYTES: u64 = 10 + 12 + 32 + 24 + 4;
 /// A log header without its hostname: magic, version, length, flags,
 /// stamp, writer, pid, hostname length (38), and its CRC (4).
 pub const LOG_HEADER_FIXED_BYTES: u64 = 38 + 4;
@@ -401,6 +405,9 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
                 opens: 6 * n,
                 max_rank_opens: 6,
                 stats: 2 * n,
+                // The closed summary removed before and after the open
+                // record (there is none here: counted, not found).
+                removes: 2 * n,
                 creates: n * 4 + shadows,
                 appends: n * (2 + t.r + t.writer.flushes_while_writing),
                 bytes_appended: 2 * headers + n * t.r * t.s + flushed,
@@ -409,33 +416,32 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
                 ..Figures::default()
             }
         }
-        // Per rank: the last frame (if any), the access record read for
-        // the size record's protection, the size record made and the open
-        // record removed.
+        // Per rank: the last frame (if any), the open record renamed to
+        // the size record, and meta/ listed to see whether it was the last
+        // writer. The last (ranks close in turn: rank N-1) leaves the
+        // closed summary: the access record read, the summary created and
+        // appended without its CRC, meta/ and the access record read again,
+        // the CRC appended.
         Operation::Close => {
             let last = t.writer.close_bytes;
             Figures {
-                opens: n,
-                max_rank_opens: 1,
-                creates: n,
-                removes: n,
-                appends: n * u64::from(last > 0),
-                bytes_appended: n * last,
+                opens: 2,
+                max_rank_opens: 2,
+                creates: 1,
+                lists: n + 1,
+                renames: n,
+                appends: n * u64::from(last > 0) + 2,
+                bytes_appended: n * last + SUMMARY_BYTES,
                 index_bytes_written: n * last,
-                bytes_read: n * ACCESS_BYTES,
+                bytes_read: 2 * ACCESS_BYTES,
                 ..Figures::default()
             }
         }
-        // A lookup (stat + access record), then meta/ listed: the size
-        // records name each closed log's size; no index log is read.
-        Operation::Stat => Figures {
-            opens: 1,
-            max_rank_opens: 1,
-            stats: 1,
-            lists: 1,
-            bytes_read: ACCESS_BYTES,
-            ..Figures::default()
-        },
+        // The container's statx and its closed summary read: no access
+        // file, no listing of meta/, no index log, whatever N.
+        Operation::Stat => {
+            Figures { opens: 1, max_rank_opens: 1, stats: 1, bytes_read: SUMMARY_BYTES, ..Figures::default() }
+        }
         // Every reader alone: two lookups (open and access check), a try
         // at the global index (counted though it fails), the logs found,
         // every index log read, and meta/ listed again to check that no

@@ -6,6 +6,7 @@
 //! plfs reads in place and never writes (FORMAT.md §16).
 
 pub mod access;
+pub mod closed;
 pub mod codec;
 pub mod data_log;
 pub mod frame;

@@ -180,7 +180,8 @@ fn stat_of_a_file_open_elsewhere_reads_only_open_logs() {
     open.sync().unwrap();
     counting.reset();
     assert_eq!(plfs.stat("/many").unwrap().size, 1010);
-    assert_eq!(counting.counts().opens, 2, "access file plus the one open writer's index");
+    let opens = counting.counts().opens;
+    assert_eq!(opens, 3, "the closed summary looked for, the access file, the one open writer's index");
     assert_eq!(open.size().unwrap(), 1010);
     open.close().unwrap();
 }
@@ -1068,6 +1069,101 @@ fn a_directory_changes_when_any_backend_copy_changes() {
     }
 }
 
+/// One backend counted, two more mounts over it ("processes").
+fn counted_mounts() -> (Arc<crate::store::counting::CountingStore>, Vec<SharedStore>, [Plfs; 3]) {
+    let stores = memory_stores(1);
+    let counting = Arc::new(crate::store::counting::CountingStore::new(stores[0].clone()));
+    let shared: Vec<SharedStore> = vec![counting.clone()];
+    let mounts = [1, 2, 3].map(|pid| mount_over(&shared, options(pid)));
+    (counting, stores, mounts)
+}
+
+/// A stat of a closed container is a `statx` and one small read (its
+/// closed summary), not the access file and a listing of `meta/`, and it
+/// answers exactly what the full path answers.
+#[test]
+fn a_closed_files_stat_reads_its_summary_alone() {
+    let (counting, stores, [writer, other, _]) = counted_mounts();
+    for id in 0..3u64 {
+        let handle = writer.open("/s", OpenFlags::WRONLY.create(), 0o640, id).unwrap();
+        handle.write(&[7; 100], id * 1000).unwrap();
+        handle.close().unwrap();
+    }
+    counting.reset();
+    let attr = other.stat("/s").unwrap();
+    let counts = counting.counts();
+    assert_eq!(
+        (counts.metadata, counts.opens, counts.lists),
+        (1, 1, 0),
+        "statx of the container and one read: {counts:?}"
+    );
+    assert_eq!((attr.size, attr.blocks, attr.mode), (2100, 1, 0o640));
+    stores[0].remove_file(&ContainerPaths::new(StorePath::parse("s").unwrap()).closed_summary()).unwrap();
+    counting.reset();
+    assert_eq!(other.stat("/s").unwrap(), attr, "the summary answers as the listing does");
+    assert_eq!(counting.counts().lists, 1);
+}
+
+/// A writer elsewhere removes the summary before its first write can be
+/// seen, and the next close leaves a new one.
+#[test]
+fn a_stat_during_a_writer_elsewhere_sees_its_writes() {
+    let (counting, _stores, [first, second, watcher]) = counted_mounts();
+    write_whole(&first, "/w", &[1; 100]);
+    assert_eq!(watcher.stat("/w").unwrap().size, 100);
+    let handle = second.open("/w", OpenFlags::WRONLY, 0, 9).unwrap();
+    handle.write(&[2; 10], 1000).unwrap();
+    handle.sync().unwrap();
+    assert_eq!(watcher.stat("/w").unwrap().size, 1010, "a stale summary hid a synced write");
+    handle.write(&[3; 10], 2000).unwrap();
+    handle.close().unwrap();
+    counting.reset();
+    assert_eq!(watcher.stat("/w").unwrap().size, 2010);
+    assert_eq!(counting.counts().lists, 0, "the last close left a summary");
+}
+
+/// chmod, chown and utime change what the summary holds: it goes.
+#[test]
+fn attribute_changes_elsewhere_show_in_the_next_stat() {
+    let (_counting, _stores, [owner, changer, watcher]) = counted_mounts();
+    write_whole(&owner, "/a", &[1; 10]);
+    assert_eq!(watcher.stat("/a").unwrap().mode, 0o644);
+    changer.chmod("/a", 0o600).unwrap();
+    assert_eq!(watcher.stat("/a").unwrap().mode, 0o600);
+    changer.chown("/a", Some(4321), None).unwrap();
+    assert_eq!(watcher.stat("/a").unwrap().uid, 4321);
+    let then = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    // (From the writer's mount: each test mount's clock starts alike, so
+    // only one mount's stamps order its utime after its writes.)
+    owner.utime("/a", Some(then), Some(then)).unwrap();
+    let attr = watcher.stat("/a").unwrap();
+    assert_eq!((attr.atime, attr.mtime, attr.size), (then, then, 10));
+}
+
+/// A machine crash while a writer is open after a close left a summary:
+/// the summary's bytes may well have reached the disk, yet the stat after
+/// the crash counts the writer's synced bytes.
+#[test]
+fn a_summary_never_outlives_a_crash_mid_write() {
+    let memory: Vec<Arc<MemoryStore>> = vec![Arc::new(MemoryStore::new("mem://crash"))];
+    let stores: Vec<SharedStore> = memory.iter().map(|m| m.clone() as SharedStore).collect();
+    write_whole(&mount_over(&stores, options(1)), "/c", &[1; 100]);
+    let crashing = mount_over(&stores, options(dead_pid()));
+    let handle = crashing.open("/c", OpenFlags::WRONLY, 0, 2).unwrap();
+    handle.write(&[2; 50], 100).unwrap();
+    handle.sync().unwrap();
+    handle.write(&[3; 50], 150).unwrap();
+    // Every unsynced byte of every file written back but the unsynced
+    // writes' logs: the worst case for a summary.
+    memory[0].crash(|path, unsynced| if path.ends_with("/closed") { unsynced } else { 0 });
+    std::mem::forget(handle);
+    let survivor = mount_over(&stores, options(3));
+    assert_eq!(survivor.stat("/c").unwrap().size, 150);
+    let report = survivor.recover("/c", true).unwrap();
+    assert!(report.findings.iter().all(|f| f.fixed), "{report:?}");
+    assert_eq!(survivor.stat("/c").unwrap().size, 150);
+}
+
 #[test]
 fn lazy_stat_of_a_file_being_written_reads_no_index_log() {
     for lazy in [true, false] {
@@ -1261,6 +1357,13 @@ fn a_corrupt_access_file_spoils_only_its_own_file() {
     let names: Vec<&str> = listing.iter().map(|entry| entry.name.as_str()).collect();
     assert_eq!(names, ["a", "z", "zbad"]);
     assert!(listing.iter().all(|entry| entry.kind == FileKind::File));
+    // The closed summary its last close left still answers a stat with the
+    // record as it was (damage from outside plfs does not remove it);
+    // without it the stat reads the access file and fails naming it.
+    assert_eq!(plfs.stat("/one/zbad").unwrap().size, 4);
+    let backend = plfs.placement().canonical_backend("zbad");
+    let summary = ContainerPaths::new(StorePath::parse("one/zbad").unwrap()).closed_summary();
+    stores[backend.0].remove_file(&summary).unwrap();
     let error = plfs.stat("/one/zbad").unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Corrupt);
     assert!(error.to_string().contains("one/zbad/access"), "{error}");
@@ -1522,6 +1625,9 @@ mod flat {
             }
             fn create_new(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.create_new(p, c)
+            }
+            fn sync_dir(&self, d: &StorePath) -> Result<()> {
+                self.0.sync_dir(d)
             }
             fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.replace(p, c)

@@ -326,6 +326,10 @@ impl Store for FaultyStore {
         self.inner.settle()
     }
 
+    fn sync_dir(&self, dir: &StorePath) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.faults.guard(Op::Replace, &[path])?;
         self.inner.replace(path, contents)

@@ -141,6 +141,11 @@ impl Store for HookedStore {
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.inner.create_new(path, contents)
     }
+
+    fn sync_dir(&self, dir: &StorePath) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.inner.replace(path, contents)
     }

@@ -61,6 +61,11 @@ pub struct Capabilities {
     /// an object's length set (pwrite, ftruncate). False on HDFS and S3,
     /// whose objects are written once, front to back.
     pub random_writes: bool,
+    /// An [`AppendWriter`] keeps writing to the object it created after
+    /// that object's name was removed, and its later appends never bring
+    /// the name back (POSIX descriptors). The closed summary (FORMAT.md
+    /// §6.1) is sealed by a late append and is only made where this holds.
+    pub unlinked_appends: bool,
 }
 
 impl Capabilities {
@@ -73,6 +78,7 @@ impl Capabilities {
         atomic_dir_rename: true,
         exchange: true,
         random_writes: true,
+        unlinked_appends: true,
     };
 }
 
@@ -197,6 +203,14 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// made through this store (in this process) is readable; reports the
     /// first that failed. Dropping the store settles too.
     fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Makes the names in directory `dir` durable (POSIX: fsync of the
+    /// directory). Stores whose namespace changes are durable once made
+    /// (the memory store, HDFS's NameNode, S3) need nothing.
+    fn sync_dir(&self, dir: &StorePath) -> Result<()> {
+        let _ = dir;
         Ok(())
     }
 

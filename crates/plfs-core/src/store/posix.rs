@@ -250,6 +250,10 @@ impl Store for PosixStore {
         self.publish_new(path, contents, None).map_err(self.fail("create", path))
     }
 
+    fn sync_dir(&self, dir: &StorePath) -> Result<()> {
+        sync_dir(&self.full(dir)).map_err(self.fail("fsync", dir))
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.publish_replacing(path, contents, None).map_err(self.fail("replace", path))
     }

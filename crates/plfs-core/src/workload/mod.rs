@@ -62,8 +62,9 @@ pub(crate) struct FoundFile {
 /// workload that made a [`FoundFile`] looks inside it.
 #[derive(Debug, Clone)]
 enum FileDetail {
-    /// A container's access record.
-    Access(AccessRecord),
+    /// A container's access record, and its size when the lookup found it
+    /// in the container's closed summary.
+    Access(AccessRecord, Option<SizeSummary>),
     /// An n-n file's own backend entry.
     Plain(Metadata),
     /// A small file's entry in its directory's container.
@@ -84,9 +85,17 @@ impl FoundFile {
         }
     }
 
+    /// The size a container's closed summary gave the lookup.
+    pub(crate) fn closed_size(&self) -> Option<SizeSummary> {
+        match &self.detail {
+            FileDetail::Access(_, size) => *size,
+            _ => None,
+        }
+    }
+
     pub(crate) fn access_record(&self) -> Option<&AccessRecord> {
         match &self.detail {
-            FileDetail::Access(access) => Some(access),
+            FileDetail::Access(access, _) => Some(access),
             FileDetail::Plain(_) | FileDetail::Small(_) | FileDetail::Plfs25(_) => None,
         }
     }
@@ -168,6 +177,13 @@ pub(crate) trait Workload: Debug + Send + Sync {
     /// What is at `path` (a file, or a directory or symlink on its
     /// canonical backend).
     fn lookup(&self, mount: &MountState, path: &StorePath) -> Result<Found>;
+
+    /// [`lookup`](Self::lookup) for a `stat`, which may find a file's
+    /// attributes where it can read them at once (a closed container's
+    /// summary).
+    fn lookup_for_stat(&self, mount: &MountState, path: &StorePath) -> Result<Found> {
+        self.lookup(mount, path)
+    }
 
     /// `stat` of a file `lookup` found; `open` is its state in this
     /// process when the façade's registry has one (a container open here).

@@ -174,11 +174,27 @@ impl Workload for Containers {
                 mode: access.mode,
                 uid: access.uid,
                 gid: access.gid,
-                detail: FileDetail::Access(access),
+                detail: FileDetail::Access(access, None),
             }),
             Lookup::Directory(metadata) => Found::Directory(metadata),
             Lookup::Symlink(metadata) => Found::Symlink(metadata),
         })
+    }
+
+    /// A closed container's stat reads its summary alone (FORMAT.md §6.1).
+    fn lookup_for_stat(&self, mount: &MountState, path: &StorePath) -> Result<Found> {
+        match container::closed_summary(mount, path)? {
+            Some(closed) => Ok(Found::File(FoundFile {
+                mode: closed.access.mode,
+                uid: closed.access.uid,
+                gid: closed.access.gid,
+                detail: FileDetail::Access(
+                    closed.access,
+                    Some(SizeSummary { eof: closed.eof, bytes: closed.bytes, last_stamp: closed.last_stamp }),
+                ),
+            })),
+            None => self.lookup(mount, path),
+        }
     }
 
     fn file_attr(
@@ -196,9 +212,11 @@ impl Workload for Containers {
             Some(shared) => shared.size_for_stat(mount.tuning.lazy_stat)?,
             None => None,
         };
-        let summary = match known {
-            Some(summary) => summary,
-            None => container::size_from_meta(mount, logical)?,
+        // A closed summary found by the lookup holds while no writer has
+        // written since; a writer in this process would have removed it.
+        let summary = match (known, file.closed_size()) {
+            (Some(summary), _) | (None, Some(summary)) => summary,
+            (None, None) => container::size_from_meta(mount, logical)?,
         };
         let mtime_ns =
             if summary.last_stamp > access.times_stamp { summary.last_stamp } else { access.mtime_ns };
@@ -335,10 +353,11 @@ impl Workload for Containers {
         access.ctime_ns = mount.stamper.now_ns();
         let (backend, paths) = container::canonical(mount, logical);
         let public = Pieces::of(&access).public;
-        mount
-            .store(backend)
-            .replace_protected(&paths.access(), &access.encode(), &public)
-            .context(path.to_owned())?;
+        let store = mount.store(backend);
+        store.replace_protected(&paths.access(), &access.encode(), &public).context(path.to_owned())?;
+        // After the record: a closer that read the old one and seals its
+        // summary later finds the record changed and does not.
+        container::drop_closed_summary(store, &paths).context(path.to_owned())?;
         // The record first: a writer making a piece after this
         // sees the new mode; one that made it before, the walk fixes.
         if protection::differs(&before, &access) {

@@ -221,6 +221,8 @@ impl Store for HdfsStore {
             // file falls back to two renames (docs/ARCHITECTURE.md).
             exchange: false,
             random_writes: false,
+            // A file under construction that is deleted loses its writer's lease.
+            unlinked_appends: false,
         }
     }
 

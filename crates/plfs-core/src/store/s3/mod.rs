@@ -162,6 +162,8 @@ impl Store for S3Store {
             // file falls back to two renames (docs/ARCHITECTURE.md).
             exchange: false,
             random_writes: false,
+            // A log's later segment would put the object back.
+            unlinked_appends: false,
         }
     }
 
