@@ -22,7 +22,7 @@ use crate::mount_state::{MountState, canonical};
 use crate::placement::BackendId;
 use crate::protection::{self, Pieces};
 use crate::store::{Store, StoreExt, StorePath};
-use crate::striping::placement::{BackendSpace, choose_backends};
+use crate::striping::placement::{BackendSpace, choose_backends, component_bytes};
 use crate::striping::{LAYOUT_XATTR, Layout};
 
 /// The layout a file created at `path` gets: the mount's default (None
@@ -220,19 +220,55 @@ fn candidates(
     Ok(chosen)
 }
 
-/// Reads component `component`'s record, or makes it: backends chosen
-/// by free space, published with an exclusive create. A writer that loses
-/// the race takes the winner's record.
-pub(crate) fn place_component(
+/// This file's bytes on each backend from its placed components other
+/// than `component` ([`component_bytes`]), so placement can put the new
+/// one's heavier stripes where the file has least. `placed` holds what
+/// this open already knows; records read here are kept there too, so the
+/// writer that reaches those components later reads nothing more. Writers
+/// of a shared file reach components in any order (one starts at offset
+/// 0, another in the striped component), so later components count too.
+fn file_bytes_elsewhere(
     mount: &MountState,
     path: &StorePath,
     layout: &Layout,
     component: usize,
+    placed: &[OnceLock<Box<[BackendId]>>],
+) -> Result<BTreeMap<BackendId, u64>> {
+    let mut bytes = BTreeMap::new();
+    for (other, slot) in placed.iter().enumerate().filter(|(other, _)| *other != component) {
+        let backends = match slot.get() {
+            Some(backends) => backends,
+            None => match read_stripes(mount, path, other as u32)? {
+                Some(found) => slot.get_or_init(|| found.into_boxed_slice()),
+                None => continue,
+            },
+        };
+        let shares = component_bytes(&layout.components()[other], backends.len());
+        for (backend, share) in backends.iter().zip(shares) {
+            *bytes.entry(*backend).or_insert(0u64) += share;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads component `component`'s record, or makes it: backends chosen
+/// by free space (and, among equally empty ones, where the file has the
+/// fewest bytes), published with an exclusive create. A writer that loses
+/// the race takes the winner's record. `placed`: the components this open
+/// knows ([`Striping`]).
+fn place_component(
+    mount: &MountState,
+    path: &StorePath,
+    layout: &Layout,
+    component: usize,
+    placed: &[OnceLock<Box<[BackendId]>>],
 ) -> Result<Vec<BackendId>> {
     let index = component as u32;
     if let Some(found) = read_stripes(mount, path, index)? {
         return Ok(found);
     }
+    let file_bytes = file_bytes_elsewhere(mount, path, layout, component, placed)?;
+    let on = |backend: BackendId| file_bytes.get(&backend).copied().unwrap_or(0);
     let candidates = candidates(mount, path, layout, component)?;
     let mut spaces = Vec::with_capacity(candidates.len());
     for backend in candidates {
@@ -242,12 +278,18 @@ pub(crate) fn place_component(
                 backend: backend.0,
                 total_bytes: space.blocks.saturating_mul(space.block_size),
                 free_bytes: space.blocks_available.saturating_mul(space.block_size),
+                file_bytes: on(backend),
             }),
             // A backend that cannot say is placed as if it had room: its
             // writes fail by themselves, naming it, if it has none.
             Err(error) => {
                 tracing::debug!("{}: no free space figure for placement: {error}", store.url());
-                spaces.push(BackendSpace { backend: backend.0, total_bytes: u64::MAX, free_bytes: u64::MAX });
+                spaces.push(BackendSpace {
+                    backend: backend.0,
+                    total_bytes: u64::MAX,
+                    free_bytes: u64::MAX,
+                    file_bytes: on(backend),
+                });
             }
         }
     }
@@ -304,7 +346,8 @@ impl Striping {
         let backends: &[BackendId] = match self.placed[component].get() {
             Some(backends) => backends,
             None => {
-                let backends = place_component(mount, &path(), &self.layout, component)?.into_boxed_slice();
+                let backends = place_component(mount, &path(), &self.layout, component, &self.placed)?
+                    .into_boxed_slice();
                 self.placed[component].get_or_init(|| backends)
             }
         };
