@@ -313,9 +313,10 @@ fn bytes_per_backend(report: &Value) -> Vec<u64> {
 /// component's 14 stripes go 4, 4, 3, 3, the 3s to those two. Placed by the
 /// rotor alone, one backend got 5 MiB and another 3, and a shared file's
 /// writers waited on the 5. Written by one `plfs cp`, and by four writers
-/// (separate mounts, as separate processes) in an order where the striped
-/// component is placed before the first: each way, every backend carries
-/// the same bytes, to within the index logs' records.
+/// (separate mounts, as separate processes) in an order where a writer
+/// reaches the striped component before the file has a first byte: each
+/// way, every backend carries the same bytes, to within the index logs'
+/// records.
 #[test]
 fn a_progressive_file_spreads_its_bytes_evenly_over_the_backends() {
     const MIB: usize = 1 << 20;
@@ -337,8 +338,8 @@ fn a_progressive_file_spreads_its_bytes_evenly_over_the_backends() {
         setup.ok(&["cp", &source.display().to_string(), &setup.logical(&name)]);
         even(&name);
     }
-    // Writers of 4 MiB segments; the writer of [4M, 8M) goes first, so
-    // the striped component is placed before the file has a first byte.
+    // Writers of 4 MiB segments; the writer of [4M, 8M) goes first, so it
+    // reaches the striped component before the file has a first byte.
     let config = plfsrc::parse_file(&setup.config).unwrap();
     for (round, order) in [[1usize, 0, 2, 3], [3, 2, 1, 0], [0, 1, 2, 3]].iter().enumerate() {
         let name = format!("shared.{round}");
@@ -358,5 +359,31 @@ fn a_progressive_file_spreads_its_bytes_evenly_over_the_backends() {
         let copy = setup.dir.path().join(format!("{name}.back"));
         setup.ok(&["cp", &setup.logical(&name), &copy.display().to_string()]);
         assert!(fs::read(&copy).unwrap() == data, "{name} read back differs");
+    }
+    // The four writers at once, released together (as `plfs bench stripe`'s
+    // shared file is written): whichever reaches which component first.
+    for round in 0..3 {
+        let name = format!("concurrent.{round}");
+        let options = |pid| Options { pid, ..Options::from_environment(config.tuning.clone()) };
+        let first = Plfs::from_config(&config.mounts[0], options(2000)).unwrap();
+        first.open(&format!("/{name}"), OpenFlags::WRONLY.create(), 0o644, 0).unwrap().close().unwrap();
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|scope| {
+            for segment in 0..4usize {
+                let (barrier, data, config, name) = (&barrier, &data, &config, &name);
+                scope.spawn(move || {
+                    let plfs = Plfs::from_config(&config.mounts[0], options(2001 + segment as u32)).unwrap();
+                    let handle =
+                        plfs.open(&format!("/{name}"), OpenFlags::WRONLY, 0, segment as u64).unwrap();
+                    barrier.wait();
+                    let offset = segment * 4 * MIB;
+                    for piece in (offset..offset + 4 * MIB).step_by(MIB) {
+                        handle.write(&data[piece..piece + MIB], piece as u64).unwrap();
+                    }
+                    handle.close().unwrap();
+                });
+            }
+        });
+        even(&name);
     }
 }

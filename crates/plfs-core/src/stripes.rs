@@ -220,35 +220,24 @@ fn candidates(
     Ok(chosen)
 }
 
-/// This file's bytes on each backend from its placed components other
-/// than `component` ([`component_bytes`]), so placement can put the new
-/// one's heavier stripes where the file has least. `placed` holds what
-/// this open already knows; records read here are kept there too, so the
-/// writer that reaches those components later reads nothing more. Writers
-/// of a shared file reach components in any order (one starts at offset
-/// 0, another in the striped component), so later components count too.
-fn file_bytes_elsewhere(
-    mount: &MountState,
-    path: &StorePath,
+/// This file's bytes on each backend from its components before
+/// `component` ([`component_bytes`]; all placed, [`Striping::locate`]), so
+/// placement can put the new one's heavier stripes where the file has
+/// least.
+fn file_bytes_before(
     layout: &Layout,
     component: usize,
     placed: &[OnceLock<Box<[BackendId]>>],
-) -> Result<BTreeMap<BackendId, u64>> {
+) -> BTreeMap<BackendId, u64> {
     let mut bytes = BTreeMap::new();
-    for (other, slot) in placed.iter().enumerate().filter(|(other, _)| *other != component) {
-        let backends = match slot.get() {
-            Some(backends) => backends,
-            None => match read_stripes(mount, path, other as u32)? {
-                Some(found) => slot.get_or_init(|| found.into_boxed_slice()),
-                None => continue,
-            },
-        };
-        let shares = component_bytes(&layout.components()[other], backends.len());
+    for (earlier, slot) in placed.iter().enumerate().take(component) {
+        let Some(backends) = slot.get() else { continue };
+        let shares = component_bytes(&layout.components()[earlier], backends.len());
         for (backend, share) in backends.iter().zip(shares) {
             *bytes.entry(*backend).or_insert(0u64) += share;
         }
     }
-    Ok(bytes)
+    bytes
 }
 
 /// Reads component `component`'s record, or makes it: backends chosen
@@ -267,7 +256,7 @@ fn place_component(
     if let Some(found) = read_stripes(mount, path, index)? {
         return Ok(found);
     }
-    let file_bytes = file_bytes_elsewhere(mount, path, layout, component, placed)?;
+    let file_bytes = file_bytes_before(layout, component, placed);
     let on = |backend: BackendId| file_bytes.get(&backend).copied().unwrap_or(0);
     let candidates = candidates(mount, path, layout, component)?;
     let mut spaces = Vec::with_capacity(candidates.len());
@@ -343,14 +332,19 @@ impl Striping {
             ))
         };
         let component = self.layout.locate(offset, |_| 1).ok_or_else(beyond)?.component;
-        let backends: &[BackendId] = match self.placed[component].get() {
-            Some(backends) => backends,
-            None => {
-                let backends = place_component(mount, &path(), &self.layout, component, &self.placed)?
-                    .into_boxed_slice();
-                self.placed[component].get_or_init(|| backends)
+        // Components are placed in order: a writer that starts in a later
+        // one (a shared file's writer of a middle segment) places or reads
+        // the earlier ones' records first, so every component is placed
+        // knowing where the file's earlier bytes go, whichever writer gets
+        // there first. An earlier component's record names backends only;
+        // its data objects are still made by its first byte.
+        for earlier in 0..=component {
+            if self.placed[earlier].get().is_none() {
+                let backends = place_component(mount, &path(), &self.layout, earlier, &self.placed)?;
+                let _ = self.placed[earlier].set(backends.into_boxed_slice());
             }
-        };
+        }
+        let backends: &[BackendId] = self.placed[component].get().expect("placed above");
         let location = self.layout.locate(offset, |_| backends.len() as u32).ok_or_else(beyond)?;
         Ok((backends[location.stripe as usize], location.unit_end))
     }

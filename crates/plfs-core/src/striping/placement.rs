@@ -23,7 +23,7 @@
 //! bytes emptier than the rest.
 //!
 //! Among equally empty backends, those holding fewer of this file's bytes
-//! (from its other components, [`component_bytes`]) come first. A
+//! (from its earlier components, [`component_bytes`]) come first. A
 //! progressive layout's components are placed one at a time; taken by the
 //! rotor alone, a file's first components can land on the backends its
 //! striped component then gives the extra stripe, so one backend carries
@@ -48,34 +48,22 @@ pub struct BackendSpace {
 }
 
 /// The bytes each of a placed component's `stripes` backends carries, in
-/// stripe order. A bounded component's are exact once the file reaches its
-/// end (a component is placed when the file reaches it; an earlier one is
-/// then usually full). The last component's extent is unknown, so each
-/// position counts what it carries beyond the even share on average: the
-/// stripes of a file that ends at a uniformly random stripe give position
-/// `p` of `n` one stripe more than position `n - 1` with probability
-/// `(n - 1 - p) / n`.
+/// stripe order, once the file reaches the component's end (components are
+/// placed in order, so the ones before the component being placed are
+/// bounded and, but for holes, full). The last component, which may run
+/// to EOF, is never before another: it counts nothing.
 pub fn component_bytes(component: &Component, stripes: usize) -> Vec<u64> {
     let stripes = stripes.max(1) as u64;
     let size = component.stripe_size;
-    match component.end {
-        Some(end) => {
-            let length = end.saturating_sub(component.start);
-            let (units, partial) = (length / size, length % size);
-            (0..stripes)
-                .map(|stripe| {
-                    let whole = units / stripes + u64::from(stripe < units % stripes);
-                    whole * size + if units % stripes == stripe { partial } else { 0 }
-                })
-                .collect()
-        }
-        None => (0..stripes)
-            .map(|position| {
-                let share = u128::from(size) * u128::from(stripes - 1 - position) / u128::from(stripes);
-                share as u64
-            })
-            .collect(),
-    }
+    let Some(end) = component.end else { return vec![0; stripes as usize] };
+    let length = end.saturating_sub(component.start);
+    let (units, partial) = (length / size, length % size);
+    (0..stripes)
+        .map(|stripe| {
+            let whole = units / stripes + u64::from(stripe < units % stripes);
+            whole * size + if units % stripes == stripe { partial } else { 0 }
+        })
+        .collect()
 }
 
 /// The backends (indexes into the mount's list) a component of `pool` may
@@ -281,8 +269,8 @@ mod tests {
         // 7 units over 3 stripes: 3, 2, 2.
         assert_eq!(component_bytes(&component(0, Some(7 * MIB), MIB), 3), vec![3 * MIB, 2 * MIB, 2 * MIB]);
         assert_eq!(component_bytes(&component(0, Some(4 * MIB), 2 * MIB), 1), vec![4 * MIB]);
-        // To EOF: the expected stripe beyond the even share, first heaviest.
-        assert_eq!(component_bytes(&component(0, None, 4 * MIB), 4), vec![3 * MIB, 2 * MIB, MIB, 0]);
+        // To EOF: never before another component, so it counts nothing.
+        assert_eq!(component_bytes(&component(0, None, 4 * MIB), 2), vec![0, 0]);
     }
 
     #[test]
