@@ -583,27 +583,65 @@ fn timed_threads<T: Send>(
     Ok((seconds, results.into_iter().collect::<Result<Vec<T>>>()?))
 }
 
-fn run_case(
-    spec: &StripeSpec,
-    case_dir: &Path,
+/// One case under way: its mount and what its rounds have measured so
+/// far. The rounds of the layouts of one size run interleaved
+/// ([`schedule`]), so each case stays set up between its rounds.
+struct CaseRun<'a> {
+    spec: &'a StripeSpec,
     mode: StripeMode,
     writers: usize,
-    named: &NamedLayout,
+    named: &'a NamedLayout,
     size: u64,
-) -> Result<StripeCase> {
-    let (plfs, limits) = mount(case_dir, spec, &named.layout)?;
-    let record = spec.record_bytes;
-    let files = match mode {
-        StripeMode::FilePerProcess => writers,
-        StripeMode::SharedFile => 1,
-    };
-    let rounds = spec.rounds(mode, writers, size);
-    let (mut write_seconds, mut read_seconds) = (0.0, 0.0);
-    let mut first_round_written = Vec::new();
-    let mut per_backend_objects = vec![0u64; spec.backends];
-    let mut passes = Vec::new();
-    let mut backend_read_bytes = vec![0u64; spec.backends];
-    for round in 0..rounds {
+    plfs: Plfs,
+    limits: Vec<Arc<Bandwidth>>,
+    files: usize,
+    rounds: u64,
+    write_seconds: f64,
+    read_seconds: f64,
+    first_round_written: Vec<u64>,
+    per_backend_objects: Vec<u64>,
+    passes: Vec<Pass>,
+    backend_read_bytes: Vec<u64>,
+}
+
+impl<'a> CaseRun<'a> {
+    fn new(
+        spec: &'a StripeSpec,
+        case_dir: &Path,
+        mode: StripeMode,
+        writers: usize,
+        named: &'a NamedLayout,
+        size: u64,
+    ) -> Result<CaseRun<'a>> {
+        let (plfs, limits) = mount(case_dir, spec, &named.layout)?;
+        let files = match mode {
+            StripeMode::FilePerProcess => writers,
+            StripeMode::SharedFile => 1,
+        };
+        Ok(CaseRun {
+            spec,
+            mode,
+            writers,
+            named,
+            size,
+            plfs,
+            limits,
+            files,
+            rounds: spec.rounds(mode, writers, size),
+            write_seconds: 0.0,
+            read_seconds: 0.0,
+            first_round_written: Vec::new(),
+            per_backend_objects: vec![0; spec.backends],
+            passes: Vec::new(),
+            backend_read_bytes: vec![0; spec.backends],
+        })
+    }
+
+    /// Writes, then reads back, round `round`'s fresh files.
+    fn round(&mut self, round: u64) -> Result<()> {
+        let (plfs, limits, mode, size, writers) =
+            (&self.plfs, &self.limits, self.mode, self.size, self.writers);
+        let record = self.spec.record_bytes;
         if mode == StripeMode::SharedFile {
             // Made before the clock starts, so writers only open it.
             let path = file_path(mode, 0, round);
@@ -616,18 +654,18 @@ fn run_case(
         let drain = || limits.iter().for_each(|limit| limit.drain());
         let (seconds, _) = timed_threads(
             writers,
-            |rank| write_segment(&plfs, mode, size, writers, rank, record, round),
+            |rank| write_segment(plfs, mode, size, writers, rank, record, round),
             drain,
         )?;
-        write_seconds += seconds;
+        self.write_seconds += seconds;
         if round == 0 {
-            first_round_written = limits.iter().map(|limit| limit.written_bytes()).collect();
-            for rank in 0..files {
+            self.first_round_written = limits.iter().map(|limit| limit.written_bytes()).collect();
+            for rank in 0..self.files {
                 let path = file_path(mode, rank, round);
                 let data =
                     plfs.data_per_backend(&path).map_err(BenchError::plfs("listing the data of", path))?;
                 for (backend, data) in data {
-                    per_backend_objects[backend] += data.objects;
+                    self.per_backend_objects[backend] += data.objects;
                 }
             }
         }
@@ -635,52 +673,75 @@ fn run_case(
         // Reader r reads what writer r+1 wrote, so no thread reads its own bytes.
         let (seconds, round_passes) = timed_threads(
             writers,
-            |rank| read_segment(&plfs, mode, size, writers, (rank + 1) % writers, record, round),
+            |rank| read_segment(plfs, mode, size, writers, (rank + 1) % writers, record, round),
             || {},
         )?;
-        read_seconds += seconds;
-        passes.extend(round_passes);
-        for ((total, limit), before) in backend_read_bytes.iter_mut().zip(&limits).zip(&read_before) {
+        self.read_seconds += seconds;
+        self.passes.extend(round_passes);
+        for ((total, limit), before) in self.backend_read_bytes.iter_mut().zip(limits).zip(&read_before) {
             *total += limit.read_bytes() - before;
         }
+        Ok(())
     }
-    let backend_written_bytes: Vec<u64> = limits.iter().map(|limit| limit.written_bytes()).collect();
-    let bad: u64 = passes.iter().map(|pass| pass.bad).sum();
-    let problem = passes
-        .into_iter()
-        .find_map(|pass| pass.first_bad)
-        .map(|first| format!("{bad} pieces of 64 KiB read back wrong, first: {first}"));
-    let total_bytes = size * files as u64 * rounds;
-    let max_written = first_round_written.iter().copied().max().unwrap_or(0).max(1);
-    let mean_written = first_round_written.iter().sum::<u64>() as f64 / spec.backends as f64;
-    Ok(StripeCase {
-        mode,
-        writers,
-        layout: named.name.clone(),
-        family: named.family,
-        size_bytes: size,
-        rounds,
-        total_bytes,
-        write_seconds,
-        read_seconds,
-        write_mibs: total_bytes as f64 / MIB / write_seconds.max(1e-9),
-        read_mibs: total_bytes as f64 / MIB / read_seconds.max(1e-9),
-        write_mibs_range: [total_bytes as f64 / MIB / write_seconds.max(1e-9); 2],
-        read_mibs_range: [total_bytes as f64 / MIB / read_seconds.max(1e-9); 2],
-        backend_written_bytes,
-        backend_read_bytes,
-        data_objects: per_backend_objects.iter().sum(),
-        backends_used: per_backend_objects.iter().filter(|objects| **objects > 0).count(),
-        write_balance: mean_written / max_written as f64,
-        verified: problem.is_none(),
-        problem,
-        same_as: None,
-    })
+
+    fn finish(self) -> StripeCase {
+        let backend_written_bytes: Vec<u64> = self.limits.iter().map(|limit| limit.written_bytes()).collect();
+        let bad: u64 = self.passes.iter().map(|pass| pass.bad).sum();
+        let problem = self
+            .passes
+            .into_iter()
+            .find_map(|pass| pass.first_bad)
+            .map(|first| format!("{bad} pieces of 64 KiB read back wrong, first: {first}"));
+        let total_bytes = self.size * self.files as u64 * self.rounds;
+        let max_written = self.first_round_written.iter().copied().max().unwrap_or(0).max(1);
+        let mean_written = self.first_round_written.iter().sum::<u64>() as f64 / self.spec.backends as f64;
+        let (write_seconds, read_seconds) = (self.write_seconds, self.read_seconds);
+        StripeCase {
+            mode: self.mode,
+            writers: self.writers,
+            layout: self.named.name.clone(),
+            family: self.named.family,
+            size_bytes: self.size,
+            rounds: self.rounds,
+            total_bytes,
+            write_seconds,
+            read_seconds,
+            write_mibs: total_bytes as f64 / MIB / write_seconds.max(1e-9),
+            read_mibs: total_bytes as f64 / MIB / read_seconds.max(1e-9),
+            write_mibs_range: [total_bytes as f64 / MIB / write_seconds.max(1e-9); 2],
+            read_mibs_range: [total_bytes as f64 / MIB / read_seconds.max(1e-9); 2],
+            backend_written_bytes,
+            backend_read_bytes: self.backend_read_bytes,
+            data_objects: self.per_backend_objects.iter().sum(),
+            backends_used: self.per_backend_objects.iter().filter(|objects| **objects > 0).count(),
+            write_balance: mean_written / max_written as f64,
+            verified: problem.is_none(),
+            problem,
+            same_as: None,
+        }
+    }
+}
+
+/// The order in which the `cases` measured layouts of one size run their
+/// `rounds` rounds in run `run` of `--repeat`: round r of every layout
+/// before round r+1 of any, and each round in a different order (the list
+/// rotated by one more place per round, counted over the runs), so every
+/// layout takes every place in turn. The machine's load drifts over
+/// seconds as well as minutes; with the rounds of one case back to back,
+/// a 1 MiB case's 16 or 64 rounds fell in one stretch of that drift and
+/// the layouts, which place a 1 MiB file alike, differed by a third.
+fn schedule(run: usize, rounds: u64, cases: usize) -> Vec<(u64, usize)> {
+    let mut order = Vec::with_capacity(rounds as usize * cases);
+    for round in 0..rounds {
+        let turn = (run as u64 * rounds + round) as usize;
+        order.extend((0..cases).map(|place| (round, (place + turn) % cases.max(1))));
+    }
+    order
 }
 
 /// Runs every case of `spec` `repeat` times: modes, then writer counts,
-/// then sizes, then the repeats, then layouts, so the layouts of one size
-/// run side by side and take turns.
+/// then sizes, then the repeats, then rounds, then layouts, so the layouts
+/// of one size run side by side and take turns.
 pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
     spec.validate()?;
     let layouts = spec.named_layouts()?;
@@ -710,20 +771,31 @@ pub fn run_stripe(spec: &StripeSpec) -> Result<StripeReport> {
                     })
                     .collect();
                 let mut runs: Vec<Vec<StripeCase>> = vec![Vec::with_capacity(spec.repeat); layouts.len()];
-                // Run r of every layout before run r+1 of any: the load of a
-                // shared machine drifts over minutes, and alternating puts
-                // every layout's runs under the same drift, so the layouts
+                let measured: Vec<usize> =
+                    (0..layouts.len()).filter(|index| first_of[*index] == *index).collect();
+                // Run r of every layout before run r+1 of any, and within a
+                // run round r of every layout before round r+1 ([`schedule`]):
+                // the load of a shared machine drifts, and interleaving puts
+                // every layout's rounds under the same drift, so the layouts
                 // are compared side by side rather than one period each.
                 for run in 0..spec.repeat {
-                    for (index, named) in
-                        layouts.iter().enumerate().filter(|(index, _)| first_of[*index] == *index)
-                    {
+                    let mut under_way = Vec::with_capacity(measured.len());
+                    for &index in &measured {
+                        let named = &layouts[index];
                         let name =
                             format!("{mode}-w{writers}-{}-{}", size_text(*size), named.name.replace('=', ""));
                         let case_dir = work.path().join(format!("{name}-{run}"));
-                        let case = run_case(spec, &case_dir, *mode, *writers, named, *size)
+                        let case = CaseRun::new(spec, &case_dir, *mode, *writers, named, *size)
                             .map_err(|error| error.context(format!("stripe case {name}")))?;
-                        runs[index].push(case);
+                        under_way.push((index, name, case_dir, case));
+                    }
+                    for (round, place) in schedule(run, spec.rounds(*mode, *writers, *size), under_way.len())
+                    {
+                        let (_, name, _, case) = &mut under_way[place];
+                        case.round(round).map_err(|error| error.context(format!("stripe case {name}")))?;
+                    }
+                    for (index, _, case_dir, case) in under_way {
+                        runs[index].push(case.finish());
                         if !spec.keep {
                             fs::remove_dir_all(&case_dir).map_err(BenchError::io("removing", &case_dir))?;
                         }
@@ -885,7 +957,9 @@ impl StripeReport {
         let _ = writeln!(
             text,
             "rounds: each case moves at least {}: smaller files run in rounds of fresh files, each written \
-             and read as one round would be; rates are all rounds' bytes over the sum of their times",
+             and read as one round would be; rates are all rounds' bytes over the sum of their times\n\
+             order: the layouts of one size run round by round (round r of each before round r+1 of any), \
+             each round in another order, so the machine's drift falls on every layout alike",
             size_text(self.case_bytes)
         );
         for named in &self.layouts {
@@ -1159,6 +1233,38 @@ mod tests {
         assert!(report.to_text().contains("(lowest-highest of 3 runs)"), "{}", report.to_text());
     }
 
+    /// The layouts of one size run round by round, each round in another
+    /// order: round r of every layout before round r+1 of any, and over a
+    /// run's rounds (and over the runs) every layout takes every place.
+    #[test]
+    fn rounds_of_the_layouts_interleave_and_take_turns() {
+        for (rounds, cases) in [(16, 4), (1, 4), (4, 3), (3, 1)] {
+            let mut places = vec![vec![0usize; cases]; cases];
+            for run in 0..cases {
+                let order = schedule(run, rounds, cases);
+                assert_eq!(order.len(), rounds as usize * cases);
+                for (step, chunk) in order.chunks(cases).enumerate() {
+                    let mut seen: Vec<usize> = chunk
+                        .iter()
+                        .map(|(round, case)| {
+                            assert_eq!(*round, step as u64, "round {step} of every case before the next");
+                            *case
+                        })
+                        .collect();
+                    for (place, case) in seen.iter().enumerate() {
+                        places[*case][place] += 1;
+                    }
+                    seen.sort_unstable();
+                    assert_eq!(seen, (0..cases).collect::<Vec<_>>(), "each case once per round");
+                }
+            }
+            // Over `cases` runs every case took every place equally often.
+            for counts in &places {
+                assert!(counts.iter().all(|count| *count == counts[0]), "{rounds} rounds: {places:?}");
+            }
+        }
+    }
+
     /// A case of small files runs rounds of fresh files until it has moved
     /// `case_bytes`: every round's bytes read back, the rates count them
     /// all, and the placement figures are one round's.
@@ -1185,6 +1291,7 @@ mod tests {
             assert_eq!(one.backends_used, files, "one round's files, each on one backend: {one:?}");
         }
         assert!(report.to_text().contains("each case moves at least 1M"), "{}", report.to_text());
+        assert!(report.to_text().contains("run round by round"), "{}", report.to_text());
     }
 
     #[test]

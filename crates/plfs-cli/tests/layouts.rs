@@ -296,3 +296,94 @@ fn without_a_layout_key_new_files_get_the_progressive_default() {
         serde_json::from_str(&plfs(&["getstripe", &mount.display().to_string(), "--json"])).unwrap();
     assert_eq!(root["source"], "none", "{root}");
 }
+
+/// Bytes `getstripe --json` reports on each of the four backends (data and
+/// index logs), backend 0 first.
+fn bytes_per_backend(report: &Value) -> Vec<u64> {
+    let mut bytes = vec![0; 4];
+    for backend in report["backends"].as_array().unwrap() {
+        bytes[backend["backend"].as_u64().unwrap() as usize] = backend["bytes"].as_u64().unwrap();
+    }
+    bytes
+}
+
+/// A 16 MiB file under `-E 1M -c 1 -E 2M -c 2 -E -1 -c -1` (1 MiB stripes,
+/// four backends) can hold exactly 4 MiB on every backend: its first two
+/// components put 1 MiB on each of two backends, and the striped
+/// component's 14 stripes go 4, 4, 3, 3, the 3s to those two. Placed by the
+/// rotor alone, one backend got 5 MiB and another 3, and a shared file's
+/// writers waited on the 5. Written by one `plfs cp`, and by four writers
+/// (separate mounts, as separate processes) in an order where a writer
+/// reaches the striped component before the file has a first byte: each
+/// way, every backend carries the same bytes, to within the index logs'
+/// records.
+#[test]
+fn a_progressive_file_spreads_its_bytes_evenly_over_the_backends() {
+    const MIB: usize = 1 << 20;
+    let setup = Setup::new("  default_layout: -E 1M -c 1 -E 2M -c 2 -E -1 -c -1\n");
+    let data: Vec<u8> = (0..16 * MIB).map(|i| (i % 253) as u8).collect();
+    let source = setup.dir.path().join("source");
+    fs::write(&source, &data).unwrap();
+    let even = |name: &str| {
+        let report = setup.json(&["getstripe", &setup.logical(name)]);
+        let bytes = bytes_per_backend(&report);
+        let (least, most) = (*bytes.iter().min().unwrap(), *bytes.iter().max().unwrap());
+        assert!(
+            least >= 4 * MIB as u64 && most - least < 64 << 10,
+            "{name}: bytes per backend {bytes:?}\n{report}"
+        );
+    };
+    for round in 0..3 {
+        let name = format!("copied.{round}");
+        setup.ok(&["cp", &source.display().to_string(), &setup.logical(&name)]);
+        even(&name);
+    }
+    // Writers of 4 MiB segments; the writer of [4M, 8M) goes first, so it
+    // reaches the striped component before the file has a first byte.
+    let config = plfsrc::parse_file(&setup.config).unwrap();
+    for (round, order) in [[1usize, 0, 2, 3], [3, 2, 1, 0], [0, 1, 2, 3]].iter().enumerate() {
+        let name = format!("shared.{round}");
+        for (turn, &segment) in order.iter().enumerate() {
+            let options =
+                Options { pid: 1000 + turn as u32, ..Options::from_environment(config.tuning.clone()) };
+            let plfs = Plfs::from_config(&config.mounts[0], options).unwrap();
+            let flags = if turn == 0 { OpenFlags::WRONLY.create() } else { OpenFlags::WRONLY };
+            let handle = plfs.open(&format!("/{name}"), flags, 0o644, segment as u64).unwrap();
+            let offset = segment * 4 * MIB;
+            for piece in (offset..offset + 4 * MIB).step_by(MIB) {
+                handle.write(&data[piece..piece + MIB], piece as u64).unwrap();
+            }
+            handle.close().unwrap();
+        }
+        even(&name);
+        let copy = setup.dir.path().join(format!("{name}.back"));
+        setup.ok(&["cp", &setup.logical(&name), &copy.display().to_string()]);
+        assert!(fs::read(&copy).unwrap() == data, "{name} read back differs");
+    }
+    // The four writers at once, released together (as `plfs bench stripe`'s
+    // shared file is written): whichever reaches which component first.
+    for round in 0..3 {
+        let name = format!("concurrent.{round}");
+        let options = |pid| Options { pid, ..Options::from_environment(config.tuning.clone()) };
+        let first = Plfs::from_config(&config.mounts[0], options(2000)).unwrap();
+        first.open(&format!("/{name}"), OpenFlags::WRONLY.create(), 0o644, 0).unwrap().close().unwrap();
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|scope| {
+            for segment in 0..4usize {
+                let (barrier, data, config, name) = (&barrier, &data, &config, &name);
+                scope.spawn(move || {
+                    let plfs = Plfs::from_config(&config.mounts[0], options(2001 + segment as u32)).unwrap();
+                    let handle =
+                        plfs.open(&format!("/{name}"), OpenFlags::WRONLY, 0, segment as u64).unwrap();
+                    barrier.wait();
+                    let offset = segment * 4 * MIB;
+                    for piece in (offset..offset + 4 * MIB).step_by(MIB) {
+                        handle.write(&data[piece..piece + MIB], piece as u64).unwrap();
+                    }
+                    handle.close().unwrap();
+                });
+            }
+        });
+        even(&name);
+    }
+}

@@ -22,7 +22,7 @@ use crate::mount_state::{MountState, canonical};
 use crate::placement::BackendId;
 use crate::protection::{self, Pieces};
 use crate::store::{Store, StoreExt, StorePath};
-use crate::striping::placement::{BackendSpace, choose_backends};
+use crate::striping::placement::{BackendSpace, choose_backends, component_bytes};
 use crate::striping::{LAYOUT_XATTR, Layout};
 
 /// The layout a file created at `path` gets: the mount's default (None
@@ -220,19 +220,44 @@ fn candidates(
     Ok(chosen)
 }
 
+/// This file's bytes on each backend from its components before
+/// `component` ([`component_bytes`]; all placed, [`Striping::locate`]), so
+/// placement can put the new one's heavier stripes where the file has
+/// least.
+fn file_bytes_before(
+    layout: &Layout,
+    component: usize,
+    placed: &[OnceLock<Box<[BackendId]>>],
+) -> BTreeMap<BackendId, u64> {
+    let mut bytes = BTreeMap::new();
+    for (earlier, slot) in placed.iter().enumerate().take(component) {
+        let Some(backends) = slot.get() else { continue };
+        let shares = component_bytes(&layout.components()[earlier], backends.len());
+        for (backend, share) in backends.iter().zip(shares) {
+            *bytes.entry(*backend).or_insert(0u64) += share;
+        }
+    }
+    bytes
+}
+
 /// Reads component `component`'s record, or makes it: backends chosen
-/// by free space, published with an exclusive create. A writer that loses
-/// the race takes the winner's record.
-pub(crate) fn place_component(
+/// by free space (and, among equally empty ones, where the file has the
+/// fewest bytes), published with an exclusive create. A writer that loses
+/// the race takes the winner's record. `placed`: the components this open
+/// knows ([`Striping`]).
+fn place_component(
     mount: &MountState,
     path: &StorePath,
     layout: &Layout,
     component: usize,
+    placed: &[OnceLock<Box<[BackendId]>>],
 ) -> Result<Vec<BackendId>> {
     let index = component as u32;
     if let Some(found) = read_stripes(mount, path, index)? {
         return Ok(found);
     }
+    let file_bytes = file_bytes_before(layout, component, placed);
+    let on = |backend: BackendId| file_bytes.get(&backend).copied().unwrap_or(0);
     let candidates = candidates(mount, path, layout, component)?;
     let mut spaces = Vec::with_capacity(candidates.len());
     for backend in candidates {
@@ -242,12 +267,18 @@ pub(crate) fn place_component(
                 backend: backend.0,
                 total_bytes: space.blocks.saturating_mul(space.block_size),
                 free_bytes: space.blocks_available.saturating_mul(space.block_size),
+                file_bytes: on(backend),
             }),
             // A backend that cannot say is placed as if it had room: its
             // writes fail by themselves, naming it, if it has none.
             Err(error) => {
                 tracing::debug!("{}: no free space figure for placement: {error}", store.url());
-                spaces.push(BackendSpace { backend: backend.0, total_bytes: u64::MAX, free_bytes: u64::MAX });
+                spaces.push(BackendSpace {
+                    backend: backend.0,
+                    total_bytes: u64::MAX,
+                    free_bytes: u64::MAX,
+                    file_bytes: on(backend),
+                });
             }
         }
     }
@@ -301,13 +332,19 @@ impl Striping {
             ))
         };
         let component = self.layout.locate(offset, |_| 1).ok_or_else(beyond)?.component;
-        let backends: &[BackendId] = match self.placed[component].get() {
-            Some(backends) => backends,
-            None => {
-                let backends = place_component(mount, &path(), &self.layout, component)?.into_boxed_slice();
-                self.placed[component].get_or_init(|| backends)
+        // Components are placed in order: a writer that starts in a later
+        // one (a shared file's writer of a middle segment) places or reads
+        // the earlier ones' records first, so every component is placed
+        // knowing where the file's earlier bytes go, whichever writer gets
+        // there first. An earlier component's record names backends only;
+        // its data objects are still made by its first byte.
+        for earlier in 0..=component {
+            if self.placed[earlier].get().is_none() {
+                let backends = place_component(mount, &path(), &self.layout, earlier, &self.placed)?;
+                let _ = self.placed[earlier].set(backends.into_boxed_slice());
             }
-        };
+        }
+        let backends: &[BackendId] = self.placed[component].get().expect("placed above");
         let location = self.layout.locate(offset, |_| backends.len() as u32).ok_or_else(beyond)?;
         Ok((backends[location.stripe as usize], location.unit_end))
     }

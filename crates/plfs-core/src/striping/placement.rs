@@ -21,9 +21,18 @@
 //! concurrent creators apart: files created at once see the same free
 //! space, and without the tie band would all pick the one backend a few
 //! bytes emptier than the rest.
+//!
+//! Among equally empty backends, those holding fewer of this file's bytes
+//! (from its earlier components, [`component_bytes`]) come first. A
+//! progressive layout's components are placed one at a time; taken by the
+//! rotor alone, a file's first components can land on the backends its
+//! striped component then gives the extra stripe, so one backend carries
+//! a stripe more of the file than another (5, 3, 4 and 4 MiB of a 16 MiB
+//! file on four backends, where 4 each is possible) and a shared file's
+//! writes and reads wait on that one backend.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::striping::StripingConfig;
+use crate::striping::{Component, StripingConfig};
 
 /// Space of one candidate backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +41,29 @@ pub struct BackendSpace {
     pub backend: usize,
     pub total_bytes: u64,
     pub free_bytes: u64,
+    /// Bytes of the file being placed that its other components put on
+    /// this backend ([`component_bytes`]): among backends equally empty,
+    /// the fewest first.
+    pub file_bytes: u64,
+}
+
+/// The bytes each of a placed component's `stripes` backends carries, in
+/// stripe order, once the file reaches the component's end (components are
+/// placed in order, so the ones before the component being placed are
+/// bounded and, but for holes, full). The last component, which may run
+/// to EOF, is never before another: it counts nothing.
+pub fn component_bytes(component: &Component, stripes: usize) -> Vec<u64> {
+    let stripes = stripes.max(1) as u64;
+    let size = component.stripe_size;
+    let Some(end) = component.end else { return vec![0; stripes as usize] };
+    let length = end.saturating_sub(component.start);
+    let (units, partial) = (length / size, length % size);
+    (0..stripes)
+        .map(|stripe| {
+            let whole = units / stripes + u64::from(stripe < units % stripes);
+            whole * size + if units % stripes == stripe { partial } else { 0 }
+        })
+        .collect()
 }
 
 /// The backends (indexes into the mount's list) a component of `pool` may
@@ -126,7 +158,8 @@ pub fn choose_backends(
 }
 
 /// The balanced pick: the backends within the near-tie band of the most
-/// free space, in the candidates' order rotated by `rotor`, then the others
+/// free space, the fewest of this file's bytes first and in the
+/// candidates' order rotated by `rotor` among equals, then the others
 /// emptiest first (ties by position), the first `count` of those.
 fn emptiest_in_turn(usable: &[BackendSpace], count: usize, rotor: u64) -> Vec<usize> {
     let max_free = usable.iter().map(|space| space.free_bytes).max().unwrap_or(0);
@@ -136,6 +169,7 @@ fn emptiest_in_turn(usable: &[BackendSpace], count: usize, rotor: u64) -> Vec<us
         usable.iter().partition(|space| space.free_bytes.saturating_add(band) >= max_free);
     let start = (rotor % leaders.len() as u64) as usize;
     leaders.rotate_left(start);
+    leaders.sort_by_key(|space| space.file_bytes);
     // A stable sort keeps the candidates' order among equal figures.
     rest.sort_by_key(|space| std::cmp::Reverse(space.free_bytes));
     leaders.into_iter().chain(rest).take(count).map(|space| space.backend).collect()
@@ -162,7 +196,7 @@ mod tests {
     use super::*;
 
     fn space(backend: usize, free: u64) -> BackendSpace {
-        BackendSpace { backend, total_bytes: 100, free_bytes: free }
+        BackendSpace { backend, total_bytes: 100, free_bytes: free, file_bytes: 0 }
     }
 
     #[test]
@@ -177,7 +211,7 @@ mod tests {
     }
 
     fn sized(backend: usize, total: u64, free: u64) -> BackendSpace {
-        BackendSpace { backend, total_bytes: total, free_bytes: free }
+        BackendSpace { backend, total_bytes: total, free_bytes: free, file_bytes: 0 }
     }
 
     #[test]
@@ -218,6 +252,44 @@ mod tests {
         let backends = [sized(0, 1000, 500), sized(1, 1000, 595), sized(2, 1000, 600), sized(3, 1000, 530)];
         assert_eq!(choose_backends(&backends, 2, &config, 0).unwrap(), vec![1, 2]);
         assert_eq!(choose_backends(&backends, 2, &config, 1).unwrap(), vec![2, 1]);
+    }
+
+    #[test]
+    fn a_components_bytes_per_stripe() {
+        const MIB: u64 = 1 << 20;
+        let component = |start, end, size| Component {
+            start,
+            end,
+            stripe_count: crate::striping::StripeCount::All,
+            stripe_size: size,
+            pool: None,
+        };
+        // 1 MiB over two stripes of 1 MiB: all on the first.
+        assert_eq!(component_bytes(&component(MIB, Some(2 * MIB), MIB), 2), vec![MIB, 0]);
+        // 7 units over 3 stripes: 3, 2, 2.
+        assert_eq!(component_bytes(&component(0, Some(7 * MIB), MIB), 3), vec![3 * MIB, 2 * MIB, 2 * MIB]);
+        assert_eq!(component_bytes(&component(0, Some(4 * MIB), 2 * MIB), 1), vec![4 * MIB]);
+        // To EOF: never before another component, so it counts nothing.
+        assert_eq!(component_bytes(&component(0, None, 4 * MIB), 2), vec![0, 0]);
+    }
+
+    #[test]
+    fn equally_empty_backends_holding_less_of_the_file_come_first() {
+        let config = StripingConfig::default();
+        let with_file = |backend, file_bytes| BackendSpace { file_bytes, ..sized(backend, 1000, 500) };
+        // The file has a stripe on 1 and 2 already: they take the last
+        // turns, whatever the rotor; 0 and 3 go first in the rotor's order.
+        let backends = [with_file(0, 0), with_file(1, 10), with_file(2, 10), with_file(3, 0)];
+        for rotor in 0..8 {
+            let chosen = choose_backends(&backends, 4, &config, rotor).unwrap();
+            let (first, last): (Vec<usize>, Vec<usize>) = (chosen[..2].to_vec(), chosen[2..].to_vec());
+            assert!(first.contains(&0) && first.contains(&3), "rotor {rotor}: {chosen:?}");
+            assert!(last.contains(&1) && last.contains(&2), "rotor {rotor}: {chosen:?}");
+        }
+        // Free space still comes first: an emptier backend leads even if
+        // the file has bytes there.
+        let backends = [with_file(0, 0), BackendSpace { file_bytes: 10, ..sized(1, 1000, 600) }];
+        assert_eq!(choose_backends(&backends, 1, &config, 0).unwrap(), vec![1]);
     }
 
     /// Files of mixed sizes placed one after another, each on the backends
