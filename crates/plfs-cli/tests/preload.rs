@@ -1300,7 +1300,7 @@ fn uid_of(user: &str) -> u32 {
 
 /// A chmod through the interposer reaches the backend files: after root's
 /// `chmod 600`, another user cannot read the file through the interposer
-/// (before it, they could).
+/// (before it, they could), nor change its mode back.
 #[test]
 fn a_chmod_through_the_interposer_keeps_another_user_out() {
     let setup = Setup::new();
@@ -1309,19 +1309,20 @@ fn a_chmod_through_the_interposer_keeps_another_user_out() {
     fs::set_permissions(setup.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let file = setup.logical("secret");
     setup.run("bash", &["-c", &format!("umask 022; echo secret > {file}")]);
-    let as_nobody = || {
+    let as_nobody = |program: &str| {
         Command::new("timeout")
             .arg(TIMEOUT_SECONDS.to_string())
             .args(["runuser", "-u", "nobody", "--", "env"])
             .arg(format!("LD_PRELOAD={}", interposer().display()))
             .arg(format!("PLFSRC={}", setup.config.display()))
-            .args(["cat", &file])
+            .args(program.split(' '))
+            .arg(&file)
             .env_remove("LD_PRELOAD")
             .current_dir("/")
             .output()
             .unwrap()
     };
-    let readable = as_nobody();
+    let readable = as_nobody("cat");
     assert!(
         readable.status.success(),
         "nobody cannot read a 644 file: {}",
@@ -1329,7 +1330,7 @@ fn a_chmod_through_the_interposer_keeps_another_user_out() {
     );
     assert_eq!(readable.stdout, b"secret\n");
     setup.run("chmod", &["600", &file]);
-    let refused = as_nobody();
+    let refused = as_nobody("cat");
     assert!(
         !refused.status.success(),
         "nobody read a 600 file: {}",
@@ -1338,5 +1339,8 @@ fn a_chmod_through_the_interposer_keeps_another_user_out() {
     assert!(refused.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("Permission denied"), "{stderr}");
+    // Nor can they open it up again: the backend files are root's.
+    let chmod = as_nobody("chmod 666");
+    assert!(!chmod.status.success(), "nobody chmod'ed root's file");
     assert_eq!(library_attributes(&setup, "secret").0, 0o600);
 }
