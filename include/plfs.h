@@ -230,6 +230,10 @@ plfs_error_t plfs_unlink(const char *path);
 /* ut NULL: both times are now, as utime(2). */
 plfs_error_t plfs_utime(const char *path, struct utimbuf *ut);
 
+/* Not in PLFS 2.5: utimensat(2)'s times (nanoseconds; per entry UTIME_NOW
+ * or UTIME_OMIT); times NULL: both are now. */
+plfs_error_t plfs_utimens(const char *path, const struct timespec times[2]);
+
 /* Writes size bytes at offset as writer pid. */
 plfs_error_t plfs_write(Plfs_fd *fd, const char *buf, size_t size, off_t offset, pid_t pid,
                         ssize_t *bytes_written);

@@ -1,5 +1,5 @@
 //! Attributes: `plfs_getattr`, `plfs_mode`, `plfs_access`, `plfs_chmod`,
-//! `plfs_chown`, `plfs_utime` and `plfs_statvfs`. The core's attributes
+//! `plfs_chown`, `plfs_utime`, `plfs_utimens` and `plfs_statvfs`. The core's attributes
 //! become `struct stat` / `struct statvfs` here, at the edge.
 
 use std::ffi::{CString, c_char, c_int};
@@ -127,6 +127,46 @@ pub unsafe extern "C" fn plfs_utime(path: *const c_char, ut: *const libc::utimbu
         };
         plfs.utime(&inner, Some(atime), Some(mtime)).map_err(|error| not_found(&plfs, &inner, error))
     })
+}
+
+/// Not in PLFS 2.5: utimensat(2)'s times for `path`, so the interposer
+/// keeps nanoseconds and can leave one time alone: NULL `times` sets both
+/// to now; per entry, `UTIME_NOW` is now and `UTIME_OMIT` leaves it.
+///
+/// # Safety
+/// `path` is NULL or a C string; `times` is NULL or two `struct timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_utimens(path: *const c_char, times: *const libc::timespec) -> PlfsError {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (plfs, inner) = unsafe { resolve_argument(path) }?;
+        let now = SystemTime::now();
+        let (atime, mtime) = if times.is_null() {
+            (Some(now), Some(now))
+        } else {
+            // SAFETY: non-NULL: two timespecs.
+            let [access, modify] = unsafe { [*times, *times.add(1)] };
+            (timespec_time(&access, now)?, timespec_time(&modify, now)?)
+        };
+        if atime.is_none() && mtime.is_none() {
+            // Both omitted: nothing changes, but the name must still exist.
+            return stat(&plfs, &inner).map(drop);
+        }
+        plfs.utime(&inner, atime, mtime).map_err(|error| not_found(&plfs, &inner, error))
+    })
+}
+
+/// One utimensat(2) time: None for UTIME_OMIT.
+fn timespec_time(time: &libc::timespec, now: SystemTime) -> Result<Option<SystemTime>, PlfsError> {
+    match time.tv_nsec {
+        libc::UTIME_OMIT => Ok(None),
+        libc::UTIME_NOW => Ok(Some(now)),
+        nanoseconds => {
+            let nanoseconds =
+                u32::try_from(nanoseconds).ok().filter(|&ns| ns < 1_000_000_000).ok_or(PLFS_EINVAL)?;
+            Ok(Some(time_of(time.tv_sec)? + Duration::from_nanos(u64::from(nanoseconds))))
+        }
+    }
 }
 
 /// The capacity of the mount holding `path`.

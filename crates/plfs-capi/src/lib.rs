@@ -8,7 +8,7 @@
 //! - `files`: open files: `plfs_open`, `plfs_read`, `plfs_write`,
 //!   `plfs_close`, `plfs_create`, `plfs_sync`, `plfs_trunc`, `plfs_query`.
 //! - `attrs`: `plfs_getattr`, `plfs_mode`, `plfs_access`, `plfs_chmod`,
-//!   `plfs_chown`, `plfs_utime`, `plfs_statvfs`.
+//!   `plfs_chown`, `plfs_utime`, `plfs_utimens`, `plfs_statvfs`.
 //! - `paths`: `plfs_unlink`, `plfs_rename`, `plfs_link`, `plfs_symlink`,
 //!   `plfs_readlink`.
 //! - `dirs`: `plfs_mkdir`, `plfs_rmdir`, `plfs_readdir`, `plfs_*dir_c`.

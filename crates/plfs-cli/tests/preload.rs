@@ -1314,3 +1314,148 @@ fn plfs_25_containers_read_by_unmodified_programs() {
         assert!(setup.contents(&name) == library, "{scenario}: a refused change altered the file");
     }
 }
+
+/// The mode, owner and times of a logical file as the library sees them
+/// (the `plfs` binary, no interposer): (mode bits, uid, atime s, mtime s).
+fn library_attributes(setup: &Setup, inside: &str) -> (u32, u64, i64, i64) {
+    let report: Value =
+        serde_json::from_str(&setup.plfs(&["stat", "--json", &setup.logical(inside)])).unwrap();
+    let seconds = |key: &str| report[key].as_i64().unwrap().div_euclid(1_000_000_000);
+    (
+        u32::try_from(report["mode"].as_u64().unwrap()).unwrap() & 0o7777,
+        report["uid"].as_u64().unwrap(),
+        seconds("atime_ns"),
+        seconds("mtime_ns"),
+    )
+}
+
+fn seconds_now() -> i64 {
+    i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
+        .unwrap()
+}
+
+/// chmod, chown and the utime family were not interposed: `chmod 600 f`,
+/// `touch f` or python's os.chmod on a plfs path went to the kernel with
+/// the logical path and failed with ENOENT. Unmodified coreutils and
+/// python set them here (path, *at and descriptor forms: touch and `cp -p`
+/// use futimens/fchmod/fchown on the descriptor they hold), seen by a stat
+/// through the interposer and by the library; the same programs on a
+/// plain file still reach libc.
+#[test]
+fn chmod_chown_and_times_from_coreutils_and_python() {
+    let setup = Setup::new();
+    let m = setup.logical("");
+    let plain = setup.scratch("plain");
+    let plain = s(&plain);
+    let before = seconds_now();
+    let script = format!(
+        "set -e; echo data > {m}f; chmod 600 {m}f; chown nobody {m}f; touch -d @1000000000 {m}f; \
+         stat -c '%a %U %X %Y' {m}f; \
+         touch {m}now; echo x > {m}old; touch -d @1200000000 {m}old; touch {m}old; stat -c '%Y' {m}now {m}old; \
+         echo plain > {plain}; chmod 640 {plain}; chown nobody {plain}; touch -d @1100000000 {plain}; \
+         stat -c '%a %U %Y' {plain}"
+    );
+    let output = String::from_utf8(setup.run("bash", &["-c", &script]).stdout).unwrap();
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines[0], "600 nobody 1000000000 1000000000", "{output}");
+    for line in &lines[1..3] {
+        assert!(line.parse::<i64>().unwrap() >= before, "touch without a time set an old mtime: {output}");
+    }
+    assert_eq!(lines[3], "640 nobody 1100000000", "{output}");
+    let nobody = u64::from(uid_of("nobody"));
+    assert_eq!(library_attributes(&setup, "f"), (0o600, nobody, 1_000_000_000, 1_000_000_000));
+    assert!(library_attributes(&setup, "old").3 >= before);
+
+    // cp -p into the mount and out of it: mode and times follow the file.
+    let source = setup.scratch("source");
+    fs::write(&source, b"keep my attributes").unwrap();
+    let script = format!(
+        "set -e; chmod 640 {source}; touch -d @1234567890 {source}; cp -p {source} {m}copy; \
+         cp -p {m}copy {back}; stat -c '%a %Y' {m}copy {back}",
+        source = s(&source),
+        back = s(&setup.scratch("back"))
+    );
+    let output = String::from_utf8(setup.run("bash", &["-c", &script]).stdout).unwrap();
+    assert_eq!(output, "640 1234567890\n640 1234567890\n");
+    assert_eq!(setup.contents("copy"), b"keep my attributes");
+    let (mode, _, _, mtime) = library_attributes(&setup, "copy");
+    assert_eq!((mode, mtime), (0o640, 1_234_567_890));
+
+    // python: os.chmod, os.utime with times (nanoseconds too), and now.
+    let script = format!(
+        r#"
+import os, time
+path = {path:?}
+open(path, "w").close()
+os.chmod(path, 0o604)
+os.utime(path, ns=(1_500_000_000_250_000_000, 1_400_000_000_500_000_000))
+st = os.stat(path)
+print(oct(st.st_mode & 0o7777), st.st_atime_ns, st.st_mtime_ns)
+fd = os.open(path, os.O_RDONLY)
+os.chmod(fd, 0o644)
+os.close(fd)
+os.utime(path)
+st = os.stat(path)
+print(oct(st.st_mode & 0o7777), st.st_mtime >= {before})
+"#,
+        path = setup.logical("py")
+    );
+    let output = String::from_utf8(setup.run("python3", &["-c", &script]).stdout).unwrap();
+    assert_eq!(output, "0o604 1500000000250000000 1400000000500000000\n0o644 True\n");
+    let (mode, _, _, mtime) = library_attributes(&setup, "py");
+    assert_eq!(mode, 0o644);
+    assert!(mtime >= before);
+}
+
+/// The uid of a user name, from id(1).
+fn uid_of(user: &str) -> u32 {
+    let output = Command::new("id").args(["-u", user]).output().unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().parse().unwrap()
+}
+
+/// A chmod through the interposer reaches the backend files: after root's
+/// `chmod 600`, another user cannot read the file through the interposer
+/// (before it, they could), nor change its mode back.
+#[test]
+fn a_chmod_through_the_interposer_keeps_another_user_out() {
+    let setup = Setup::new();
+    // Other users traverse the test directory (tempdir makes it 0700).
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(setup.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let file = setup.logical("secret");
+    setup.run("bash", &["-c", &format!("umask 022; echo secret > {file}")]);
+    let as_nobody = |program: &str| {
+        Command::new("timeout")
+            .arg(TIMEOUT_SECONDS.to_string())
+            .args(["runuser", "-u", "nobody", "--", "env"])
+            .arg(format!("LD_PRELOAD={}", interposer().display()))
+            .arg(format!("PLFSRC={}", setup.config.display()))
+            .args(program.split(' '))
+            .arg(&file)
+            .env_remove("LD_PRELOAD")
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let readable = as_nobody("cat");
+    assert!(
+        readable.status.success(),
+        "nobody cannot read a 644 file: {}",
+        String::from_utf8_lossy(&readable.stderr)
+    );
+    assert_eq!(readable.stdout, b"secret\n");
+    setup.run("chmod", &["600", &file]);
+    let refused = as_nobody("cat");
+    assert!(
+        !refused.status.success(),
+        "nobody read a 600 file: {}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    assert!(refused.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    // Nor can they open it up again: the backend files are root's.
+    let chmod = as_nobody("chmod 666");
+    assert!(!chmod.status.success(), "nobody chmod'ed root's file");
+    assert_eq!(library_attributes(&setup, "secret").0, 0o600);
+}

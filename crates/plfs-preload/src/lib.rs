@@ -14,6 +14,7 @@
 //! - `files`: the descriptor table and open-file state; fork and exit.
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
+//! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
 //! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
 //! - `stdio`: fopen, fdopen (fopencookie streams), freopen.
 //! - `pump`: plfs files redirected onto 0, 1, 2 (or freopen'd): pipes a
@@ -25,6 +26,7 @@
 // for (see libplfs.rs); the lint is only honoured at crate level.
 #![allow(clippy::macro_metavars_in_unsafe)]
 
+mod attrs;
 mod diagnostics;
 mod dirs;
 mod files;

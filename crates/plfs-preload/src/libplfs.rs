@@ -10,7 +10,7 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::{Mutex, OnceLock};
 
-use libc::{mode_t, off_t, pid_t, size_t, ssize_t, uid_t};
+use libc::{gid_t, mode_t, off_t, pid_t, size_t, ssize_t, uid_t};
 
 use crate::diagnostics::message;
 use crate::guard::Inside;
@@ -33,6 +33,8 @@ type Trunc = unsafe extern "C" fn(PlfsFd, *const c_char, off_t, c_int) -> c_int;
 type PathOnly = unsafe extern "C" fn(*const c_char) -> c_int;
 type TwoPaths = unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
 type PathMode = unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+type PathOwner = unsafe extern "C" fn(*const c_char, uid_t, gid_t) -> c_int;
+type PathTimes = unsafe extern "C" fn(*const c_char, *const libc::timespec) -> c_int;
 type PathInt = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
 type Opendir = unsafe extern "C" fn(*const c_char, *mut PlfsDirp) -> c_int;
 type Readdir = unsafe extern "C" fn(PlfsDirp, *mut c_char, size_t) -> c_int;
@@ -67,6 +69,9 @@ pub struct Library {
     pub readdir: Option<Readdir>,
     pub closedir: Option<Closedir>,
     pub access: Option<PathInt>,
+    pub chmod: Option<PathMode>,
+    pub chown: Option<PathOwner>,
+    pub utimens: Option<PathTimes>,
     pub statvfs: Option<Statvfs>,
     pub sync: Option<Sync>,
     pub getxattr: Option<GetXattr>,
@@ -140,6 +145,9 @@ fn load() -> Option<Library> {
         readdir: symbol!("plfs_readdir_c", Readdir),
         closedir: symbol!("plfs_closedir_c", Closedir),
         access: symbol!("plfs_access", PathInt),
+        chmod: symbol!("plfs_chmod", PathMode),
+        chown: symbol!("plfs_chown", PathOwner),
+        utimens: symbol!("plfs_utimens", PathTimes),
         statvfs: symbol!("plfs_statvfs", Statvfs),
         sync: symbol!("plfs_sync", Sync),
         getxattr: symbol!("plfs_path_getxattr", GetXattr),

@@ -26,7 +26,7 @@
 //! shell redirects into a pipe. Descriptors opened read-write stay plfs
 //! descriptors (seekable; raw system calls on them fail with EBADF).
 
-use std::ffi::c_int;
+use std::ffi::{CString, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, Weak};
 
@@ -66,6 +66,10 @@ struct Redirect {
     /// The description whose offset the pump carries on; it gets the
     /// pump's offset back when the redirection is released.
     file: Weak<OpenFile>,
+    /// The file's logical path, for the calls that name it by this
+    /// descriptor (fchmod, futimens: `touch` reopens its file onto 0)
+    /// after the description itself was closed.
+    path: CString,
     /// The process that made it: only it may stop a reading pump.
     starter: pid_t,
     /// In: the offset the pump stops at (the file's size when it started).
@@ -256,6 +260,7 @@ pub fn start(file: &Arc<OpenFile>, target: c_int, close_on_exec: bool) -> Result
         direction,
         fds: vec![target],
         file: Arc::downgrade(file),
+        path: file.path.clone(),
         // SAFETY: getpid cannot fail.
         starter: unsafe { libc::getpid() },
         end,
@@ -781,6 +786,36 @@ fn unread_bytes(fd: c_int) -> i64 {
     // SAFETY: FIONREAD writes an int.
     unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) };
     i64::from(waiting.max(0))
+}
+
+/// The logical path of the file `fd` is redirected onto, when it holds
+/// one of this process's redirections.
+pub fn redirected_path(fd: c_int) -> Option<CString> {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let redirects = redirects();
+    find(&redirects, fd).map(|position| redirects[position].path.clone())
+}
+
+/// Has the pump of `fd`'s redirection publish what was written into the
+/// pipe so far (nothing to do for a reading one), so that a time set next
+/// is not overtaken by those bytes.
+pub fn publish(fd: c_int) -> Result<(), Errno> {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let redirects = redirects();
+    let Some(position) = find(&redirects, fd) else { return Ok(()) };
+    let (pipe, direction) = (redirects[position].pipe, redirects[position].direction);
+    drop(redirects);
+    match direction {
+        Direction::Out => match ask(pipe, REQUEST_FLUSH) {
+            Some((0, _)) | None => Ok(()),
+            Some((error, _)) => Err(error),
+        },
+        Direction::In => Ok(()),
+    }
 }
 
 /// After a real descriptor `from` was duplicated to `to` (dup, dup2,

@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use libc::{DIR, FILE, dirent, dirent64, iovec, mode_t, off_t, off64_t, size_t, ssize_t};
+use libc::{DIR, FILE, dirent, dirent64, gid_t, iovec, mode_t, off_t, off64_t, size_t, ssize_t, uid_t};
 
 /// The address of `name` in the objects loaded after this one. A libc
 /// function that cannot be found ends the process: continuing would call
@@ -132,6 +132,20 @@ real_functions! {
     flock: unsafe extern "C" fn(c_int, c_int) -> c_int;
     posix_fadvise: unsafe extern "C" fn(c_int, off_t, off_t, c_int) -> c_int;
     posix_fadvise64: unsafe extern "C" fn(c_int, off64_t, off64_t, c_int) -> c_int;
+    chmod: unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
+    fchmod: unsafe extern "C" fn(c_int, mode_t) -> c_int;
+    fchmodat: unsafe extern "C" fn(c_int, *const c_char, mode_t, c_int) -> c_int;
+    chown: unsafe extern "C" fn(*const c_char, uid_t, gid_t) -> c_int;
+    lchown: unsafe extern "C" fn(*const c_char, uid_t, gid_t) -> c_int;
+    fchown: unsafe extern "C" fn(c_int, uid_t, gid_t) -> c_int;
+    fchownat: unsafe extern "C" fn(c_int, *const c_char, uid_t, gid_t, c_int) -> c_int;
+    utime: unsafe extern "C" fn(*const c_char, *const libc::utimbuf) -> c_int;
+    utimes: unsafe extern "C" fn(*const c_char, *const libc::timeval) -> c_int;
+    lutimes: unsafe extern "C" fn(*const c_char, *const libc::timeval) -> c_int;
+    futimes: unsafe extern "C" fn(c_int, *const libc::timeval) -> c_int;
+    futimesat: unsafe extern "C" fn(c_int, *const c_char, *const libc::timeval) -> c_int;
+    utimensat: unsafe extern "C" fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int;
+    futimens: unsafe extern "C" fn(c_int, *const libc::timespec) -> c_int;
     getxattr: unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t) -> ssize_t;
     lgetxattr: unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t) -> ssize_t;
     fgetxattr: unsafe extern "C" fn(c_int, *const c_char, *mut c_void, size_t) -> ssize_t;

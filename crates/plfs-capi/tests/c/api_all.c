@@ -309,6 +309,25 @@ static void attributes(const char *dir, const char *file, const char *created)
     EXPECT(plfs_utime(missing, &times), PLFS_ENOENT);
     EXPECT(plfs_utime(NULL, &times), PLFS_EINVAL);
 
+    /* plfs_utimens: nanoseconds kept, UTIME_OMIT leaves one, UTIME_NOW. */
+    struct timespec both[2] = {{3000000, 250}, {4000000, 500}};
+    EXPECT(plfs_utimens(created, both), PLFS_SUCCESS);
+    EXPECT(plfs_getattr(NULL, created, &st, 0), PLFS_SUCCESS);
+    CHECK(st.st_atim.tv_sec == 3000000 && st.st_atim.tv_nsec == 250);
+    CHECK(st.st_mtim.tv_sec == 4000000 && st.st_mtim.tv_nsec == 500);
+    struct timespec omit_access[2] = {{0, UTIME_OMIT}, {5000000, 0}};
+    EXPECT(plfs_utimens(created, omit_access), PLFS_SUCCESS);
+    EXPECT(plfs_getattr(NULL, created, &st, 0), PLFS_SUCCESS);
+    CHECK(st.st_atime == 3000000 && st.st_mtime == 5000000);
+    struct timespec now_modify[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    EXPECT(plfs_utimens(created, now_modify), PLFS_SUCCESS);
+    EXPECT(plfs_getattr(NULL, created, &st, 0), PLFS_SUCCESS);
+    CHECK(st.st_atime == 3000000 && st.st_mtime > 5000000);
+    struct timespec bad[2] = {{0, 1000000000}, {0, 0}};
+    EXPECT(plfs_utimens(created, bad), PLFS_EINVAL);
+    EXPECT(plfs_utimens(missing, NULL), PLFS_ENOENT);
+    EXPECT(plfs_utimens(NULL, NULL), PLFS_EINVAL);
+
     EXPECT(plfs_access(created, F_OK), PLFS_SUCCESS);
     EXPECT(plfs_access(created, R_OK | W_OK), PLFS_SUCCESS);
     EXPECT(plfs_access(dir, R_OK | X_OK), PLFS_SUCCESS);
