@@ -312,31 +312,22 @@ impl ReadPool {
     }
 
     /// Runs every task, in parallel when the pool has threads, and returns
-    /// the first error. The calling thread runs the first task itself while
-    /// the pool runs the others: rather than sleep until pool threads have
-    /// done all of it, it keeps one share of the work, so a read spanning
-    /// two logs hands one task off instead of two, and that share's bytes
-    /// are copied on the core whose caller goes on to use them.
+    /// the first error.
     pub fn run_all<T: FnOnce() -> Result<()> + Send>(&self, tasks: Vec<T>) -> Result<()> {
         if tasks.len() <= 1 {
             return tasks.into_iter().try_for_each(|task| task());
         }
         match self.pool() {
             Some(pool) => {
-                let mut tasks = tasks.into_iter();
-                let first = tasks.next().expect("two tasks or more");
                 let results: Vec<Mutex<Option<Result<()>>>> =
-                    tasks.as_slice().iter().map(|_| Mutex::new(None)).collect();
-                // Runs its closure on this thread; spawns go to the pool.
-                let first_result = pool.in_place_scope(|scope| {
-                    for (task, slot) in tasks.zip(&results) {
+                    tasks.iter().map(|_| Mutex::new(None)).collect();
+                pool.scope(|scope| {
+                    for (task, slot) in tasks.into_iter().zip(&results) {
                         scope.spawn(move |_| {
                             *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(task());
                         });
                     }
-                    first()
                 });
-                first_result?;
                 for slot in results {
                     slot.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(()))?;
                 }
@@ -381,58 +372,6 @@ mod tests {
         }
         let read = store.counts().bytes_read;
         assert!(read <= (LOG_BYTES + 2 * READAHEAD) as u64, "{read} bytes read for a {LOG_BYTES}-byte log");
-    }
-
-    /// A read spanning several logs is one task per log: the calling thread
-    /// runs one of them itself instead of sleeping while pool threads run
-    /// them all, and the others still run beside it. Each task waits (a
-    /// bounded while) for another to start, so running them one after the
-    /// other shows as no overlap, never as a hang.
-    #[test]
-    fn the_caller_runs_one_task_and_the_pool_the_others_beside_it() {
-        use std::sync::Condvar;
-        use std::time::Duration;
-        const TASKS: usize = 3;
-        const PATIENCE: Duration = Duration::from_secs(5);
-        let pool = ReadPool::new(4).unwrap();
-        let caller = std::thread::current().id();
-        let started = (Mutex::new(0usize), Condvar::new());
-        let on_caller = std::sync::atomic::AtomicUsize::new(0);
-        let overlapped = std::sync::atomic::AtomicUsize::new(0);
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|_| {
-                let (started, on_caller, overlapped) = (&started, &on_caller, &overlapped);
-                move || -> Result<()> {
-                    if std::thread::current().id() == caller {
-                        on_caller.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    }
-                    let (count, changed) = started;
-                    let mut count = count.lock().unwrap();
-                    *count += 1;
-                    changed.notify_all();
-                    let (count, _) = changed.wait_timeout_while(count, PATIENCE, |count| *count < 2).unwrap();
-                    if *count >= 2 {
-                        overlapped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    }
-                    Ok(())
-                }
-            })
-            .collect();
-        pool.run_all(tasks).unwrap();
-        assert_eq!(on_caller.into_inner(), 1, "tasks of {TASKS} the calling thread ran itself");
-        assert_eq!(overlapped.into_inner(), TASKS, "tasks that saw another running");
-        // An error is returned whichever thread ran the failing task.
-        for failing in 0..TASKS {
-            let tasks: Vec<_> = (0..TASKS)
-                .map(|task| {
-                    move || -> Result<()> {
-                        if task == failing { Err(Error::corrupt(format!("task {task}"))) } else { Ok(()) }
-                    }
-                })
-                .collect();
-            let error = pool.run_all(tasks).unwrap_err();
-            assert!(error.to_string().contains(&format!("task {failing}")), "{error}");
-        }
     }
 
     /// A read crossing many whole records that lie end to end in one log
