@@ -24,19 +24,24 @@ pub struct AccessRecord {
 impl AccessRecord {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = begin_sealed(MAGIC);
-        put_u32(&mut out, self.mode);
-        put_u32(&mut out, self.uid);
-        put_u32(&mut out, self.gid);
-        put_u64(&mut out, self.atime_ns);
-        put_u64(&mut out, self.mtime_ns);
-        put_u64(&mut out, self.ctime_ns);
-        put_u64(&mut out, self.times_stamp);
+        self.put_fields(&mut out);
         seal(out)
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<AccessRecord> {
-        let (_version, body) = open_sealed(bytes, MAGIC, "access file")?;
-        let mut reader = Reader::new(body, "access file");
+    /// The record's fields in their on-disk order; the closed summary
+    /// (`closed.rs`) carries the same fields in the same order.
+    pub(crate) fn put_fields(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.mode);
+        put_u32(out, self.uid);
+        put_u32(out, self.gid);
+        put_u64(out, self.atime_ns);
+        put_u64(out, self.mtime_ns);
+        put_u64(out, self.ctime_ns);
+        put_u64(out, self.times_stamp);
+    }
+
+    /// Reads what [`AccessRecord::put_fields`] wrote.
+    pub(crate) fn read_fields(reader: &mut Reader<'_>) -> Result<AccessRecord> {
         Ok(AccessRecord {
             mode: reader.u32()? & 0o7777,
             uid: reader.u32()?,
@@ -46,6 +51,12 @@ impl AccessRecord {
             ctime_ns: reader.u64()?,
             times_stamp: reader.u64()?,
         })
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<AccessRecord> {
+        let (_version, body) = open_sealed(bytes, MAGIC, "access file")?;
+        let mut reader = Reader::new(body, "access file");
+        AccessRecord::read_fields(&mut reader)
     }
 }
 

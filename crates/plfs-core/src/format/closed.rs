@@ -9,7 +9,7 @@
 //! listing; only a whole, sealed record is ever believed.
 
 use super::access::AccessRecord;
-use super::codec::{Reader, begin_sealed, open_sealed, put_u32, put_u64, seal};
+use super::codec::{Reader, begin_sealed, open_sealed, put_u64, seal};
 use crate::error::Result;
 
 pub const MAGIC: &[u8; 8] = b"PLFSSUMM";
@@ -28,15 +28,8 @@ pub struct ClosedSummary {
 
 impl ClosedSummary {
     pub fn encode(&self) -> Vec<u8> {
-        let access = &self.access;
         let mut out = begin_sealed(MAGIC);
-        put_u32(&mut out, access.mode);
-        put_u32(&mut out, access.uid);
-        put_u32(&mut out, access.gid);
-        put_u64(&mut out, access.atime_ns);
-        put_u64(&mut out, access.mtime_ns);
-        put_u64(&mut out, access.ctime_ns);
-        put_u64(&mut out, access.times_stamp);
+        self.access.put_fields(&mut out);
         put_u64(&mut out, self.eof);
         put_u64(&mut out, self.bytes);
         put_u64(&mut out, self.last_stamp);
@@ -46,15 +39,7 @@ impl ClosedSummary {
     pub fn decode(bytes: &[u8]) -> Result<ClosedSummary> {
         let (_version, body) = open_sealed(bytes, MAGIC, "closed summary")?;
         let mut reader = Reader::new(body, "closed summary");
-        let access = AccessRecord {
-            mode: reader.u32()? & 0o7777,
-            uid: reader.u32()?,
-            gid: reader.u32()?,
-            atime_ns: reader.u64()?,
-            mtime_ns: reader.u64()?,
-            ctime_ns: reader.u64()?,
-            times_stamp: reader.u64()?,
-        };
+        let access = AccessRecord::read_fields(&mut reader)?;
         Ok(ClosedSummary { access, eof: reader.u64()?, bytes: reader.u64()?, last_stamp: reader.u64()? })
     }
 }
