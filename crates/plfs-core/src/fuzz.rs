@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::format::access::AccessRecord;
+use crate::format::closed::ClosedSummary;
 use crate::format::data_log::{DATA_MAGIC, INDEX_MAGIC, LogHeader};
 use crate::format::global_index::{CoveredLog, GlobalExtent, GlobalGroup, GlobalIndex, GlobalSlot};
 use crate::format::index_log::{self, PatternRecord, Record, TruncateRecord, WriteRecord};
@@ -26,6 +27,8 @@ pub enum Decoder {
     IndexFrames,
     GlobalIndex,
     Access,
+    /// A closed container's stat summary (`meta/closed`).
+    ClosedSummary,
     Version,
     Xattr,
     DataLogHeader,
@@ -35,11 +38,12 @@ pub enum Decoder {
     Plfsrc,
 }
 
-pub const ALL: [Decoder; 11] = [
+pub const ALL: [Decoder; 12] = [
     Decoder::IndexLog,
     Decoder::IndexFrames,
     Decoder::GlobalIndex,
     Decoder::Access,
+    Decoder::ClosedSummary,
     Decoder::Version,
     Decoder::Xattr,
     Decoder::DataLogHeader,
@@ -66,6 +70,7 @@ impl Decoder {
             Decoder::IndexFrames => index_log::decode_frames(bytes).map(drop),
             Decoder::GlobalIndex => GlobalIndex::decode(bytes).map(drop),
             Decoder::Access => AccessRecord::decode(bytes).map(drop),
+            Decoder::ClosedSummary => ClosedSummary::decode(bytes).map(drop),
             Decoder::Version => VersionRecord::decode(bytes).map(drop),
             Decoder::Xattr => crate::format::xattr::decode(bytes).map(drop),
             Decoder::DataLogHeader => LogHeader::decode(bytes, DATA_MAGIC, "data log").map(drop),
@@ -92,6 +97,7 @@ impl Decoder {
             Decoder::IndexLog | Decoder::IndexFrames => &["index", "frame"],
             Decoder::GlobalIndex => &["global index"],
             Decoder::Access => &["access"],
+            Decoder::ClosedSummary => &["closed summary"],
             Decoder::Version => &["version"],
             Decoder::Xattr => &["xattr", "extended attribute"],
             Decoder::DataLogHeader => &["data log"],
@@ -113,18 +119,10 @@ impl Decoder {
             }
             Decoder::IndexFrames => vec![index_log::encode_frames(&index_records())],
             Decoder::GlobalIndex => vec![global_index().encode()],
-            Decoder::Access => vec![
-                AccessRecord {
-                    mode: 0o640,
-                    uid: 1000,
-                    gid: 100,
-                    atime_ns: 1,
-                    mtime_ns: 2,
-                    ctime_ns: 3,
-                    times_stamp: 4,
-                }
-                .encode(),
-            ],
+            Decoder::Access => vec![access().encode()],
+            Decoder::ClosedSummary => {
+                vec![ClosedSummary { access: access(), eof: 1 << 40, bytes: 11, last_stamp: 12 }.encode()]
+            }
             Decoder::Version => vec![VersionRecord::current().encode()],
             Decoder::Xattr => vec![crate::format::xattr::encode(b"user value")],
             Decoder::DataLogHeader => vec![header.encode(DATA_MAGIC)],
@@ -151,6 +149,10 @@ impl Decoder {
             ],
         }
     }
+}
+
+fn access() -> AccessRecord {
+    AccessRecord { mode: 0o640, uid: 1000, gid: 100, atime_ns: 1, mtime_ns: 2, ctime_ns: 3, times_stamp: 4 }
 }
 
 fn index_records() -> Vec<Record> {
