@@ -285,6 +285,42 @@ fn pkg_config_finds_an_installed_library() {
         sections(&prefix.join("lib/.debug/libplfs.so.debug")).contains(".debug_info"),
         "lib/.debug/libplfs.so.debug holds no debug info"
     );
+    // It exports the functions its installed headers declare and no
+    // others: not the C API of a dependency (crc-fast's 26 `crc_fast_*`
+    // functions were exported until build.rs hid them), which a program
+    // linking -lplfs could otherwise bind to by accident.
+    let headers: String = ["plfs.h", "plfs_error.h", "plfs_mpi.h"]
+        .iter()
+        .map(|header| std::fs::read_to_string(prefix.join("include").join(header)).unwrap())
+        .collect();
+    let declared = |symbol: &str| {
+        headers.match_indices(symbol).any(|(at, _)| {
+            let before = headers[..at].chars().next_back().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            let after = headers[at + symbol.len()..].trim_start().starts_with('(');
+            before && after
+        })
+    };
+    let nm = Command::new("nm")
+        .arg("-D")
+        .arg("--defined-only")
+        .arg(prefix.join("lib/libplfs.so"))
+        .output()
+        .unwrap();
+    assert!(nm.status.success(), "nm -D lib/libplfs.so:\n{}", text(&nm.stderr));
+    let exported: Vec<String> = text(&nm.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        exported.iter().any(|symbol| symbol == "plfs_open"),
+        "lib/libplfs.so exports no plfs_open: {exported:?}"
+    );
+    let undeclared: Vec<&String> = exported.iter().filter(|symbol| !declared(symbol)).collect();
+    assert!(
+        undeclared.is_empty(),
+        "lib/libplfs.so exports functions no installed header declares: {undeclared:?}"
+    );
 
     let pkg_config = |args: &[&str]| -> Vec<String> {
         let output = Command::new("pkg-config")
