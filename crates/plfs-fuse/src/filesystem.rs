@@ -18,7 +18,9 @@
 //! - No writeback cache by default: writes go through to the daemon at
 //!   once, and other nodes see the data once the writer flushes. With
 //!   writeback cache the kernel does read-modify-write of partial pages
-//!   and keeps the size itself (see docs/POSIX.md).
+//!   and keeps the size itself (see docs/POSIX.md), and this daemon clears
+//!   set-ID bits (FUSE_HANDLE_KILLPRIV_V2), so a cached write costs no
+//!   getxattr round trip (`drop_set_id`).
 //! - Page cache on for opens that can read (readahead, mmap, exec), never
 //!   keep_cache: local processes share one kernel inode and page cache,
 //!   which write-through keeps current; every open drops the cached pages,
