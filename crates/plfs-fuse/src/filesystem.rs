@@ -933,6 +933,11 @@ impl PlfsFs {
         // write makes its logs under the file's current path.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = self.file(fh)?;
+        // Before the data, as the kernel does it: a write that fails here
+        // has written nothing.
+        if kill_set_id && self.kill_set_id {
+            self.drop_set_id("write", file.ino, &self.path(file.ino)?)?;
+        }
         // Every handle was opened for the daemon's writer, also for the
         // kernel's page-cache write-back (mmap), which comes from no process.
         let written = file.with(|handle| {
@@ -947,9 +952,6 @@ impl PlfsFs {
             // Not where the kernel thinks: its cached size is wrong. (After
             // any other write the kernel marks its size stale itself.)
             self.invalidate_attr(file.ino);
-        }
-        if kill_set_id && self.kill_set_id {
-            self.drop_set_id("write", file.ino, &self.path(file.ino)?)?;
         }
         u32::try_from(written).map_err(|_| Errno::EIO)
     }
