@@ -1144,6 +1144,104 @@ fn writeback_cache_merges_segmented_writes() {
     assert_eq!(fs::read(&log).unwrap(), b"firstsecond");
 }
 
+/// Which set-ID bits a write, truncate, O_TRUNC open and chown leave, in
+/// `dir`: the same sequence on a plain directory and on the mount. Each
+/// step starts from mode 06777 (or 06767) on a file root owns.
+fn set_id_bits_after_each_change(dir: &Path) -> Vec<(&'static str, u32)> {
+    let path = dir.join("set-id");
+    fs::write(&path, b"x").unwrap();
+    let mode = |bits: u32| fs::set_permissions(&path, fs::Permissions::from_mode(bits)).unwrap();
+    let bits = || fs::metadata(&path).unwrap().mode() & 0o7777;
+    let nobody = |script: &str| {
+        run_ok(
+            Command::new(system_tool("runuser"))
+                .args(["-u", "nobody", "--", "bash", "-c", script])
+                .arg(&path),
+            MIN,
+        )
+    };
+    let mut seen = Vec::new();
+    mode(0o6777);
+    nobody(r#"printf more >> "$0""#);
+    seen.push(("write by nobody", bits()));
+    mode(0o6777);
+    fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"root").unwrap();
+    seen.push(("write by root", bits()));
+    mode(0o6777);
+    nobody(r#"truncate -s 1 "$0""#);
+    seen.push(("truncate by nobody", bits()));
+    mode(0o6777);
+    nobody(r#": > "$0""#);
+    seen.push(("O_TRUNC open by nobody", bits()));
+    mode(0o6777);
+    std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+    seen.push(("chown by root", bits()));
+    mode(0o6767);
+    std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+    seen.push(("chown by root, no group execute", bits()));
+    seen
+}
+
+/// `-o writeback_cache` asks the kernel for FUSE_HANDLE_KILLPRIV_V2 (so a
+/// cached write no longer costs a getxattr round trip, below), which
+/// leaves clearing set-user-ID and set-group-ID bits to the daemon: on a
+/// write or truncate by a process without CAP_FSETID and on every chown,
+/// set-group-ID only with group execute, exactly as on a plain directory.
+/// Before, an O_TRUNC open by another user kept both bits on the mount.
+#[test]
+fn writeback_cache_clears_set_id_bits_as_a_local_file_system_does() {
+    let _serial = serial();
+    system_tool("runuser");
+    let plain = plain_dir("plfs-set-id.");
+    let expected = set_id_bits_after_each_change(plain.path());
+    assert_eq!(
+        expected,
+        [
+            ("write by nobody", 0o777),
+            ("write by root", 0o6777),
+            ("truncate by nobody", 0o777),
+            ("O_TRUNC open by nobody", 0o777),
+            ("chown by root", 0o777),
+            ("chown by root, no group execute", 0o2767),
+        ],
+        "on a plain directory"
+    );
+    let mount = PlfsMount::new(&["writeback_cache", "allow_other"]);
+    assert_eq!(set_id_bits_after_each_change(&mount.mountpoint), expected, "through the mount");
+}
+
+/// Every cached write(2) asked the daemon for security.capability (the
+/// kernel's file_remove_privs), one synchronous round trip per write held
+/// under the inode lock, which serialised a node's writers of a file.
+/// With FUSE_HANDLE_KILLPRIV_V2 the kernel asks once per attribute
+/// refresh. The daemon logs every such getxattr at trace level, whether
+/// the backend answers it or its memory of an absent attribute does.
+#[test]
+fn writeback_cache_writes_do_not_ask_for_capabilities() {
+    let _serial = serial();
+    // Attributes kept for the whole test: each refresh may ask once more.
+    let mount = PlfsMount::trace_logged(&["writeback_cache", "attr_timeout=600"]);
+    const WRITES: usize = 400;
+    let path = mount.path("records.dat");
+    let file = fs::File::create(&path).unwrap();
+    let record = random_bytes(47001, 7);
+    for k in 0..WRITES {
+        file.write_all_at(&record, (k * record.len()) as u64).unwrap();
+    }
+    file.sync_all().unwrap();
+    drop(file);
+    assert_eq!(fs::metadata(&path).unwrap().len(), (WRITES * record.len()) as u64);
+    let log = fs::read_to_string(&mount.log).unwrap();
+    let asked =
+        log.lines().filter(|line| line.contains("getxattr") && line.contains("security.capability")).count();
+    assert!(asked >= 1, "the first write asks (no getxattr line in the log; was it written at trace level?)");
+    assert!(
+        asked <= 4,
+        "{asked} getxattr requests for security.capability for {WRITES} writes; log tail:\n{}",
+        mount.log_tail(20)
+    );
+}
+
 /// The whole pjdfstest suite on the mount (allow_other, so its dummy users
 /// reach it). Every failing case must be listed, with its reason, in
 /// docs/POSIX.md; a new failure fails this test.

@@ -18,7 +18,9 @@
 //! - No writeback cache by default: writes go through to the daemon at
 //!   once, and other nodes see the data once the writer flushes. With
 //!   writeback cache the kernel does read-modify-write of partial pages
-//!   and keeps the size itself (see docs/POSIX.md).
+//!   and keeps the size itself (see docs/POSIX.md), and this daemon clears
+//!   set-ID bits (FUSE_HANDLE_KILLPRIV_V2), so a cached write costs no
+//!   getxattr round trip (`drop_set_id`).
 //! - Page cache on for opens that can read (readahead, mmap, exec), never
 //!   keep_cache: local processes share one kernel inode and page cache,
 //!   which write-through keeps current; every open drops the cached pages,
@@ -245,6 +247,10 @@ pub struct PlfsFs {
     /// The kernel granted FUSE_DIRECT_IO_ALLOW_MMAP at init: shared mmap
     /// of a direct-I/O open, kept coherent with its direct requests.
     direct_io_mmap: bool,
+    /// The kernel granted FUSE_HANDLE_KILLPRIV_V2 at init (asked only with
+    /// the writeback cache): this daemon clears set-user-ID and
+    /// set-group-ID bits on write, truncate and chown (`drop_set_id`).
+    kill_set_id: bool,
     /// The session's channel for telling the kernel its cache is stale;
     /// set once the session exists (unset in a file system never mounted).
     notifier: Arc<OnceLock<Notifier>>,
@@ -278,6 +284,7 @@ impl PlfsFs {
             capabilities: AbsentCapabilities::default(),
             namespace: RwLock::new(()),
             direct_io_mmap: false,
+            kill_set_id: false,
             notifier: Arc::new(OnceLock::new()),
         }
     }
@@ -296,6 +303,29 @@ impl PlfsFs {
         {
             tracing::debug!("invalidating the attributes of inode {ino}: {error}");
         }
+    }
+
+    /// Clears the set-user-ID bit of the regular file at `path`, and its
+    /// set-group-ID bit where group execute is set (without it the bit
+    /// means mandatory locking, and Linux keeps it), as the kernel would
+    /// on a write, truncate or chown by a process without CAP_FSETID;
+    /// with FUSE_HANDLE_KILLPRIV_V2 it leaves that to this daemon.
+    fn drop_set_id(&self, op: &str, ino: INodeNo, path: &str) -> Result<(), Errno> {
+        let attr = self.core(op, path, self.plfs.stat(path))?;
+        if attr.kind != FileKind::File {
+            return Ok(());
+        }
+        let mut mode = attr.mode & !libc::S_ISUID;
+        if mode & libc::S_IXGRP != 0 {
+            mode &= !libc::S_ISGID;
+        }
+        if mode != attr.mode {
+            self.core(op, path, self.plfs.chmod(path, mode))?;
+            // The kernel's mode is now stale (after a write it does not
+            // ask again by itself).
+            self.invalidate_attr(ino);
+        }
+        Ok(())
     }
 
     /// The TTL of attributes the kernel is sent.
@@ -515,6 +545,7 @@ impl PlfsFs {
     #[allow(clippy::too_many_arguments)]
     fn do_setattr(
         &self,
+        caller: u32,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -534,6 +565,11 @@ impl PlfsFs {
                 Some(file) => self.core("truncate", &path, file.with(|handle| handle.truncate(size))?)?,
                 None => self.core("truncate", &path, self.plfs.truncate(&path, size))?,
             }
+            // CAP_FSETID taken as root (fuser does not pass the kernel's
+            // FATTR_KILL_SUIDGID).
+            if self.kill_set_id && caller != 0 {
+                self.drop_set_id("truncate", ino, &path)?;
+            }
         }
         if let Some(mode) = mode {
             self.core("chmod", &path, self.plfs.chmod(&path, mode & 0o7777))?;
@@ -542,6 +578,11 @@ impl PlfsFs {
         // AT_SYMLINK_NOFOLLOW), as the core does for links.
         if uid.is_some() || gid.is_some() {
             self.core("chown", &path, self.plfs.chown(&path, uid, gid))?;
+            // Whoever asks: the kernel drops the bits at every chown of a
+            // file, root's too.
+            if self.kill_set_id {
+                self.drop_set_id("chown", ino, &path)?;
+            }
         }
         if times {
             let now = SystemTime::now();
@@ -718,7 +759,7 @@ impl PlfsFs {
     /// on the node now at the name (an unlink of it must find the file
     /// open), and is direct I/O, since the kernel's inode may hold another
     /// version's size and pages.
-    fn do_open(&self, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
+    fn do_open(&self, caller: u32, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let opened = lock(&self.inodes).open(ino);
         let (counted, path, fopen) = match opened {
@@ -744,6 +785,17 @@ impl PlfsFs {
         };
         if flags & libc::O_ACCMODE != libc::O_WRONLY {
             self.check_reported_size(counted, &path, &handle);
+        }
+        // An O_TRUNC open truncates as truncate(2) does (CAP_FSETID taken
+        // as root: fuser does not pass FUSE_OPEN_KILL_SUIDGID).
+        if self.kill_set_id
+            && caller != 0
+            && flags & libc::O_TRUNC != 0
+            && let Err(errno) = self.drop_set_id("open", counted, &path)
+        {
+            drop(handle.close());
+            self.unopened(counted);
+            return Err(errno);
         }
         let fh = self.register(counted, handle, flags)?;
         Ok((fh, fopen))
@@ -874,11 +926,18 @@ impl PlfsFs {
         self.path(ino).unwrap_or_else(|_| format!("inode {ino}"))
     }
 
-    fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    /// `kill_set_id`: the kernel's FUSE_WRITE_KILL_SUIDGID, a write by a
+    /// process without CAP_FSETID.
+    fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8], kill_set_id: bool) -> Result<u32, Errno> {
         // Not across a rename or unlink, as for reads: a writer's first
         // write makes its logs under the file's current path.
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let file = self.file(fh)?;
+        // Before the data, as the kernel does it: a write that fails here
+        // has written nothing.
+        if kill_set_id && self.kill_set_id {
+            self.drop_set_id("write", file.ino, &self.path(file.ino)?)?;
+        }
         // Every handle was opened for the daemon's writer, also for the
         // kernel's page-cache write-back (mmap), which comes from no process.
         let written = file.with(|handle| {
@@ -1059,6 +1118,8 @@ impl PlfsFs {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
         let capability = name == capability::NAME;
         if capability && self.capabilities.is_absent(ino) {
+            // Counted by a test: a cached write(2) used to ask this each time.
+            tracing::trace!("getxattr inode {ino}: {name} absent (remembered)");
             return Err(Errno::NO_XATTR);
         }
         let path = self.path(ino)?;
@@ -1214,6 +1275,24 @@ impl Filesystem for PlfsFs {
             tracing::warn!("kernel lacks FUSE_WRITEBACK_CACHE: -o writeback_cache ignored");
             self.options.writeback_cache = false;
         }
+        // Every cached write(2) asks whether set-ID bits or a file
+        // capability must go (file_remove_privs): a GETXATTR of
+        // security.capability, one synchronous round trip per write, taken
+        // under the inode lock, so it serialises every local writer of a
+        // file. With KILLPRIV_V2 the kernel marks a file checked (S_NOSEC)
+        // until its attributes are next refreshed, and sends writes that
+        // must clear the bits flagged; this daemon then clears them (see
+        // `drop_set_id`). Only the writeback cache takes the cached write
+        // path for every write; the default mount's writes are direct and
+        // never ask.
+        if self.options.writeback_cache {
+            self.kill_set_id = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_ok();
+            if !self.kill_set_id {
+                tracing::info!(
+                    "kernel lacks FUSE_HANDLE_KILLPRIV_V2: every cached write asks for security.capability"
+                );
+            }
+        }
         // Read-write opens go direct only if they can still be mmapped
         // (fsx, databases); see `open_flags`.
         self.direct_io_mmap = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_ok();
@@ -1263,7 +1342,7 @@ impl Filesystem for PlfsFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -1279,7 +1358,7 @@ impl Filesystem for PlfsFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match self.do_setattr(ino, mode, uid, gid, size, atime, mtime, fh) {
+        match self.do_setattr(req.uid(), ino, mode, uid, gid, size, atime, mtime, fh) {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(errno) => reply.error(errno),
         }
@@ -1349,8 +1428,8 @@ impl Filesystem for PlfsFs {
         reply.error(Errno::EPERM);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_open(ino, flags.0) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(req.uid(), ino, flags.0) {
             Ok((fh, fopen)) => reply.opened(fh, fopen),
             Err(errno) => reply.error(errno),
         }
@@ -1377,12 +1456,13 @@ impl Filesystem for PlfsFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.do_write(fh, offset, data) {
+        let kill_set_id = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.do_write(fh, offset, data, kill_set_id) {
             Ok(written) => reply.written(written),
             Err(errno) => reply.error(errno),
         }

@@ -234,6 +234,8 @@ pub struct PlfsMount {
     pub scratch: PathBuf,
     pub log: PathBuf,
     options: Vec<String>,
+    /// `plfs` flags before `mount` (e.g. `-vvv`).
+    daemon_flags: Vec<String>,
     daemon: Option<Child>,
 }
 
@@ -249,23 +251,34 @@ impl PlfsMount {
     /// Mounts a mount of the given plfsrc `workload` (shared_file,
     /// file_per_proc, small_file).
     pub fn with_workload(workload: &str, options: &[&str]) -> PlfsMount {
-        PlfsMount::over(workload, options, None)
+        PlfsMount::over(workload, options, None, &[])
+    }
+
+    /// A shared_file mount whose daemon logs at trace level (`plfs -vvv
+    /// mount`) into `log`, e.g. every getxattr of a file capability.
+    pub fn trace_logged(options: &[&str]) -> PlfsMount {
+        PlfsMount::over("shared_file", options, None, &["-vvv"])
     }
 
     /// A second daemon, with its own mount point and plfsrc, over this
     /// mount's backends: what another node mounting the same backends
     /// sees.
     pub fn second_over_same_backends(&self, options: &[&str]) -> PlfsMount {
-        PlfsMount::over("shared_file", options, Some(&self.backends))
+        PlfsMount::over("shared_file", options, Some(&self.backends), &[])
     }
 
     /// A shared_file mount over existing backend directories, in order
     /// (e.g. backends another plfs, or PLFS 2.5, wrote).
     pub fn over_backends(backends: &[PathBuf], options: &[&str]) -> PlfsMount {
-        PlfsMount::over("shared_file", options, Some(backends))
+        PlfsMount::over("shared_file", options, Some(backends), &[])
     }
 
-    fn over(workload: &str, options: &[&str], shared_backends: Option<&[PathBuf]>) -> PlfsMount {
+    fn over(
+        workload: &str,
+        options: &[&str],
+        shared_backends: Option<&[PathBuf]>,
+        daemon_flags: &[&str],
+    ) -> PlfsMount {
         require_root();
         let dir = tempfile::Builder::new().prefix("plfs-fuse-test.").tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -301,6 +314,7 @@ impl PlfsMount {
             backends,
             scratch,
             options: options.iter().map(|s| s.to_string()).collect(),
+            daemon_flags: daemon_flags.iter().map(|s| s.to_string()).collect(),
             daemon: None,
         };
         mount.mount();
@@ -313,6 +327,7 @@ impl PlfsMount {
         let log = fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
         let mut command = Command::new(BIN);
         command
+            .args(&self.daemon_flags)
             .arg("--config")
             .arg(&self.config)
             .arg("mount")
