@@ -384,6 +384,10 @@ impl Store for BandwidthStore {
         self.inner.sync_dir(dir)
     }
 
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        self.inner.sync_file(path)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.limit.charge_write(contents.len());
         self.inner.replace(path, contents)

@@ -151,6 +151,10 @@ impl Store for MetadataServerStore {
         self.inner.sync_dir(dir)
     }
 
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        self.inner.sync_file(path)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.server.serve();
         self.inner.replace(path, contents)

@@ -87,7 +87,13 @@ fn lookup_entry(mount: &MountState, path: &StorePath) -> Result<Lookup> {
                 Err(_) if store.metadata(&paths.access())?.kind != EntryKind::File => {
                     Ok(Lookup::Directory(metadata))
                 }
-                Err(error) => Err(error.context(format!("{}: {}", store.url(), paths.access()))),
+                // A crash before the file's first sync can cut it (creation
+                // does not sync it), so say how to rebuild it.
+                Err(error) => Err(error.context(format!(
+                    "{}: {} (`plfs recover --fix /{path}` rebuilds it)",
+                    store.url(),
+                    paths.access()
+                ))),
             },
             Err(error) if error.kind() == ErrorKind::NotFound && lost_access_file(store, &paths)? => {
                 Err(Error::corrupt(format!(
@@ -219,8 +225,11 @@ fn publish_by_rename(
         store.create_dir_protected(&temporary, &pieces.container)?;
         // The staging directory is private until the rename, so the store
         // may make its pieces in whatever way is quickest (POSIX: in place,
-        // one sync for all; HDFS: at once, the files settled at the file's
-        // close), as long as all are durable before the rename.
+        // no sync; HDFS: at once, the files settled at the file's close).
+        // They are made durable at the file's first sync (sync_creation),
+        // as a plain creat(2) is: a crash before it may leave the access
+        // and version files empty or cut short, which `recover --fix`
+        // rebuilds.
         let (meta, version, access_path, layout_path) =
             (staged.meta_dir(), staged.version(), staged.access(), staged.layout());
         let (version_bytes, access_bytes) = (VersionRecord::current().encode(), access.encode());
@@ -238,6 +247,17 @@ fn publish_by_rename(
             });
         }
         store.fill_private_dir(&temporary, &new)?;
+        if layout_bytes.is_some() {
+            // A layout cut short could not be rebuilt (it says where the
+            // stripes are), so a striped container is durable before it is
+            // published, as every container was before.
+            for piece in &new {
+                if let NewPiece::File { path, .. } = piece {
+                    store.sync_file(path)?;
+                }
+            }
+            store.sync_dir(&temporary)?;
+        }
         store.rename(&temporary, &paths.dir)
     };
     match assemble() {
@@ -251,6 +271,24 @@ fn publish_by_rename(
             }
         }
     }
+}
+
+/// Makes a container's creation durable: the contents of its version and
+/// access files, its entries and its name. Creation syncs none of them
+/// (`publish_by_rename`); a writer calls this before its first synced
+/// byte, so data reported synced never sits in a container a crash could
+/// take apart. A piece gone since (another process renamed or removed the
+/// file while it was open) is skipped: the logs still sync, and a
+/// journaled file system (ext4, XFS) commits the names made before them
+/// with them.
+pub(crate) fn sync_creation(mount: &MountState, path: &StorePath) -> Result<()> {
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    let parent = path.parent().unwrap_or_default();
+    ignore_missing(store.sync_file(&paths.version()))?;
+    ignore_missing(store.sync_file(&paths.access()))?;
+    ignore_missing(store.sync_dir(&paths.dir))?;
+    ignore_missing(store.sync_dir(&parent))
 }
 
 fn publish_by_access_file(

@@ -53,6 +53,10 @@ struct WriterLogs {
     data_dirty: bool,
     /// Index bytes appended since the last sync.
     index_dirty: bool,
+    /// Whether the open record (and the container) is known durable: made
+    /// so before the pair's first sync, since recover drops logs no record
+    /// names, and creation syncs neither.
+    announced: bool,
     /// Every frame appended to the index log, while the file's retention
     /// for a collective flatten on close has room (see `retained`).
     retained: Option<(Arc<Retention>, Vec<u8>)>,
@@ -164,6 +168,9 @@ pub(crate) struct OpenFile {
     /// The file size as this process knows it: disk state when first
     /// needed, then moved by local writes and truncates (lazy stat).
     known: Mutex<Option<SizeSummary>>,
+    /// The container's creation is known durable (`container::sync_creation`
+    /// ran in this process since the open).
+    creation_synced: AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -191,6 +198,7 @@ impl OpenFile {
             runs: Mutex::new(RunTracker::default()),
             prepared: AtomicBool::new(false),
             known: Mutex::new(None),
+            creation_synced: AtomicBool::new(false),
         }
     }
 
@@ -421,6 +429,16 @@ impl OpenFile {
     /// [`AppendWriter::persist`]): on HDFS that is one close wait, not two.
     fn sync_slot(&self, slot: &mut WriterSlot) -> Result<()> {
         let Some(logs) = slot.logs.as_mut() else { return Ok(()) };
+        if !logs.announced {
+            // Nothing is lost yet if this fails: the pair stays in use and
+            // the next sync tries again.
+            self.sync_creation()?;
+            let path = self.path();
+            let (backend, paths) = container::canonical(&self.mount, &path);
+            container::ignore_missing(self.mount.store(backend).sync_dir(&paths.meta_dir()))
+                .with_context(|| format!("/{path}: syncing the open record of log {}", logs.id))?;
+            logs.announced = true;
+        }
         let data_dirty = logs.data_dirty;
         if data_dirty && let Err(error) = logs.data.persist() {
             let error = error.context(format!("/{}: syncing data log", self.path()));
@@ -446,6 +464,20 @@ impl OpenFile {
         let logs = slot.logs.as_mut().expect("present");
         logs.data_dirty = false;
         logs.index_dirty = false;
+        Ok(())
+    }
+
+    /// Makes the container's creation durable, once per open file in this
+    /// process: before the first synced byte, and at an fsync of a file
+    /// never written (a plain creat(2) is durable at its fsync too).
+    fn sync_creation(&self) -> Result<()> {
+        if self.creation_synced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let path = self.path();
+        container::sync_creation(&self.mount, &path)
+            .with_context(|| format!("/{path}: syncing its creation"))?;
+        self.creation_synced.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -534,16 +566,18 @@ impl OpenFile {
         let canonical_store = mount.store(canonical_backend);
         let summary_context = || format!("{}: {path}: removing the closed summary", canonical_store.url());
         // A stat that reads the closed summary sees no writers: it goes
-        // before the open record, whose fsync of meta/ makes its removal
-        // durable too, and again after, for a closer that sealed one in
-        // between (container::publish_closed_summary); that rare removal
-        // is synced itself, so no crash can bring back a summary that
-        // misses a synced write of this log.
-        container::drop_closed_summary(canonical_store, &paths).with_context(summary_context)?;
+        // before the open record, and again after, for a closer that
+        // sealed one in between (container::publish_closed_summary). A
+        // removal that found one is synced, so no crash can bring back a
+        // summary that misses a synced write of this log. The open record
+        // itself is made durable before this pair's first sync
+        // (sync_slot): a new file's create and first write sync nothing.
+        let dropped =
+            container::drop_closed_summary(canonical_store, &paths).with_context(summary_context)?;
         canonical_store
             .create_new_protected(&paths.meta(&layout::open_record_name(&id))?, &[], &pieces.file)
             .with_context(|| format!("{}: {path}: open record", canonical_store.url()))?;
-        if container::drop_closed_summary(canonical_store, &paths).with_context(summary_context)? {
+        if container::drop_closed_summary(canonical_store, &paths).with_context(summary_context)? || dropped {
             canonical_store.sync_dir(&paths.meta_dir()).with_context(summary_context)?;
         }
         let header =
@@ -578,6 +612,7 @@ impl OpenFile {
             indexed: SizeRecord { log: id, max_end: 0, bytes: 0, last_stamp: 0, truncate: None },
             data_dirty: true,
             index_dirty: true,
+            announced: false,
             retained: mount.retained.retention(path).map(|retention| (retention, Vec::new())),
         })
     }
@@ -586,6 +621,7 @@ impl OpenFile {
     /// read state so the next read sees other writers' synced records too.
     pub(crate) fn sync(&self) -> Result<()> {
         let _gate = read_lock(&self.write_gate);
+        self.sync_creation()?;
         let mut first_error = None;
         for slot in self.slots() {
             let mut slot = lock(&slot);

@@ -1021,19 +1021,32 @@ impl Recovery<'_> {
         Ok(())
     }
 
-    /// The version file on the canonical backend must decode.
+    /// The version file on the canonical backend must decode. One that is
+    /// empty or the start of this release's record was cut by a crash
+    /// before the file's first sync (creation does not sync it): the fix
+    /// writes it whole. Other damage is only reported.
     fn version_file(&mut self) -> Result<()> {
         let (backend, paths) = container::canonical(self.state, self.path);
         let store = self.state.store(backend);
         let location = format!("{}/{}", store.url(), paths.version());
-        let problem = match store.read_all(&paths.version()) {
+        let current = VersionRecord::current().encode();
+        let (problem, cut) = match store.read_all(&paths.version()) {
             Ok(bytes) => match VersionRecord::decode(&bytes) {
                 Ok(_) => return Ok(()),
-                Err(error) => error.to_string(),
+                Err(error) => (error.to_string(), current.starts_with(&bytes)),
             },
-            Err(error) if error.kind() == ErrorKind::NotFound => "missing".to_owned(),
+            Err(error) if error.kind() == ErrorKind::NotFound => ("missing".to_owned(), false),
             Err(error) => return Err(error.context(location)),
         };
+        if cut {
+            let fixed = self.fix && {
+                store.replace(&paths.version(), &current).with_context(|| location.clone())?;
+                true
+            };
+            let detail = format!("{problem}; cut short by a crash before the file's first sync");
+            self.note(Problem::DamagedVersionFile, location, detail, fixed);
+            return Ok(());
+        }
         let detail = format!(
             "{problem}; the data still reads, but the format and release that created it are unknown"
         );

@@ -1005,6 +1005,44 @@ fn power_loss_keeps_exactly_what_was_synced() {
     assert_eq!(survivor.stat("/p").unwrap().size, 1000);
 }
 
+/// A new file is durable at its first sync, as a plain creat(2) is at its
+/// fsync, not at its create: a power loss before that may cut its
+/// container's access and version files. A lookup then names the file and
+/// the command that rebuilds them, and `recover --fix` gives back the file
+/// without its unsynced bytes, never with wrong ones. An fsync of a file
+/// never written keeps it whole.
+#[test]
+fn power_loss_before_a_new_files_first_sync_leaves_a_recoverable_file() {
+    let memory: Vec<Arc<MemoryStore>> = vec![Arc::new(MemoryStore::new("mem://new"))];
+    let stores: Vec<SharedStore> = memory.iter().map(|m| m.clone() as SharedStore).collect();
+    let plfs = mount_over(&stores, options(dead_pid()));
+    let handle = plfs.open("/n", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+    handle.write(&[7; 100], 0).unwrap();
+    handle.close().unwrap();
+    let synced = plfs.open("/s", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+    synced.sync().unwrap();
+    synced.close().unwrap();
+    memory[0].discard_unsynced();
+    let survivor = mount_over(&stores, options(2));
+    assert_eq!(survivor.stat("/s").unwrap().size, 0);
+    assert!(survivor.recover("/s", false).unwrap().findings.is_empty());
+    let error = survivor.stat("/n").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+    assert!(error.to_string().contains("plfs recover --fix /n"), "{error}");
+    let report = survivor.recover("/n", true).unwrap();
+    let fixed: Vec<crate::tools::Problem> =
+        report.findings.iter().filter(|f| f.fixed).map(|f| f.problem).collect();
+    assert!(fixed.contains(&crate::tools::Problem::DamagedAccessFile), "{report:?}");
+    assert!(fixed.contains(&crate::tools::Problem::DamagedVersionFile), "{report:?}");
+    assert!(report.findings.iter().all(|f| f.fixed), "{report:?}");
+    assert_eq!(survivor.stat("/n").unwrap().size, 0);
+    let reader = survivor.open("/n", OpenFlags::RDONLY, 0, 2).unwrap();
+    assert_eq!(read_all(&reader), Vec::<u8>::new());
+    reader.close().unwrap();
+    assert!(survivor.recover_with("/n", false, true).unwrap().findings.is_empty());
+    assert_eq!(survivor.readdir("/").unwrap().len(), 2);
+}
+
 #[test]
 fn user_names_that_match_container_entries_are_ordinary_names() {
     let root = tempfile::tempdir().unwrap();
@@ -1628,6 +1666,10 @@ mod flat {
             }
             fn sync_dir(&self, d: &StorePath) -> Result<()> {
                 self.0.sync_dir(d)
+            }
+
+            fn sync_file(&self, p: &StorePath) -> Result<()> {
+                self.0.sync_file(p)
             }
             fn replace(&self, p: &StorePath, c: &[u8]) -> Result<()> {
                 self.0.replace(p, c)

@@ -251,6 +251,12 @@ impl Store for CountingStore {
         self.inner.sync_dir(dir)
     }
 
+    // Not counted, as sync_dir: the cost model counts namespace and data
+    // operations, not durability barriers.
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        self.inner.sync_file(path)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.count(|c| &c.replaces);
         self.inner.replace(path, contents)?;

@@ -330,6 +330,11 @@ impl Store for FaultyStore {
         self.inner.sync_dir(dir)
     }
 
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        self.faults.guard(Op::Sync, &[path])?;
+        self.inner.sync_file(path)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.faults.guard(Op::Replace, &[path])?;
         self.inner.replace(path, contents)

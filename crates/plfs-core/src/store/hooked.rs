@@ -146,6 +146,10 @@ impl Store for HookedStore {
         self.inner.sync_dir(dir)
     }
 
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        self.inner.sync_file(path)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.inner.replace(path, contents)
     }

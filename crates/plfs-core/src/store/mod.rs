@@ -185,16 +185,21 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()>;
 
     /// Publishes a small file with all of `contents` at once, or fails with
-    /// `AlreadyExists`. Readers never see a partial file.
+    /// `AlreadyExists`. Readers never see a partial file, and a crash
+    /// never leaves one. An empty file's name may be durable only at the
+    /// next [`sync_dir`](Self::sync_dir) of its directory (POSIX: nothing
+    /// in it can be torn, so it is made without a temporary file or sync).
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()>;
 
     /// [`create_new`](Self::create_new), except that the store may finish
-    /// making the file readable after it returns: it is durable and in
-    /// place, a reader that gets to it first waits for it, and
-    /// [`settle`](Self::settle) waits for every such file. For the small
-    /// files of a new container, which every writer of a new file waits
-    /// for: on HDFS each file's close waits about 500 ms for the NameNode,
-    /// and this overlaps that wait with the writer's work.
+    /// making the file readable after it returns: it is in place, a
+    /// reader that gets to it first waits for it, and
+    /// [`settle`](Self::settle) waits for every such file. Its contents
+    /// need not be durable before [`sync_file`](Self::sync_file) (a crash
+    /// may leave it empty or cut short). For the small files of a new
+    /// container, which every writer of a new file waits for: on HDFS each
+    /// file's close waits about 500 ms for the NameNode, and this overlaps
+    /// that wait with the writer's work.
     fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.create_new(path, contents)
     }
@@ -211,6 +216,15 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// (the memory store, HDFS's NameNode, S3) need nothing.
     fn sync_dir(&self, dir: &StorePath) -> Result<()> {
         let _ = dir;
+        Ok(())
+    }
+
+    /// Makes the contents of an existing small file durable (POSIX: fsync
+    /// of the file): one made by [`fill_private_dir`](Self::fill_private_dir)
+    /// or [`create_new_deferred`](Self::create_new_deferred). Stores whose
+    /// files are durable once written (HDFS, S3) need nothing.
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        let _ = path;
         Ok(())
     }
 
@@ -305,14 +319,16 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// the caller has just made under a name only it knows and publishes
     /// afterwards with one [`rename`](Self::rename) (a new container's
     /// staging directory). When it returns every piece is in place, with
-    /// its protection and all its contents, and durable as
-    /// [`create_new_deferred`](Self::create_new_deferred) says; a failure
-    /// may leave some pieces behind, which the caller removes with `dir`.
-    /// Since nobody looks into `dir` before the rename, a store may write
-    /// the files under their own names and make them durable together
-    /// (POSIX: no temporary names, one directory sync instead of one per
-    /// file). The default makes the pieces at once, one thread each, with
-    /// the deferred and protected calls.
+    /// its protection and all its contents, but durable only as
+    /// [`create_new_deferred`](Self::create_new_deferred) says: the caller
+    /// syncs the files ([`sync_file`](Self::sync_file)) and `dir`
+    /// ([`sync_dir`](Self::sync_dir)) when it needs them durable (a new
+    /// container: at its first sync, as a plain creat(2) is durable only
+    /// at fsync). A failure may leave some pieces behind, which the caller
+    /// removes with `dir`. Since nobody looks into `dir` before the rename,
+    /// a store may write the files under their own names (POSIX: no
+    /// temporary names, no syncs). The default makes the pieces at once,
+    /// one thread each, with the deferred and protected calls.
     fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
         by_parts::fill_private_dir(self, dir, pieces)
     }

@@ -99,7 +99,10 @@ impl PosixStore {
         if contents.is_empty() {
             // Nothing can be torn in an empty file, so O_EXCL alone is
             // atomic and exclusive: the meta records plfs makes per writer
-            // skip the temp file and its fsync.
+            // skip the temp file and its fsync. Their names become durable
+            // when the caller syncs the directory (a writer: before its
+            // first synced byte; a close's size record: never, as a close
+            // does not sync).
             let file = OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -109,7 +112,7 @@ impl PosixStore {
             if let Some(protection) = protection {
                 apply_protection(&file, protection)?;
             }
-            return sync_dir(dir);
+            return Ok(());
         }
         let temp = write_synced_temp(dir, contents, protection)?;
         // link(2), unlike rename(2), fails when the name is taken.
@@ -254,6 +257,11 @@ impl Store for PosixStore {
         sync_dir(&self.full(dir)).map_err(self.fail("fsync", dir))
     }
 
+    fn sync_file(&self, path: &StorePath) -> Result<()> {
+        let fail = self.fail("fsync", path);
+        File::open(self.full(path)).and_then(|file| file.sync_all()).map_err(fail)
+    }
+
     fn replace(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
         self.publish_replacing(path, contents, None).map_err(self.fail("replace", path))
     }
@@ -359,13 +367,12 @@ impl Store for PosixStore {
     }
 
     /// Nobody reads `dir` before it is renamed into place, so each file is
-    /// written under its own name (no temporary name and link) and all are
-    /// made durable together: writeback of every file starts before the
-    /// first fsync, so one journal commit can carry them all, and `dir` is
-    /// synced once. No threads: on a local file system they cost more than
-    /// the calls they would overlap.
-    fn fill_private_dir(&self, dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
-        let mut written = Vec::with_capacity(pieces.len());
+    /// written under its own name (no temporary name and link) and nothing
+    /// is synced: a plain creat(2) is not durable before fsync either, and
+    /// the caller syncs the pieces when the file's first bytes are (see
+    /// `container::sync_creation`). No threads: on a local file system
+    /// they cost more than the calls they would overlap.
+    fn fill_private_dir(&self, _dir: &StorePath, pieces: &[NewPiece<'_>]) -> Result<()> {
         for piece in pieces {
             match *piece {
                 NewPiece::Dir { path, protection } => self.create_dir_protected(path, protection)?,
@@ -380,15 +387,10 @@ impl Store for PosixStore {
                         .map_err(&fail)?;
                     apply_protection(&file, protection).map_err(&fail)?;
                     file.write_all(contents).map_err(&fail)?;
-                    start_writeback(&file);
-                    written.push((file, path));
                 }
             }
         }
-        for (file, path) in &written {
-            file.sync_all().map_err(self.fail("fsync", path))?;
-        }
-        sync_dir(&self.full(dir)).map_err(self.fail("fsync", dir))
+        Ok(())
     }
 
     /// The device of the backend's root (`st_dev`): two directories on one
@@ -623,19 +625,6 @@ fn apply_protection(file: &File, protection: &Protection) -> io::Result<()> {
     }
     file.set_permissions(Permissions::from_mode(protection.mode & 0o7777))
 }
-
-/// Starts writing a file's dirty pages out without waiting: a hint that
-/// lets the fsync of another file commit this one's block allocation too
-/// (ext4), so syncing several new files costs one journal commit. Any error
-/// shows at the file's own fsync.
-#[cfg(target_os = "linux")]
-fn start_writeback(file: &File) {
-    // SAFETY: the descriptor is open for the call; the call reads no memory.
-    unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
-}
-
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &File) {}
 
 /// Makes a new or changed directory entry durable.
 fn sync_dir(dir: &Path) -> io::Result<()> {
