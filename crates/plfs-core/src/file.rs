@@ -645,6 +645,12 @@ impl OpenFile {
     pub(crate) fn read_with(&self, buf: &mut [u8], offset: u64, ahead: Option<&ReadAhead>) -> Result<usize> {
         /// Index reloads of one read whose logs vanish under it.
         const READ_ATTEMPTS_MAX: usize = 4;
+        /// Reloads of one read that found the file replaced again (the
+        /// reload names other logs than the failed read did), on top of
+        /// `READ_ATTEMPTS_MAX`: a file republished by rename faster than
+        /// one attempt runs took a reader's few attempts in one burst, and
+        /// the read failed although every reload found a whole file.
+        const REPLACEMENTS_MAX: usize = 64;
         let backends = self.mount.stores.len();
         let span = match ahead {
             Some(ahead) if ahead.follows(offset, buf.len()) && read_ahead::applies(buf.len()) => {
@@ -653,6 +659,9 @@ impl OpenFile {
             _ => 0,
         };
         let mut attempt = 0;
+        let mut replacements = 0;
+        // The data logs of the last read that found one missing.
+        let mut vanished: Option<Vec<LogId>> = None;
         loop {
             let (pieces, sources, targets) = match self.plan_read(offset, buf.len() as u64, span) {
                 Ok(plan) => plan,
@@ -675,8 +684,21 @@ impl OpenFile {
                 // the file by a rename (or reclaimed logs a truncate made
                 // obsolete) after this handle loaded the index. The file
                 // as it is now answers (a few times, if renames keep coming).
-                Err(error) if error.kind() == ErrorKind::NotFound && attempt < READ_ATTEMPTS_MAX => {
-                    attempt += 1;
+                Err(error) if error.kind() == ErrorKind::NotFound => {
+                    let logs: Vec<LogId> = sources.iter().map(|(_, source)| source.id).collect();
+                    let replaced = vanished.as_ref().is_some_and(|before| *before != logs);
+                    vanished = Some(logs);
+                    if replaced && replacements < REPLACEMENTS_MAX {
+                        replacements += 1;
+                    } else if attempt < READ_ATTEMPTS_MAX {
+                        attempt += 1;
+                    } else {
+                        return Err(error.context(format!(
+                            "/{}: read of {total} bytes at offset {offset} (index reloaded {} times)",
+                            self.path(),
+                            attempt + replacements
+                        )));
+                    }
                     self.invalidate_read_state();
                 }
                 Err(error) => {

@@ -152,7 +152,7 @@ impl Plfs {
             workload,
             placement,
             log_cache: LogCache::new(tuning.read_handles_max, tuning.readahead_bytes),
-            read_pool: ReadPool::new(tuning.threadpool_size)?,
+            read_pool: ReadPool::new(tuning.threadpool_size, crate::host::cores_per_local_rank())?,
             tuning,
             hostname: options.hostname,
             pid: options.pid,

@@ -269,12 +269,30 @@ impl LogCache {
 #[derive(Debug)]
 pub struct ReadPool {
     threads: usize,
+    /// Whether [`ReadPool::run_all`] hands a read's tasks to pool threads.
+    /// Not when this process's share of the cores is under two (more
+    /// ranks of its job on the node than cores, or a rank bound to one
+    /// core): the other ranks keep the cores busy, so a pool thread would
+    /// only take the caller's core in turns with it, paying two context
+    /// switches per task and copying the caller's bytes on a core whose
+    /// cache the caller then reads them from.
+    parallel_tasks: bool,
     pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
 }
 
+/// Cores a process's share must reach for a read's tasks to run on pool
+/// threads: one for the caller, one for a task beside it.
+const CORES_FOR_PARALLEL_TASKS: usize = 2;
+
 impl ReadPool {
-    pub fn new(threads: usize) -> Result<ReadPool> {
-        Ok(ReadPool { threads, pool: std::sync::OnceLock::new() })
+    /// A pool of `threads` threads for a process whose share of the cores
+    /// is `cores` ([`crate::host::cores_per_local_rank`]).
+    pub fn new(threads: usize, cores: usize) -> Result<ReadPool> {
+        Ok(ReadPool {
+            threads,
+            parallel_tasks: cores >= CORES_FOR_PARALLEL_TASKS,
+            pool: std::sync::OnceLock::new(),
+        })
     }
 
     fn pool(&self) -> Option<&rayon::ThreadPool> {
@@ -311,10 +329,11 @@ impl ReadPool {
         }
     }
 
-    /// Runs every task, in parallel when the pool has threads, and returns
-    /// the first error.
+    /// Runs every task, in parallel when the pool has threads and this
+    /// process a share of the cores to run them on (else one after the
+    /// other on the calling thread), and returns the first error.
     pub fn run_all<T: FnOnce() -> Result<()> + Send>(&self, tasks: Vec<T>) -> Result<()> {
-        if tasks.len() <= 1 {
+        if tasks.len() <= 1 || !self.parallel_tasks {
             return tasks.into_iter().try_for_each(|task| task());
         }
         match self.pool() {
@@ -372,6 +391,34 @@ mod tests {
         }
         let read = store.counts().bytes_read;
         assert!(read <= (LOG_BYTES + 2 * READAHEAD) as u64, "{read} bytes read for a {LOG_BYTES}-byte log");
+    }
+
+    /// A process without two cores of its own (more ranks on the node
+    /// than cores, or bound to one) runs a read's tasks on the calling
+    /// thread; with two or more it hands them to the pool's threads.
+    #[test]
+    fn tasks_go_to_the_pool_only_with_a_share_of_two_cores() {
+        let caller = std::thread::current().id();
+        let ran_on = |pool: &ReadPool| {
+            let threads = Mutex::new(Vec::new());
+            let tasks: Vec<_> = (0..3)
+                .map(|_| {
+                    let threads = &threads;
+                    move || -> Result<()> {
+                        threads.lock().unwrap().push(std::thread::current().id());
+                        Ok(())
+                    }
+                })
+                .collect();
+            pool.run_all(tasks).unwrap();
+            threads.into_inner().unwrap()
+        };
+        for cores in [0, 1] {
+            let threads = ran_on(&ReadPool::new(4, cores).unwrap());
+            assert_eq!(threads, vec![caller; 3], "a share of {cores} cores");
+        }
+        let threads = ran_on(&ReadPool::new(4, 2).unwrap());
+        assert!(threads.len() == 3 && !threads.contains(&caller), "a share of 2 cores");
     }
 
     /// A read crossing many whole records that lie end to end in one log

@@ -201,6 +201,11 @@ pub struct RestartResult {
     /// close: memory the timed part touched for the first time.
     #[serde(default)]
     pub minor_faults: u64,
+    /// Context switches (voluntary and involuntary, every thread) from the
+    /// clock's start to the close: how often the process's threads handed
+    /// a core over, e.g. a reader waiting for its read pool's threads.
+    #[serde(default)]
+    pub context_switches: u64,
 }
 
 /// One process's untimed set-up: the mount, the extents, the buffers.
@@ -343,6 +348,7 @@ fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
     let began_ns = now_ns();
     let cpu_began_ns = process_cpu_ns();
     let faults_began = minor_faults();
+    let switches_began = context_switches();
     let timed = open_move_close(prepared, start, began_ns);
     // Flatten on close: every writer rank takes part, also one that
     // failed (it says so), so that none waits in it alone.
@@ -367,6 +373,7 @@ fn execute(prepared: &mut Prepared, start: Start) -> Result<RestartResult> {
         max_rss_kib: max_rss_kib(),
         cpu_ns: process_cpu_ns().saturating_sub(cpu_began_ns),
         minor_faults: minor_faults().saturating_sub(faults_began),
+        context_switches: context_switches().saturating_sub(switches_began),
         io_ns,
         check_ns,
     })
@@ -500,6 +507,12 @@ fn max_rss_kib() -> u64 {
 /// getrusage(RUSAGE_SELF).ru_minflt (0 if it fails).
 fn minor_faults() -> u64 {
     self_usage().map_or(0, |usage| usage.ru_minflt.max(0) as u64)
+}
+
+/// getrusage(RUSAGE_SELF): voluntary plus involuntary context switches
+/// (0 if it fails).
+fn context_switches() -> u64 {
+    self_usage().map_or(0, |usage| (usage.ru_nvcsw.max(0) + usage.ru_nivcsw.max(0)) as u64)
 }
 
 /// Entry point of a restart process (`plfs bench-worker restart <json>`);
@@ -648,6 +661,10 @@ pub struct PhaseFigures {
     /// MiB moved (None for a peer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults_per_mib: Option<f64>,
+    /// Context switches of every process together inside the clock, per
+    /// MiB moved (None for a peer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switches_per_mib: Option<f64>,
     /// The slowest process's clock split: seconds in the open, in the
     /// read (write) calls, in checking, and the rest (close, waits); None
     /// for a peer.
@@ -950,6 +967,7 @@ fn peer_phase(program: &PeerProgram, run: &PeerRun, op: PeerPhase, layout: &Layo
         max_rss_kib: result.max_rss_kib,
         cpu_ms_per_mib: None,
         faults_per_mib: None,
+        switches_per_mib: None,
         slowest_split: None,
         bad_bytes: result.errors * 8,
         first_bad: None,
@@ -1023,6 +1041,9 @@ fn phase(
         ),
         faults_per_mib: Some(
             results.iter().map(|r| r.minor_faults).sum::<u64>() as f64 / (bytes.max(1) as f64 / MIB),
+        ),
+        switches_per_mib: Some(
+            results.iter().map(|r| r.context_switches).sum::<u64>() as f64 / (bytes.max(1) as f64 / MIB),
         ),
         slowest_split: results.iter().max_by_key(|r| r.end_ns).map(|r| {
             let seconds = |ns: u64| ns as f64 / 1e9;
