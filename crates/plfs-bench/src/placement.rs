@@ -11,7 +11,11 @@
 //! - `default`: the mount's default layout ([`DEFAULT_LAYOUT`]), the one a
 //!   plfsrc without `default_layout` gets.
 //!
-//! Every case writes the same files in the same order (a seeded shuffle).
+//! Every case writes the same files in the same order (a seeded shuffle),
+//! the cases in lockstep so the fill ends at the same file for all, and
+//! each mount's placement rotor starts from the seed: one seed gives the
+//! same figures on every run. `BackendKind::Memory` runs the same code over
+//! in-memory backends of the same capacity, without root.
 //! The report gives each backend's usage (its file system's used blocks)
 //! and objects (inodes in use, and the files' data objects), their mean
 //! and standard deviation, and the data objects of every small file. The
@@ -20,11 +24,14 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 
 use plfs::ErrorKind;
 use plfs::config::{BackendRole, Tuning};
 use plfs::fs::{Options, Plfs};
 use plfs::open::OpenFlags;
+use plfs::store::SharedStore;
+use plfs::store::memory::MemoryStore;
 use plfs::striping::{DEFAULT_LAYOUT, Layout, StripingConfig};
 use serde::Serialize;
 
@@ -50,13 +57,57 @@ pub struct PlacementSpec {
     pub fill_pct: u32,
     /// Where the mount points go (in a fresh subdirectory).
     pub dir: PathBuf,
-    /// Seeds the order of the files.
+    /// Seeds the order of the files and where placement's rotor starts.
     pub seed: u64,
+    /// What the backends are.
+    pub backend_kind: BackendKind,
+}
+
+/// What the bench fills: real, size-limited file systems, or a model of
+/// them in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Size-limited tmpfs mounts (needs root): real capacity and real
+    /// used blocks.
+    Tmpfs,
+    /// In-memory stores that report the same capacity and count their
+    /// files' bytes as used (`MemoryStore::with_capacity`): the same
+    /// placement code without root, for tests.
+    Memory,
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = BenchError;
+
+    fn from_str(text: &str) -> Result<BackendKind> {
+        match text {
+            "tmpfs" => Ok(BackendKind::Tmpfs),
+            "memory" => Ok(BackendKind::Memory),
+            other => Err(BenchError::invalid(format!("--backend-kind {other}: expected tmpfs or memory"))),
+        }
+    }
+}
+
+impl BackendKind {
+    fn describe(self) -> &'static str {
+        match self {
+            BackendKind::Tmpfs => "size-limited tmpfs",
+            BackendKind::Memory => "in-memory model of a size-limited file system",
+        }
+    }
 }
 
 impl PlacementSpec {
     pub fn new(dir: PathBuf) -> PlacementSpec {
-        PlacementSpec { backends: 8, backend_mib: 64, fill_pct: 90, dir, seed: 1 }
+        PlacementSpec {
+            backends: 8,
+            backend_mib: 64,
+            fill_pct: 90,
+            dir,
+            seed: 1,
+            backend_kind: BackendKind::Tmpfs,
+        }
     }
 
     fn check(&self) -> Result<()> {
@@ -206,6 +257,11 @@ impl PlacementReport {
         for case in &self.cases {
             text.push_str(&format!("  {:<7} layouts: {}\n", case.name, case.layouts.join(" | ")));
         }
+        text.push_str(
+            "  every case writes the same files in the same order, each file to every case before the next; \
+             the fill ends when the fullest case has no room for a small file below the target; \
+             placement's rotor starts from the seed\n",
+        );
         text.push_str(&format!(
             "{:<8} {:>6} {:>9} {:>11} {:>9} {:>12} {:>10} {:>16} {:>10}\n",
             "case",
@@ -422,25 +478,33 @@ fn mean_and_std_dev(values: &[f64]) -> (f64, f64) {
     (mean, variance.sqrt())
 }
 
-/// Runs the three cases, each on fresh backends.
+/// Runs the three cases, each on fresh backends of its own, in lockstep:
+/// every file is written to every case before the next, so every case
+/// writes the same files in the same order and the fill ends by one rule
+/// for all (see [`fill`]). Each mount's placement rotor starts from the
+/// seed, so a seed gives the same figures on every run.
 pub fn run_placement(spec: &PlacementSpec) -> Result<PlacementReport> {
     spec.check()?;
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let uid = unsafe { libc::geteuid() };
-    if uid != 0 {
-        return Err(BenchError::invalid(format!(
-            "plfs bench placement needs root: it mounts {} size-limited tmpfs file systems as backends \
-             (running as uid {uid})",
-            spec.backends
-        )));
+    if spec.backend_kind == BackendKind::Tmpfs {
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let uid = unsafe { libc::geteuid() };
+        if uid != 0 {
+            return Err(BenchError::invalid(format!(
+                "plfs bench placement needs root: it mounts {} size-limited tmpfs file systems as backends \
+                 (running as uid {uid}; --backend-kind memory runs a model without root)",
+                spec.backends
+            )));
+        }
     }
     let classes = spec.classes();
     let pfl = pfl_layout(&classes)?;
     let default: Layout = DEFAULT_LAYOUT.parse().map_err(BenchError::plfs("parsing", DEFAULT_LAYOUT))?;
     let mut cases = Vec::with_capacity(3);
     for (name, mount_default) in [("ideal", None), ("pfl", Some(pfl)), ("default", Some(default))] {
-        cases.push(run_case(spec, &classes, name, mount_default)?);
+        cases.push(Case::mount(spec, &classes, name, mount_default)?);
     }
+    fill(spec, &classes, &mut cases)?;
+    let cases = cases.into_iter().map(|case| case.measure(spec, &classes)).collect::<Result<Vec<_>>>()?;
     let ideal_std_dev = cases[0].usage_std_dev_pct;
     // A hundredth of a point: the figures are printed to two decimals.
     let pfl_std_dev_no_worse = cases[1].usage_std_dev_pct <= ideal_std_dev + 0.005;
@@ -450,7 +514,7 @@ pub fn run_placement(spec: &PlacementSpec) -> Result<PlacementReport> {
     Ok(PlacementReport {
         backends: spec.backends,
         backend_bytes: spec.backend_mib * MIB,
-        backend_kind: "size-limited tmpfs".to_owned(),
+        backend_kind: spec.backend_kind.describe().to_owned(),
         fill_pct: spec.fill_pct,
         seed: spec.seed,
         classes,
@@ -478,46 +542,98 @@ fn ideal_layout(class: &SizeClass) -> Result<Layout> {
     text.parse().map_err(BenchError::plfs("building the ideal layout", text))
 }
 
-fn run_case(
-    spec: &PlacementSpec,
-    classes: &[SizeClass],
+/// One case while it fills: its mount over its own backends.
+struct Case {
     name: &'static str,
-    mount_default: Option<Layout>,
-) -> Result<CaseReport> {
-    let root = spec.dir.join(format!("plfs-placement.{}.{name}", std::process::id()));
-    let backends = TmpfsBackends::mount(root, spec.backends, spec.backend_mib)?;
-    let stores = backends
-        .urls()
-        .iter()
-        .map(|url| open_store_url(url).map(|store| (store, BackendRole::Any)))
-        .collect::<Result<Vec<_>>>()?;
-    let striping = StripingConfig { default_layout: mount_default.clone(), ..StripingConfig::default() };
-    let plfs = Plfs::with_striping(stores, Options::from_environment(Tuning::default()), striping)
-        .map_err(BenchError::plfs("mounting plfs over", backends.urls().join(",")))?;
-    let mut layouts = Vec::with_capacity(classes.len());
-    for class in classes {
-        let dir = format!("/{}", class.name);
-        plfs.mkdir(&dir, 0o755).map_err(BenchError::plfs("mkdir", dir.clone()))?;
-        if mount_default.is_none() {
-            let layout = ideal_layout(class)?;
-            plfs.set_layout(&dir, &layout)
-                .map_err(BenchError::plfs("setting the template of", dir.clone()))?;
+    layouts: Vec<String>,
+    plfs: Plfs,
+    /// The tmpfs mounts, unmounted when the case is dropped (after `plfs`).
+    tmpfs: Option<TmpfsBackends>,
+    written: Vec<(String, usize)>,
+    files_per_class: Vec<u64>,
+    bytes: u64,
+    stopped_by: Option<String>,
+}
+
+impl Case {
+    fn mount(
+        spec: &PlacementSpec,
+        classes: &[SizeClass],
+        name: &'static str,
+        mount_default: Option<Layout>,
+    ) -> Result<Case> {
+        let (stores, tmpfs, described) = match spec.backend_kind {
+            BackendKind::Tmpfs => {
+                let root = spec.dir.join(format!("plfs-placement.{}.{name}", std::process::id()));
+                let backends = TmpfsBackends::mount(root, spec.backends, spec.backend_mib)?;
+                let stores = backends
+                    .urls()
+                    .iter()
+                    .map(|url| open_store_url(url).map(|store| (store, BackendRole::Any)))
+                    .collect::<Result<Vec<_>>>()?;
+                let described = backends.urls().join(",");
+                (stores, Some(backends), described)
+            }
+            BackendKind::Memory => {
+                let stores = (0..spec.backends)
+                    .map(|index| {
+                        let url = format!("memory://placement-{name}-{index}");
+                        let store: SharedStore =
+                            Arc::new(MemoryStore::with_capacity(url, spec.backend_mib * MIB));
+                        (store, BackendRole::Any)
+                    })
+                    .collect();
+                (stores, None, format!("{} memory stores", spec.backends))
+            }
+        };
+        // The same start for every case and run: the rotor decides which
+        // of several equally empty backends a component takes, and from the
+        // process id (a mount's usual start) a seed's figures would move
+        // from run to run.
+        let striping = StripingConfig {
+            default_layout: mount_default.clone(),
+            rotor_start: Some(spec.seed),
+            ..StripingConfig::default()
+        };
+        let plfs = Plfs::with_striping(stores, Options::from_environment(Tuning::default()), striping)
+            .map_err(BenchError::plfs("mounting plfs over", described))?;
+        let mut layouts = Vec::with_capacity(classes.len());
+        for class in classes {
+            let dir = format!("/{}", class.name);
+            plfs.mkdir(&dir, 0o755).map_err(BenchError::plfs("mkdir", dir.clone()))?;
+            if mount_default.is_none() {
+                let layout = ideal_layout(class)?;
+                plfs.set_layout(&dir, &layout)
+                    .map_err(BenchError::plfs("setting the template of", dir.clone()))?;
+            }
+            let layout =
+                plfs.layout_for_new_file_in(&dir).map_err(BenchError::plfs("layout of", dir.clone()))?;
+            layouts.push(format!(
+                "{}: {}",
+                class.name,
+                layout.map_or_else(|| "none".to_owned(), |l| l.to_string())
+            ));
         }
-        let layout = plfs.layout_for_new_file_in(&dir).map_err(BenchError::plfs("layout of", dir.clone()))?;
-        layouts.push(format!(
-            "{}: {}",
-            class.name,
-            layout.map_or_else(|| "none".to_owned(), |l| l.to_string())
-        ));
-    }
-    if mount_default.is_some() {
-        // One layout for every class: print it once.
-        let shared = layouts[0].split_once(": ").map(|(_, layout)| layout.to_owned()).unwrap_or_default();
-        layouts = vec![format!("every file: {shared}")];
+        if mount_default.is_some() {
+            // One layout for every class: print it once.
+            let shared = layouts[0].split_once(": ").map(|(_, layout)| layout.to_owned()).unwrap_or_default();
+            layouts = vec![format!("every file: {shared}")];
+        }
+        Ok(Case {
+            name,
+            layouts,
+            plfs,
+            tmpfs,
+            written: Vec::new(),
+            files_per_class: vec![0; classes.len()],
+            bytes: 0,
+            stopped_by: None,
+        })
     }
 
-    let total_bytes = |plfs: &Plfs| -> Result<(u64, u64)> {
-        let usage = plfs.space_per_backend().map_err(BenchError::plfs("statfs of", "the backends"))?;
+    /// Used and total bytes over the case's backends.
+    fn used_and_size(&self) -> Result<(u64, u64)> {
+        let usage = self.plfs.space_per_backend().map_err(BenchError::plfs("statfs of", "the backends"))?;
         Ok(usage.iter().fold((0, 0), |(used, size), backend| {
             let space = &backend.space;
             (
@@ -525,92 +641,126 @@ fn run_case(
                 size + space.blocks * space.block_size,
             )
         }))
-    };
-    let chunk: Vec<u8> = (0..MIB).map(|i| (i % 251) as u8).collect();
-    let mut written: Vec<(String, usize)> = Vec::new();
-    let mut files_per_class = vec![0u64; classes.len()];
-    let mut bytes = 0u64;
-    let mut stopped_by = None;
-    let smallest = classes.iter().map(|class| class.bytes).min().unwrap_or(STRIPE_SIZE);
-    for class_index in Files::new(classes, spec.seed) {
-        let class = &classes[class_index];
-        // A file that would pass the target is left out; the fill ends
-        // when not even a small one fits (the paper's "until about 90%").
-        let (used, size) = total_bytes(&plfs)?;
-        let target = size / 100 * u64::from(spec.fill_pct);
-        if used + smallest > target {
-            break;
-        }
-        if used + class.bytes > target {
-            continue;
-        }
-        let path = format!("/{}/f{:05}", class.name, written.len());
-        match write_file(&plfs, &path, class.bytes, &chunk) {
-            Ok(()) => {}
-            Err(error) if error.kind() == ErrorKind::NoSpace => {
-                stopped_by = Some(format!("{path}: {error}"));
-                break;
-            }
-            Err(error) => return Err(BenchError::Plfs { doing: "writing", target: path, source: error }),
-        }
-        written.push((path, class_index));
-        files_per_class[class_index] += 1;
-        bytes += class.bytes;
     }
 
-    let usage = plfs.space_per_backend().map_err(BenchError::plfs("statfs of", "the backends"))?;
-    let usage_pct: Vec<f64> = usage
-        .iter()
-        .map(|backend| {
-            let space = &backend.space;
-            100.0 * (space.blocks - space.blocks_free) as f64 / space.blocks.max(1) as f64
+    /// The figures after the fill; unmounts the case's backends.
+    fn measure(self, spec: &PlacementSpec, classes: &[SizeClass]) -> Result<CaseReport> {
+        let plfs = &self.plfs;
+        let usage = plfs.space_per_backend().map_err(BenchError::plfs("statfs of", "the backends"))?;
+        if spec.backend_kind == BackendKind::Memory
+            && let Some(over) = usage.iter().find(|backend| backend.space.blocks_free == 0)
+        {
+            // The memory model does not refuse writes past its size (tmpfs
+            // does, and the fill stops there): a full backend is reported.
+            return Err(BenchError::invalid(format!(
+                "{}: backend {} is full after the fill: placement piled data on it",
+                self.name, over.url
+            )));
+        }
+        let usage_pct: Vec<f64> = usage
+            .iter()
+            .map(|backend| {
+                let space = &backend.space;
+                100.0 * (space.blocks - space.blocks_free) as f64 / space.blocks.max(1) as f64
+            })
+            .collect();
+        let inodes: Vec<u64> =
+            usage.iter().map(|backend| backend.space.files - backend.space.files_free).collect();
+        let mut data_objects = vec![0u64; spec.backends];
+        let mut small = Vec::new();
+        let mut total_objects = 0u64;
+        let mut verified = true;
+        for (path, class_index) in &self.written {
+            let per_backend =
+                plfs.data_per_backend(path).map_err(BenchError::plfs("listing the data of", path))?;
+            let objects: u64 = per_backend.values().map(|data| data.objects).sum();
+            for (backend, data) in &per_backend {
+                data_objects[*backend] += data.objects;
+            }
+            total_objects += objects;
+            if *class_index == 0 {
+                small.push(objects);
+            }
+            let size = plfs.stat(path).map_err(BenchError::plfs("stat", path))?.size;
+            verified &= size == classes[*class_index].bytes;
+        }
+        let (usage_mean_pct, usage_std_dev_pct) = mean_and_std_dev(&usage_pct);
+        let (inodes_mean, inodes_std_dev) =
+            mean_and_std_dev(&inodes.iter().map(|&n| n as f64).collect::<Vec<_>>());
+        let files = self.written.len() as u64;
+        drop(self.plfs);
+        drop(self.tmpfs);
+        Ok(CaseReport {
+            name: self.name,
+            layouts: self.layouts,
+            files,
+            files_per_class: self.files_per_class,
+            bytes: self.bytes,
+            stopped_by: self.stopped_by,
+            usage_pct,
+            usage_mean_pct,
+            usage_std_dev_pct,
+            inodes,
+            inodes_mean,
+            inodes_std_dev,
+            data_objects,
+            small_file_objects_min: small.iter().copied().min().unwrap_or(0),
+            small_file_objects_max: small.iter().copied().max().unwrap_or(0),
+            small_file_objects_mean: small.iter().sum::<u64>() as f64 / small.len().max(1) as f64,
+            objects_per_file_mean: total_objects as f64 / files.max(1) as f64,
+            verified,
         })
-        .collect();
-    let inodes: Vec<u64> =
-        usage.iter().map(|backend| backend.space.files - backend.space.files_free).collect();
-    let mut data_objects = vec![0u64; spec.backends];
-    let mut small = Vec::new();
-    let mut total_objects = 0u64;
-    let mut verified = true;
-    for (path, class_index) in &written {
-        let per_backend =
-            plfs.data_per_backend(path).map_err(BenchError::plfs("listing the data of", path))?;
-        let objects: u64 = per_backend.values().map(|data| data.objects).sum();
-        for (backend, data) in &per_backend {
-            data_objects[*backend] += data.objects;
-        }
-        total_objects += objects;
-        if *class_index == 0 {
-            small.push(objects);
-        }
-        let size = plfs.stat(path).map_err(BenchError::plfs("stat", path))?.size;
-        verified &= size == classes[*class_index].bytes;
     }
-    let (usage_mean_pct, usage_std_dev_pct) = mean_and_std_dev(&usage_pct);
-    let (inodes_mean, inodes_std_dev) =
-        mean_and_std_dev(&inodes.iter().map(|&n| n as f64).collect::<Vec<_>>());
-    drop(plfs);
-    drop(backends);
-    Ok(CaseReport {
-        name,
-        layouts,
-        files: written.len() as u64,
-        files_per_class,
-        bytes,
-        stopped_by,
-        usage_pct,
-        usage_mean_pct,
-        usage_std_dev_pct,
-        inodes,
-        inodes_mean,
-        inodes_std_dev,
-        data_objects,
-        small_file_objects_min: small.iter().copied().min().unwrap_or(0),
-        small_file_objects_max: small.iter().copied().max().unwrap_or(0),
-        small_file_objects_mean: small.iter().sum::<u64>() as f64 / small.len().max(1) as f64,
-        objects_per_file_mean: total_objects as f64 / written.len().max(1) as f64,
-        verified,
-    })
+}
+
+/// Writes the seeded files to every case, each file to all cases before
+/// the next. A file that would take any case past the target is left out
+/// of every case; the fill ends when, in the fullest case, not even a small
+/// file fits (the paper's "until about 90%"), or when a write finds no
+/// space. So every case holds the same files, and the cases differ only in
+/// where their layouts and placement put them: which case ends with the
+/// lower spread no longer depends on where each case's own fill happened
+/// to stop.
+fn fill(spec: &PlacementSpec, classes: &[SizeClass], cases: &mut [Case]) -> Result<()> {
+    let chunk: Vec<u8> = (0..MIB).map(|i| (i % 251) as u8).collect();
+    let smallest = classes.iter().map(|class| class.bytes).min().unwrap_or(STRIPE_SIZE);
+    let mut index = 0usize;
+    for class_index in Files::new(classes, spec.seed) {
+        let class = &classes[class_index];
+        let mut room = u64::MAX;
+        for case in cases.iter() {
+            let (used, size) = case.used_and_size()?;
+            let target = size / 100 * u64::from(spec.fill_pct);
+            room = room.min(target.saturating_sub(used));
+        }
+        if smallest > room {
+            return Ok(());
+        }
+        if class.bytes > room {
+            continue;
+        }
+        let path = format!("/{}/f{index:05}", class.name);
+        index += 1;
+        let mut full = false;
+        for case in cases.iter_mut() {
+            match write_file(&case.plfs, &path, class.bytes, &chunk) {
+                Ok(()) => {
+                    case.written.push((path.clone(), class_index));
+                    case.files_per_class[class_index] += 1;
+                    case.bytes += class.bytes;
+                }
+                Err(error) if error.kind() == ErrorKind::NoSpace => {
+                    case.stopped_by = Some(format!("{path}: {error}"));
+                    full = true;
+                }
+                Err(error) => return Err(BenchError::Plfs { doing: "writing", target: path, source: error }),
+            }
+        }
+        if full {
+            return Ok(());
+        }
+    }
+    Ok(())
 }
 
 /// Creates `path` and writes `size` bytes of `chunk` to it, a chunk at a time.

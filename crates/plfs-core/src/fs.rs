@@ -146,7 +146,9 @@ impl Plfs {
         let roles: Vec<BackendRole> = backends.iter().map(|(_, role)| *role).collect();
         let placement = Placement::new(&roles, options.tuning.num_hostdirs)?;
         let tuning = options.tuning.clone();
-        let placement_rotor = AtomicU64::new(placement_rotor_start(&options.hostname, options.pid));
+        let placement_rotor = AtomicU64::new(
+            striping.rotor_start.unwrap_or_else(|| placement_rotor_start(&options.hostname, options.pid)),
+        );
         let state = MountState {
             stores: backends.into_iter().map(|(store, _)| store).collect(),
             workload,

@@ -41,7 +41,8 @@ pub(crate) struct MountState {
     /// this mount places, so its new files take the equally empty backends
     /// in turn. It starts from the host and pid ([`placement_rotor_start`])
     /// so that processes creating files at once do not all begin on the
-    /// same backend.
+    /// same backend, unless the striping configuration fixes its start
+    /// (`StripingConfig::rotor_start`).
     pub(crate) placement_rotor: AtomicU64,
     /// Deletes removed containers' pieces after their unlink returned.
     pub(crate) reclaimer: Reclaimer,

@@ -13,8 +13,9 @@ use crate::output::print_json;
 #[derive(Debug, Args)]
 #[command(after_help = "Needs root: it mounts K size-limited tmpfs file systems under --dir as the \
     backends and unmounts them when done (also on error). Each case (ideal per-size striping, one \
-    PFL layout for every file, the mount default layout) fills fresh backends with the same files \
-    until --fill-pct of the capacity is used. Exits 1 if a file's size did not read back or a small \
+    PFL layout for every file, the mount default layout) fills fresh backends with the same files, \
+    each file written to every case before the next, until the fullest case has --fill-pct of its \
+    capacity used. Exits 1 if a file's size did not read back or a small \
     file has more than one data object.")]
 pub struct Opts {
     /// Backends K (each its own tmpfs mount).
@@ -26,9 +27,14 @@ pub struct Opts {
     /// Fill until this percentage of the total capacity is used.
     #[arg(long, default_value_t = 90)]
     fill_pct: u32,
-    /// Seeds the order in which the files are written.
+    /// Seeds the order in which the files are written and where placement's
+    /// rotor starts: one seed gives the same figures on every run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// What the backends are: tmpfs (size-limited tmpfs mounts, needs root)
+    /// or memory (an in-memory model of them, no root; for tests).
+    #[arg(long, default_value = "tmpfs")]
+    backend_kind: String,
     /// Where the mount points go (a fresh subdirectory, removed after).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -46,6 +52,7 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         fill_pct: opts.fill_pct,
         dir: opts.dir.clone(),
         seed: opts.seed,
+        backend_kind: opts.backend_kind.parse().map_err(|e| anyhow!("{e}"))?,
     };
     opts.plot.check()?;
     let report = run_placement(&spec).map_err(|e| anyhow!(e))?;

@@ -36,13 +36,24 @@ const TOTAL_FILES: u64 = 1 << 20;
 pub struct MemoryStore {
     url: String,
     tree: Mutex<Tree>,
+    /// The size `space` reports, in blocks.
+    total_blocks: u64,
 }
 
 impl MemoryStore {
     pub fn new(url: impl Into<String>) -> MemoryStore {
         let mut entries = BTreeMap::new();
         entries.insert(String::new(), Node::new(Kind::Dir, DIR_MODE));
-        MemoryStore { url: url.into(), tree: Mutex::new(Tree { entries }) }
+        MemoryStore { url: url.into(), tree: Mutex::new(Tree { entries }), total_blocks: TOTAL_BLOCKS }
+    }
+
+    /// A store whose `space` reports a size of `bytes` (rounded down to
+    /// whole blocks) and, as free, what its files leave of it: a model of a
+    /// small file system for placement by free space without root (`plfs
+    /// bench placement --backend-kind memory`). The size is reported, not
+    /// enforced: writes past it succeed, so the caller checks the usage.
+    pub fn with_capacity(url: impl Into<String>, bytes: u64) -> MemoryStore {
+        MemoryStore { total_blocks: bytes / BLOCK_SIZE, ..MemoryStore::new(url) }
     }
 
     /// Simulates a crash of the machine: every file is cut back to the length
@@ -280,10 +291,10 @@ impl Store for MemoryStore {
         let tree = self.tree();
         let bytes: u64 = tree.entries.values().map(|node| node.size()).sum();
         let used_blocks = bytes.div_ceil(BLOCK_SIZE);
-        let blocks_free = TOTAL_BLOCKS.saturating_sub(used_blocks);
+        let blocks_free = self.total_blocks.saturating_sub(used_blocks);
         Ok(SpaceInfo {
             block_size: BLOCK_SIZE,
-            blocks: TOTAL_BLOCKS,
+            blocks: self.total_blocks,
             blocks_free,
             blocks_available: blocks_free,
             files: TOTAL_FILES,

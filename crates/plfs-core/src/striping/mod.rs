@@ -88,6 +88,12 @@ pub struct StripingConfig {
     pub imbalance_pct: u32,
     /// A backend with fewer free bytes than this gets no new stripes.
     pub reserve_bytes: u64,
+    /// Where the mount's placement rotor starts. `None` (every plfsrc
+    /// mount): from the host and process, so processes creating files at
+    /// once begin on different backends. A fixed start makes one process's
+    /// placements reproducible from run to run (`plfs bench placement`
+    /// sets it from `--seed`); not a plfsrc key.
+    pub rotor_start: Option<u64>,
 }
 
 impl StripingConfig {
@@ -104,7 +110,13 @@ impl StripingConfig {
 impl Default for StripingConfig {
     fn default() -> StripingConfig {
         // 17% is Lustre's default `qos_threshold_rr`.
-        StripingConfig { default_layout: None, pools: BTreeMap::new(), imbalance_pct: 17, reserve_bytes: 0 }
+        StripingConfig {
+            default_layout: None,
+            pools: BTreeMap::new(),
+            imbalance_pct: 17,
+            reserve_bytes: 0,
+            rotor_start: None,
+        }
     }
 }
 

@@ -13,14 +13,19 @@
 //! filling up while others sit idle.
 //!
 //! The round-robin goes over the backends with the most free space (within
-//! [`NEAR_TIE_PCT`] of the largest backend's size of the emptiest), taken in
-//! turn by the mount's rotor, then the rest emptiest first. Lustre's rotor
+//! [`NEAR_TIE_PCT`] of the emptiest one's free space), taken in turn by the
+//! mount's rotor, then the rest emptiest first. Lustre's rotor
 //! over every OST is fair in objects but not in bytes when file sizes mix;
 //! a start picked by the file's name was neither, so usage wandered up to
 //! the imbalance threshold before anything pulled it back. Near-ties keep
 //! concurrent creators apart: files created at once see the same free
 //! space, and without the tie band would all pick the one backend a few
-//! bytes emptier than the rest.
+//! bytes emptier than the rest. The band is a share of the free space left,
+//! not of the backends' size: wide while there is room (where taking turns
+//! costs nothing), it narrows as the backends fill, so the last free
+//! space is shared out by how much each backend has left and the spread at
+//! the end of a fill shrinks with it (a band of 1% of the size kept up to
+//! that much, and usage ended uniformly spread within it).
 //!
 //! Among equally empty backends, those holding fewer of this file's bytes
 //! (from its earlier components, [`component_bytes`]) come first. A
@@ -93,13 +98,13 @@ pub fn is_imbalanced(candidates: &[BackendSpace], imbalance_pct: u32) -> bool {
     u128::from(max_free - min_free) * 100 > u128::from(max_total) * u128::from(imbalance_pct)
 }
 
-/// Backends whose free space is within this percentage of the largest
-/// backend's size of the emptiest one count as equally empty: the
-/// round-robin takes them in turn. Small enough that usage stays within
-/// about this much of even (the weighted pick only starts at
-/// `imbalance_pct`), large enough that the free-space noise of other users
-/// and of writes still in flight does not send every new file to one
-/// backend.
+/// Backends whose free space is within this percentage of the emptiest
+/// one's free space count as equally empty: the round-robin takes them in
+/// turn. Small enough that usage stays within about this much of the free
+/// space left of even (the weighted pick only starts at `imbalance_pct`),
+/// large enough that the free-space noise of other users and of writes
+/// still in flight does not send every new file to one backend while
+/// there is room to spare.
 pub const NEAR_TIE_PCT: u64 = 1;
 
 /// Picks up to `count` distinct backends for one component (fewer when
@@ -158,13 +163,13 @@ pub fn choose_backends(
 }
 
 /// The balanced pick: the backends within the near-tie band of the most
-/// free space, the fewest of this file's bytes first and in the
-/// candidates' order rotated by `rotor` among equals, then the others
-/// emptiest first (ties by position), the first `count` of those.
+/// free space (a share of that free space, [`NEAR_TIE_PCT`]), the fewest of
+/// this file's bytes first and in the candidates' order rotated by `rotor`
+/// among equals, then the others emptiest first (ties by position), the
+/// first `count` of those.
 fn emptiest_in_turn(usable: &[BackendSpace], count: usize, rotor: u64) -> Vec<usize> {
     let max_free = usable.iter().map(|space| space.free_bytes).max().unwrap_or(0);
-    let max_total = usable.iter().map(|space| space.total_bytes).max().unwrap_or(0);
-    let band = u64::try_from(u128::from(max_total) * u128::from(NEAR_TIE_PCT) / 100).unwrap_or(u64::MAX);
+    let band = u64::try_from(u128::from(max_free) * u128::from(NEAR_TIE_PCT) / 100).unwrap_or(u64::MAX);
     let (mut leaders, mut rest): (Vec<&BackendSpace>, Vec<&BackendSpace>) =
         usable.iter().partition(|space| space.free_bytes.saturating_add(band) >= max_free);
     let start = (rotor % leaders.len() as u64) as usize;
@@ -217,8 +222,8 @@ mod tests {
     #[test]
     fn equally_empty_backends_take_turns_evenly() {
         let config = StripingConfig::default();
-        // A spread of 0.7% of the size is inside the 1% near-tie band.
-        let backends = [sized(0, 1000, 500), sized(1, 1000, 505), sized(2, 1000, 498), sized(3, 1000, 502)];
+        // A spread of 0.9% of the most free space is inside the 1% near-tie band.
+        let backends = [sized(0, 1000, 500), sized(1, 1000, 503), sized(2, 1000, 498), sized(3, 1000, 502)];
         let mut counts = [0; 4];
         for rotor in 0..1000 {
             for backend in choose_backends(&backends, 1, &config, rotor).unwrap() {
@@ -252,6 +257,24 @@ mod tests {
         let backends = [sized(0, 1000, 500), sized(1, 1000, 595), sized(2, 1000, 600), sized(3, 1000, 530)];
         assert_eq!(choose_backends(&backends, 2, &config, 0).unwrap(), vec![1, 2]);
         assert_eq!(choose_backends(&backends, 2, &config, 1).unwrap(), vec![2, 1]);
+    }
+
+    #[test]
+    fn the_near_tie_band_narrows_as_the_backends_fill() {
+        let config = StripingConfig::default();
+        // Nearly empty: 0.9% of the free space apart, the three take turns.
+        let roomy = [sized(0, 1000, 990), sized(1, 1000, 999), sized(2, 1000, 995)];
+        let turns: Vec<usize> =
+            (0..3).map(|rotor| choose_backends(&roomy, 1, &config, rotor).unwrap()[0]).collect();
+        assert_eq!(turns, vec![0, 1, 2]);
+        // Nearly full, the same 9 units apart are 9% of what is left: the
+        // emptiest leads, then the next emptiest, whatever the turn. (A band
+        // of 1% of the size, 10 units, took them in turn here too, so usage
+        // ended anywhere within it.)
+        let full = [sized(0, 1000, 91), sized(1, 1000, 100), sized(2, 1000, 96)];
+        for rotor in 0..6 {
+            assert_eq!(choose_backends(&full, 2, &config, rotor).unwrap(), vec![1, 2], "rotor {rotor}");
+        }
     }
 
     #[test]
