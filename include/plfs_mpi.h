@@ -58,8 +58,10 @@ struct plfs_comm_ops {
 };
 
 /*
- * The Rust side. strategy is "naive", "broadcast", "parallel" or
- * "flatten"; NULL means $PLFS_OPEN_STRATEGY, else "parallel". Opens that
+ * The Rust side. strategy is "naive", "broadcast", "parallel", "flatten",
+ * "uniform_restart" or "auto" (broadcast for a file of few index logs,
+ * else parallel: rank 0 decides and says so in its first message); NULL
+ * means $PLFS_OPEN_STRATEGY, else "auto". Opens that
  * are not read-only need no exchange: each rank opens the file itself
  * (rank 0 first when O_CREAT, so the container is made once; a file it
  * creates gets mode 0644; on a small_file mount rank 0 publishes its create

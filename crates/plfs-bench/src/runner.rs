@@ -429,7 +429,9 @@ fn run_mpi_phase(
     let environment = [("LD_PRELOAD", preload.as_str()), ("PLFSRC", plfsrc_text.as_str())];
     let mut command = Command::new(&setup.mpirun);
     if setup.flavor == "openmpi" {
-        command.args(["--allow-run-as-root", "--oversubscribe"]);
+        // As the restart bench's phases: waiting ranks yield their core
+        // however many ranks share it (peers.rs says why).
+        command.args(crate::peers::MPIRUN_ARGS);
         for (key, value) in environment {
             command.arg("-x").arg(format!("{key}={value}"));
         }

@@ -397,7 +397,11 @@ fn mpiio_n1_strided_across_nodes() {
     check_strided(&plfsrc, &file, RANKS as u64, nodes.dir.path());
     check_hosts(&plfsrc, &file, 0..NODES);
     let read_ok = format!("{READERS} readers verified {total} bytes");
-    for (hint, strategy) in [(None, "parallel"), (Some("hint=plfs_disable_paropen=1"), "broadcast")] {
+    for (hint, strategy) in [
+        (None, "auto"),
+        (Some("hint=plfs_disable_paropen=0"), "parallel"),
+        (Some("hint=plfs_disable_paropen=1"), "broadcast"),
+    ] {
         let mut args = vec!["read", path, &records, &size];
         let writers = RANKS.to_string();
         args.push(&writers);

@@ -16,7 +16,11 @@
  *     reading every index log. Strategy from the hints, as ad_plfs chose:
  *     plfs_uniform_restart=1 -> uniform_restart; else parallel unless
  *     plfs_disable_paropen=1; else broadcast unless
- *     plfs_disable_broadcast=1; else naive.
+ *     plfs_disable_broadcast=1; else naive. Without any of these three
+ *     hints: libplfs's default ($PLFS_OPEN_STRATEGY, else "auto":
+ *     broadcast when the file has so few index logs that rank 0 reads
+ *     them all sooner than the parallel read's six more rounds finish,
+ *     else parallel).
  *   - creating opens: rank 0 creates the container, barrier, then the MPI
  *     library opens (no mkdir storm).
  *   - plfs_flatten_close=1 on a write open: each rank keeps the index
@@ -233,21 +237,38 @@ static int mpi_error_of(plfs_error_t error) { return mpi_error_of_errno(plfs.err
 
 /* ---- hints ---- */
 
-enum { HINT_DISABLE_BROADCAST, HINT_DISABLE_PAROPEN, HINT_UNIFORM_RESTART, HINT_FLATTEN_CLOSE, HINTS };
+/* HINT_STRATEGY_GIVEN is no hint of its own (read_hints sets it): it
+ * travels with the others so that hints_agree checks it too. */
+enum {
+    HINT_DISABLE_BROADCAST,
+    HINT_DISABLE_PAROPEN,
+    HINT_UNIFORM_RESTART,
+    HINT_FLATTEN_CLOSE,
+    HINT_STRATEGY_GIVEN,
+    HINTS
+};
 
 static const char *const hint_names[HINTS] = {"plfs_disable_broadcast", "plfs_disable_paropen",
-                                              "plfs_uniform_restart", "plfs_flatten_close"};
+                                              "plfs_uniform_restart", "plfs_flatten_close",
+                                              "presence of plfs_disable_broadcast, plfs_disable_paropen or plfs_uniform_restart"};
 
-/* atoi of each hint (0 when absent), as ad_plfs_hints read them. */
+/* atoi of each hint (0 when absent), as ad_plfs_hints read them;
+ * hints[HINT_STRATEGY_GIVEN] is 1 when any of the strategy hints is
+ * present (even as 0), so that ranks agree on it too. */
 static void read_hints(MPI_Info info, int hints[HINTS]) {
     for (int i = 0; i < HINTS; i++) {
         hints[i] = 0;
+    }
+    for (int i = 0; i < HINT_STRATEGY_GIVEN; i++) {
         if (info == MPI_INFO_NULL) {
             continue;
         }
         char value[MPI_MAX_INFO_VAL + 1];
         int flag = 0;
         if (MPI_Info_get(info, hint_names[i], MPI_MAX_INFO_VAL, value, &flag) == MPI_SUCCESS && flag) {
+            if (i != HINT_FLATTEN_CLOSE) {
+                hints[HINT_STRATEGY_GIVEN] = 1;
+            }
             hints[i] = atoi(value);
             if (hints[i] < -INT_MAX) {
                 hints[i] = -INT_MAX; /* so hints_agree can negate it */
@@ -292,8 +313,12 @@ static int hints_agree(MPI_Comm comm, const int hints[HINTS], const char *path) 
     return MPI_SUCCESS;
 }
 
-/* ad_plfs's order of precedence for read-only opens. */
+/* ad_plfs's order of precedence for read-only opens, when the program
+ * passed a strategy hint; NULL (libplfs's default) when it passed none. */
 static const char *strategy_of(const int hints[HINTS]) {
+    if (!hints[HINT_STRATEGY_GIVEN]) {
+        return NULL;
+    }
     if (hints[HINT_UNIFORM_RESTART]) {
         return "uniform_restart";
     }
@@ -500,8 +525,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         plfs_mpi_comm_ops(&open_comm, &ops);
         plfs_error_t rc = plfs.open_collective_ops(&file->index_fd, path, O_RDONLY, getpid(), &ops, strategy);
         if (verbose()) {
-            fprintf(stderr, "plfs_mpiio: rank %d: collective open of %s (%s): %s\n", rank, path, strategy,
-                    plfs.strerror(rc));
+            /* Without a hint: what libplfs's default will be. */
+            const char *chosen = strategy != NULL ? strategy : getenv("PLFS_OPEN_STRATEGY");
+            fprintf(stderr, "plfs_mpiio: rank %d: collective open of %s (%s): %s\n", rank, path,
+                    chosen != NULL && chosen[0] != '\0' ? chosen : "auto", plfs.strerror(rc));
         }
         if (rc != PLFS_SUCCESS) {
             /* The same error on every rank (plfs_open_collective's

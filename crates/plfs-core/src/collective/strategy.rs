@@ -17,6 +17,12 @@
 //!   MPI-IO hint, for a restart on as many ranks as wrote, each reading
 //!   back what it wrote). Bytes other writers wrote read as holes. Not in
 //!   [`Strategy::ALL`]: it opens part of the file, not all of it.
+//! - [`Strategy::Auto`]: broadcast or parallel, whichever costs fewer round
+//!   trips on the busiest rank for this file's index logs and this many
+//!   ranks ([`auto_broadcasts`]); rank 0 decides after listing the logs and
+//!   says which in the message both strategies start with, so the choice
+//!   costs no round. The default when the caller names none. Not in
+//!   [`Strategy::ALL`]: it is one of them.
 //!
 //! Files of an n-n (file_per_proc) or 1-n (small_file) mount have no index
 //! logs: every strategy opens them as an ordinary read-only open, on each
@@ -56,15 +62,18 @@ pub enum Strategy {
     Parallel,
     Flatten,
     UniformRestart,
+    Auto,
 }
 
 impl Strategy {
     pub const ALL: [Strategy; 4] =
         [Strategy::Naive, Strategy::Broadcast, Strategy::Parallel, Strategy::Flatten];
 
-    /// The paper's choice for PLFS through MPI-IO: nearly the read speed
-    /// of a flattened index without the cost at write close.
-    pub const DEFAULT: Strategy = Strategy::Parallel;
+    /// The paper's choice for PLFS through MPI-IO (parallel: nearly the
+    /// read speed of a flattened index without the cost at write close),
+    /// except where the file has so few index logs that reading them all on
+    /// rank 0 is cheaper than the parallel read's extra rounds.
+    pub const DEFAULT: Strategy = Strategy::Auto;
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -73,6 +82,7 @@ impl Strategy {
             Strategy::Parallel => "parallel",
             Strategy::Flatten => "flatten",
             Strategy::UniformRestart => "uniform_restart",
+            Strategy::Auto => "auto",
         }
     }
 
@@ -98,11 +108,11 @@ impl FromStr for Strategy {
     fn from_str(text: &str) -> Result<Strategy> {
         Strategy::ALL
             .into_iter()
-            .chain([Strategy::UniformRestart])
+            .chain([Strategy::UniformRestart, Strategy::Auto])
             .find(|strategy| strategy.as_str() == text)
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown open strategy {text:?} (expected naive, broadcast, parallel, flatten or uniform_restart)"
+                    "unknown open strategy {text:?} (expected naive, broadcast, parallel, flatten, uniform_restart or auto)"
                 ))
             })
     }
@@ -182,7 +192,8 @@ pub fn open_collective_with(
         Strategy::Naive => return open_naive(plfs, path, writer),
         Strategy::Broadcast => broadcast_from_root(plfs, path, comm, |plfs| read_whole_index(plfs, path))?,
         Strategy::Flatten => broadcast_from_root(plfs, path, comm, |plfs| read_flattened(plfs, path))?,
-        Strategy::Parallel => parallel_read(plfs, path, comm, options.group_ranks)?,
+        Strategy::Parallel => parallel_read(plfs, path, comm, options.group_ranks, false)?,
+        Strategy::Auto => parallel_read(plfs, path, comm, options.group_ranks, true)?,
         Strategy::UniformRestart if plfs.is_plfs25(path)? => Shared::Plfs25,
         Strategy::UniformRestart => Shared::Index(read_own_logs(plfs, path, comm.rank())?),
     };
@@ -216,6 +227,37 @@ fn plfs25_message(checked: &Result<bool>, root: usize) -> Vec<u8> {
 /// Whether rank 0's first message says the file is a 2.5 file.
 fn says_plfs25(bytes: &[u8]) -> bool {
     bytes == [OUTCOME_PLFS25]
+}
+
+/// Rank 0's first message under [`Strategy::Auto`] when it chose to
+/// broadcast: this status byte, then the merged index (where the parallel
+/// read's message has [`OUTCOME_OK`] and the log list).
+const OUTCOME_INDEX: u8 = 3;
+
+/// The collective rounds the parallel read makes after its first message
+/// and the broadcast strategy does not: the host-name allgather (none when
+/// the group size is given), two splits, the gather to the group leaders,
+/// the leaders' allgather and the leaders' broadcast to their groups.
+pub fn parallel_extra_rounds(group_ranks_given: bool) -> usize {
+    5 + usize::from(!group_ranks_given)
+}
+
+/// [`Strategy::Auto`]'s rule: whether `ranks` ranks open a file of `logs`
+/// index logs by broadcast (rank 0 reads every log) rather than by the
+/// parallel read (each rank reads its share). Broadcast costs rank 0, the
+/// busiest rank, `logs − ⌈logs/ranks⌉` more index-log opens than the
+/// parallel read does; the parallel read costs every rank
+/// [`parallel_extra_rounds`] more collective rounds. An open and a round
+/// are each at least one round trip (to a metadata server, to the other
+/// ranks), so broadcast wins while its extra opens are no more than the
+/// parallel read's extra rounds: up to 7 logs at any rank count, any
+/// number on one rank. The weighing is cautious: with more ranks than free
+/// cores a round costs far more than a round trip (a wait until every
+/// rank has been scheduled, 10-15 ms each on 2 cores), and an index log
+/// read on a local disk far less.
+pub fn auto_broadcasts(logs: usize, ranks: usize, group_ranks_given: bool) -> bool {
+    let ranks = ranks.max(1);
+    logs - logs.div_ceil(ranks) <= parallel_extra_rounds(group_ranks_given)
 }
 
 /// The reference behaviour: an ordinary open whose index is built before
@@ -292,14 +334,41 @@ fn broadcast_from_root(
     }
 }
 
-/// The parallel index read (paper §3.4).
-fn parallel_read(plfs: &Plfs, path: &str, comm: &dyn Comm, group_ranks: Option<usize>) -> Result<Shared> {
+/// The parallel index read (paper §3.4); with `auto`, [`Strategy::Auto`]:
+/// rank 0 may send the merged index in place of the log list.
+fn parallel_read(
+    plfs: &Plfs,
+    path: &str,
+    comm: &dyn Comm,
+    group_ranks: Option<usize>,
+    auto: bool,
+) -> Result<Shared> {
     const ROOT: usize = 0;
     // 1. Rank 0 lists the logs once (listing is the metadata storm too),
     // or says the file is a 2.5 file.
+    let mut built = None;
     let mut list_bytes = if comm.rank() == ROOT {
         match plfs.is_plfs25(path) {
-            Ok(false) => outcome(plfs.index_logs(path).as_ref().map(IndexLogList::encode), ROOT),
+            Ok(false) => match plfs.index_logs(path) {
+                Ok(list) if auto && auto_broadcasts(list.logs.len(), comm.size(), group_ranks.is_some()) => {
+                    // Broadcast after all: the same one round as the list.
+                    tracing::info!(
+                        "{path}: auto open: {} index logs on {} ranks: rank 0 reads them all and broadcasts",
+                        list.logs.len(),
+                        comm.size()
+                    );
+                    let index = plfs
+                        .read_index_part(path, &list.logs)
+                        .and_then(|part| plfs.merge_index_parts(path, [part]));
+                    let bytes = match &index {
+                        Ok(index) => [&[OUTCOME_INDEX][..], &index.encode()].concat(),
+                        Err(error) => outcome(Err(error), ROOT),
+                    };
+                    built = Some(index);
+                    bytes
+                }
+                listed => outcome(listed.as_ref().map(IndexLogList::encode), ROOT),
+            },
             checked => plfs25_message(&checked, ROOT),
         }
     } else {
@@ -308,6 +377,12 @@ fn parallel_read(plfs: &Plfs, path: &str, comm: &dyn Comm, group_ranks: Option<u
     comm.broadcast(ROOT, &mut list_bytes).context(path.to_owned())?;
     if says_plfs25(&list_bytes) {
         return Ok(Shared::Plfs25);
+    }
+    if let Some(index) = built {
+        return index.map(Shared::Index);
+    }
+    if let Some((&OUTCOME_INDEX, payload)) = list_bytes.split_first() {
+        return SharedIndex::decode(plfs, payload).context(path.to_owned()).map(Shared::Index);
     }
     let list = IndexLogList::decode(from_outcome(&list_bytes, path)?).context(path.to_owned())?;
     drop(list_bytes);

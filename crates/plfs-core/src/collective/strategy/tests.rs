@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::clock::{ManualClock, Stamper};
-use crate::collective::LocalComm;
+use crate::collective::{CommCounts, CountingComm, LocalComm};
 use crate::config::{BackendRole, Tuning};
 use crate::fs::Options;
 use crate::store::counting::{CountingStore, OpCounts};
@@ -120,7 +120,7 @@ fn every_strategy_reads_what_a_plain_open_reads_with_the_papers_open_counts() {
                 Strategy::Naive => (0, readers),
                 Strategy::Broadcast | Strategy::Parallel => (logs, 0),
                 Strategy::Flatten => (0, 1),
-                Strategy::UniformRestart => unreachable!("not in Strategy::ALL"),
+                Strategy::UniformRestart | Strategy::Auto => unreachable!("not in Strategy::ALL"),
             };
             assert_eq!(
                 (index_log_opens, global_index_opens),
@@ -626,4 +626,115 @@ fn the_parallel_read_groups_ranks_by_node() {
         messages.values().map(|counted| counted.bytes_between_hosts).sum()
     };
     assert!(index_bytes(&traffic) < index_bytes(&before), "{traffic:?} vs {before:?}");
+}
+
+#[test]
+fn auto_broadcasts_while_rank_0s_extra_opens_are_no_more_than_the_parallel_reads_extra_rounds() {
+    // The parallel read's extra rounds: host names, two splits, gather,
+    // leaders' allgather, group broadcast; no host names with a group size.
+    assert_eq!((parallel_extra_rounds(false), parallel_extra_rounds(true)), (6, 5));
+    // (logs, ranks, group size given) -> broadcast?
+    let cases = [
+        ((0, 1, false), true),
+        ((1000, 1, false), true), // one rank reads every log either way
+        ((4, 4, false), true),    // the bench: 4 writers, 4 readers, one node
+        ((7, 64, false), true),   // 7 - 1 = 6 extra opens, 6 extra rounds
+        ((8, 64, false), false),  // 8 - 1 = 7 > 6
+        ((7, 64, true), false),   // a given group size saves the host-name round
+        ((8, 4, false), true),    // 8 - 2 = 6
+        ((9, 4, false), true),    // 9 - 3 = 6
+        ((10, 4, false), false),  // 10 - 3 = 7
+        ((16, 16, false), false),
+        ((65536, 65536, false), false),
+    ];
+    for ((logs, ranks, given), broadcast) in cases {
+        assert_eq!(
+            auto_broadcasts(logs, ranks, given),
+            broadcast,
+            "{logs} logs, {ranks} ranks, group given {given}"
+        );
+    }
+}
+
+/// Each rank's open counts and collective counts under `options`.
+fn counted_open(
+    backends: &[SharedStore],
+    readers: usize,
+    options: CollectiveOptions,
+) -> Vec<(Vec<u8>, OpCounts, CommCounts)> {
+    LocalComm::run(readers, |comm| {
+        let comm = CountingComm::new(comm);
+        let (plfs, counting) = rank_mount(backends, comm.rank());
+        let handle = open_collective_with(&plfs, PATH, &comm, &options, 1000 + comm.rank() as u64).unwrap();
+        let (cost, talk) = (sum(&counting), comm.counts());
+        let bytes = read_whole(&handle);
+        handle.close().unwrap();
+        (bytes, cost, talk)
+    })
+}
+
+#[test]
+fn auto_costs_what_broadcast_costs_for_few_logs_and_what_parallel_costs_for_many() {
+    for (writers, readers, like) in [
+        (1u64, 1usize, Strategy::Broadcast),
+        (4, 4, Strategy::Broadcast),
+        (12, 3, Strategy::Parallel),
+        (12, 12, Strategy::Parallel),
+    ] {
+        let backends = backends();
+        let (plfs, _) = rank_mount(&backends, 99);
+        write_strided(&plfs, writers);
+        let expected = read_whole(&plfs.open(PATH, OpenFlags::RDONLY, 0, 500).unwrap());
+        let auto = counted_open(&backends, readers, options_for(Strategy::Auto));
+        let other = counted_open(&backends, readers, options_for(like));
+        assert_eq!(like == Strategy::Broadcast, auto_broadcasts(writers as usize, readers, false));
+        for (rank, ((bytes, cost, talk), (_, like_cost, like_talk))) in auto.iter().zip(&other).enumerate() {
+            assert!(
+                *bytes == expected,
+                "auto, {writers} logs, {readers} ranks: rank {rank} read other bytes"
+            );
+            assert_eq!(
+                (cost, talk),
+                (like_cost, like_talk),
+                "auto, {writers} logs, {readers} ranks, rank {rank}: expected what {like} costs"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_error_on_rank_0_reaches_every_rank_when_auto_broadcasts() {
+    let backends = backends();
+    let (plfs, _) = rank_mount(&backends, 99);
+    write_strided(&plfs, 3);
+    // Damage one index log: rank 0, reading every log for a broadcast,
+    // fails, and every rank must hear of it instead of waiting.
+    fn index_logs_in(store: &dyn crate::store::Store, dir: &StorePath, found: &mut Vec<StorePath>) {
+        for entry in store.list(dir).unwrap() {
+            let path = dir.join(&entry.name).unwrap();
+            if entry.kind == crate::store::EntryKind::Directory {
+                index_logs_in(store, &path, found);
+            } else if entry.name.starts_with("index.") {
+                found.push(path);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for store in &backends {
+        index_logs_in(store.as_ref(), &StorePath::root(), &mut found);
+        if let Some(log) = found.first() {
+            store.replace(log, b"not an index log").unwrap();
+            break;
+        }
+    }
+    assert!(!found.is_empty(), "no index log found to damage");
+    assert!(auto_broadcasts(3, 3, false));
+    let results = open_on_ranks(&backends, 3, options_for(Strategy::Auto));
+    for (rank, result) in results.into_iter().enumerate() {
+        let error = result.expect_err("rank 0's failed read went unnoticed");
+        assert!(error.to_string().contains(PATH), "rank {rank}: {error}");
+        if rank != 0 {
+            assert!(error.to_string().contains("rank 0"), "rank {rank}: {error}");
+        }
+    }
 }
