@@ -44,14 +44,19 @@ const MPIRUN: &str = "mpirun.openmpi";
 
 /// mpirun's options for every restart phase, plfs's, the direct file's and
 /// the peers'. Open MPI refuses root without the first; the bench may run
-/// more ranks than this machine has cores. Open MPI yields the CPU while a
-/// rank waits in a collective only when a node is oversubscribed, so a
+/// more ranks than this machine has cores.
+pub(crate) const MPIRUN_ARGS: [&str; 2] = ["--allow-run-as-root", "--oversubscribe"];
+
+/// mpirun's environment for the same phases. Open MPI yields the CPU while
+/// a rank waits in a collective only when a node is oversubscribed, so a
 /// phase of as many ranks as cores (half on 2 cores) would busy-poll where
-/// one of more ranks yields: the last option makes every phase wait the
-/// same way (a busy-polling rank held its core from the rank it waited
-/// for, and plfs's collective open took 100-220 ms instead of 3-60).
-pub(crate) const MPIRUN_ARGS: [&str; 5] =
-    ["--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"];
+/// one of more ranks yields: this makes every phase wait the same way (a
+/// busy-polling rank held its core from the rank it waited for, and plfs's
+/// collective open took 100-220 ms instead of 3-60). An environment
+/// variable rather than `--mca`: Open MPI refuses a parameter given twice
+/// on its command line, and a site's mpirun wrapper (the node tests'
+/// `plfs-nodes mpirun`) may pass this one itself; its `--mca` then wins.
+pub(crate) const MPIRUN_ENV: [(&str, &str); 1] = [("OMPI_MCA_mpi_yield_when_idle", "1")];
 
 /// Each variable of the Pixie3D-like data (restart_common.h's NVARS).
 pub const VARIABLES: u64 = 8;
@@ -348,6 +353,7 @@ impl PeerProgram {
     fn mpirun(&self, ranks: usize, args: &[String], name: &str) -> Result<std::process::Output> {
         Command::new(&self.mpirun)
             .args(MPIRUN_ARGS)
+            .envs(MPIRUN_ENV)
             .args(["-np", &ranks.to_string()])
             .arg(&self.program)
             .args(args)

@@ -431,7 +431,7 @@ fn run_mpi_phase(
     if setup.flavor == "openmpi" {
         // As the restart bench's phases: waiting ranks yield their core
         // however many ranks share it (peers.rs says why).
-        command.args(crate::peers::MPIRUN_ARGS);
+        command.args(crate::peers::MPIRUN_ARGS).envs(crate::peers::MPIRUN_ENV);
         for (key, value) in environment {
             command.arg("-x").arg(format!("{key}={value}"));
         }

@@ -894,6 +894,7 @@ fn run_mpi_phase(
     let mut command = std::process::Command::new(&mpirun);
     command
         .args(crate::peers::MPIRUN_ARGS)
+        .envs(crate::peers::MPIRUN_ENV)
         .args(["-np", &spec.processes.to_string()])
         .arg(&workers.program)
         .args(&workers.args_prefix)
