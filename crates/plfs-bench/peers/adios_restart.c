@@ -68,9 +68,12 @@ static double write_phase(const struct options *o, const struct box *b, double *
         CHECK(adios_write(fd, name, bufs[v]) != 0, "adios_write");
     }
     CHECK(adios_close(fd) != 0, "adios_close");
-    double seconds = MPI_Wtime() - began;
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    /* Every writer's data is in the file once all have closed. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    sync_output(path, rank, PEER);
+    double seconds = MPI_Wtime() - began;
     adios_finalize(rank);
     return seconds;
 }

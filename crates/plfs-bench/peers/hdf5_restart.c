@@ -122,6 +122,8 @@ int main(int argc, char **argv) {
     CHECK(H5Pclose(xfer));
     CHECK(H5Fclose(file));
     CHECK(H5Pclose(fapl));
+    /* H5Fclose is collective: the file is whole when it returns. */
+    if (o.phase == PHASE_WRITE) sync_output(path, rank, PEER);
     double seconds = MPI_Wtime() - began;
 
     double checking = MPI_Wtime();

@@ -47,8 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define NVARS 8
 
@@ -393,6 +396,39 @@ static uint64_t check_regions(const struct options *o, const struct regions *re,
     }
     return wrong;
 }
+/* fdatasyncs one file; exits the job naming it on failure. */
+static void sync_file(const char *path, int rank, const char *peer) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fdatasync(fd) != 0) {
+        fprintf(stderr, "%s: rank %d: syncing %s: %s\n", peer, rank, path, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    close(fd);
+}
+
+/* Makes a write phase's output durable before its clock stops, as the
+ * bench's plfs and direct writers do (each fdatasyncs what it wrote at its
+ * close): without it a peer's write figure would be a page-cache copy set
+ * beside theirs. Every rank syncs the output file, and each file of the
+ * directory of subfiles beside it where there is one (ADIOS's POSIX
+ * transport: PATH.dir/); the first to sync a file writes its pages back,
+ * the others find them clean, as the direct file's writers do. */
+static void sync_output(const char *path, int rank, const char *peer) {
+    sync_file(path, rank, peer);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s.dir", path);
+    DIR *d = opendir(dir);
+    if (d == NULL) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char sub[8400];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        sync_file(sub, rank, peer);
+    }
+    closedir(d);
+}
+
 static double max_rss_kib(void) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
