@@ -119,6 +119,18 @@ fn figures(report: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// The plfs binary run as an ordinary user: `nobody` through runuser when
+/// the tests run as root.
+fn plfs_as_a_user() -> Command {
+    if is_root() {
+        let mut runuser = Command::new("runuser");
+        runuser.args(["-u", "nobody", "--", PLFS]);
+        runuser
+    } else {
+        Command::new(PLFS)
+    }
+}
+
 /// The same placement code over in-memory backends of the same capacity
 /// needs no root, and one seed gives the same figures in every process:
 /// the files, their order and the fill's end are the seed's, and each
@@ -128,14 +140,7 @@ fn figures(report: &Value) -> Vec<Value> {
 #[test]
 fn placement_is_reproducible_from_its_seed_without_root() {
     let run = |seed: &str| {
-        let mut command = if is_root() {
-            let mut runuser = Command::new("runuser");
-            runuser.args(["-u", "nobody", "--", PLFS]);
-            runuser
-        } else {
-            Command::new(PLFS)
-        };
-        let output = command
+        let output = plfs_as_a_user()
             .args([
                 "bench",
                 "placement",
@@ -174,14 +179,7 @@ fn placement_refuses_clearly_without_root() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let mut command = if is_root() {
-        let mut runuser = Command::new("runuser");
-        runuser.args(["-u", "nobody", "--", PLFS]);
-        runuser
-    } else {
-        Command::new(PLFS)
-    };
-    let output = command.args(["bench", "placement", "--dir"]).arg(dir.path()).output().unwrap();
+    let output = plfs_as_a_user().args(["bench", "placement", "--dir"]).arg(dir.path()).output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("plfs bench placement needs root: it mounts 8 size-limited tmpfs"), "{stderr}");
