@@ -21,9 +21,26 @@ use plfs::fs::Plfs;
 use crate::filesystem::{FsOptions, PlfsFs};
 use crate::mounts::{self, MountEntry};
 
-/// Request threads by default. Each holds a 16 MiB request buffer
-/// (fuser's maximum write), mostly untouched.
-pub const THREADS_DEFAULT: usize = 8;
+/// Fewest and most request threads a mount gets by default (see
+/// [`default_threads`]). Each holds a 16 MiB request buffer (fuser's
+/// maximum write), mostly untouched.
+pub const THREADS_MIN: usize = 4;
+pub const THREADS_MAX: usize = 8;
+
+/// Request threads for a node with `cpus` CPUs: two per CPU, from
+/// [`THREADS_MIN`] to [`THREADS_MAX`]. Threads beyond what the CPUs can run
+/// only take turns: readahead keeps many reads in flight, and on two
+/// cores eight threads served N-1 strided reads 20-30% slower than four
+/// or two (docs/PERFORMANCE.md). At least four, so that a few requests
+/// waiting on a backend (an fsync, a slow store) leave others served.
+pub fn threads_for(cpus: usize) -> usize {
+    cpus.saturating_mul(2).clamp(THREADS_MIN, THREADS_MAX)
+}
+
+/// Request threads for this node (`plfs mount --threads` overrides).
+pub fn default_threads() -> usize {
+    threads_for(std::thread::available_parallelism().map_or(THREADS_MAX, std::num::NonZero::get))
+}
 
 /// Readahead asked of the kernel for the mount's device: several
 /// max-size reads in flight, so a streaming reader keeps the daemon's
@@ -46,7 +63,7 @@ impl Default for MountSettings {
     fn default() -> MountSettings {
         MountSettings {
             options: Vec::new(),
-            threads: THREADS_DEFAULT,
+            threads: default_threads(),
             readahead_bytes: READAHEAD_DEFAULT_BYTES,
             fs: FsOptions::default(),
         }
@@ -474,6 +491,16 @@ mod tests {
             let error = parse_options(&strings(&[bad])).unwrap_err();
             assert!(error.to_string().contains(bad), "{error}");
         }
+    }
+
+    #[test]
+    fn request_threads_follow_the_cpus_within_bounds() {
+        assert_eq!(threads_for(1), THREADS_MIN);
+        assert_eq!(threads_for(2), 4, "a 2-core node: four threads, not eight");
+        assert_eq!(threads_for(3), 6);
+        assert_eq!(threads_for(4), THREADS_MAX);
+        assert_eq!(threads_for(256), THREADS_MAX);
+        assert!((THREADS_MIN..=THREADS_MAX).contains(&MountSettings::default().threads));
     }
 
     #[test]

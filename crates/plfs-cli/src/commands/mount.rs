@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use plfs::config::MountConfig;
-use plfs_fuse::session::{READAHEAD_DEFAULT_BYTES, THREADS_DEFAULT};
+use plfs_fuse::session::{READAHEAD_DEFAULT_BYTES, default_threads};
 use plfs_fuse::{FsOptions, MountSettings, ShutdownSignals, mounts};
 
 use crate::paths::{self, Context};
@@ -29,8 +29,8 @@ pub struct Opts {
     /// (default_permissions is always on).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// FUSE request threads.
-    #[arg(long, default_value_t = THREADS_DEFAULT as u16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    /// FUSE request threads (default: two per CPU, 4 to 8).
+    #[arg(long, default_value_t = default_threads() as u16, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
     /// Where a background daemon writes its log (default: a file in the
     /// state directory named after the mount point).
