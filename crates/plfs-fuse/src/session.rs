@@ -21,9 +21,37 @@ use plfs::fs::Plfs;
 use crate::filesystem::{FsOptions, PlfsFs};
 use crate::mounts::{self, MountEntry};
 
-/// Request threads by default. Each holds a 16 MiB request buffer
-/// (fuser's maximum write), mostly untouched.
-pub const THREADS_DEFAULT: usize = 8;
+/// Fewest and most request threads a mount gets by default (see
+/// [`threads_for`]). Each holds a 16 MiB request buffer (fuser's
+/// maximum write), mostly untouched.
+pub const THREADS_MIN: usize = 4;
+pub const THREADS_MAX: usize = 8;
+
+/// Request threads for a node with `cpus` CPUs. Without the writeback
+/// cache: two per CPU, from [`THREADS_MIN`] to [`THREADS_MAX`]. Every
+/// write is a request its writer waits for, and the node's writes of a
+/// file append to one data log under one lock: threads beyond what the
+/// CPUs run only queue there, and on a loaded 2-core node eight threads
+/// wrote N-1 strided records at half the rate of four
+/// (docs/PERFORMANCE.md). At least four, so that a few requests waiting
+/// on a backend (an fsync, a slow store) leave others served. With the
+/// writeback cache, [`THREADS_MAX`]: write-backs arrive in bursts, and
+/// the reads a cached write waits for (the rest of a partly written page,
+/// under the file's lock) need a thread free of them; four threads
+/// wrote slower than eight there.
+pub fn threads_for(cpus: usize, writeback_cache: bool) -> usize {
+    if writeback_cache {
+        return THREADS_MAX;
+    }
+    cpus.saturating_mul(2).clamp(THREADS_MIN, THREADS_MAX)
+}
+
+/// Request threads for this node and cache mode (`plfs mount --threads`
+/// overrides).
+pub fn default_threads(writeback_cache: bool) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(THREADS_MAX, std::num::NonZero::get);
+    threads_for(cpus, writeback_cache)
+}
 
 /// Readahead asked of the kernel for the mount's device: several
 /// max-size reads in flight, so a streaming reader keeps the daemon's
@@ -35,7 +63,9 @@ pub const READAHEAD_DEFAULT_BYTES: u64 = 8 << 20;
 pub struct MountSettings {
     /// `-o` options as the user typed them (see [`parse_options`]).
     pub options: Vec<String>,
-    pub threads: usize,
+    /// Request threads; None for [`default_threads`] of the mount's cache
+    /// mode.
+    pub threads: Option<usize>,
     /// Written to the device's read_ahead_kb after mounting; 0 leaves the
     /// kernel's default.
     pub readahead_bytes: u64,
@@ -46,7 +76,7 @@ impl Default for MountSettings {
     fn default() -> MountSettings {
         MountSettings {
             options: Vec::new(),
-            threads: THREADS_DEFAULT,
+            threads: None,
             readahead_bytes: READAHEAD_DEFAULT_BYTES,
             fs: FsOptions::default(),
         }
@@ -176,10 +206,11 @@ fn timeout_option(option: &str, seconds: &str) -> io::Result<Duration> {
 }
 
 fn session_config(settings: &MountSettings, parsed: ParsedOptions) -> Config {
+    let threads = settings.threads.unwrap_or_else(|| default_threads(parsed.writeback_cache));
     let mut config = Config::default();
     config.mount_options = parsed.mount;
     config.acl = parsed.acl;
-    config.n_threads = Some(settings.threads.max(1));
+    config.n_threads = Some(threads.max(1));
     // One /dev/fuse descriptor per thread: requests spread over threads
     // without all of them waking on one descriptor.
     config.clone_fd = true;
@@ -474,6 +505,25 @@ mod tests {
             let error = parse_options(&strings(&[bad])).unwrap_err();
             assert!(error.to_string().contains(bad), "{error}");
         }
+    }
+
+    #[test]
+    fn request_threads_follow_the_cpus_within_bounds() {
+        assert_eq!(threads_for(1, false), THREADS_MIN);
+        assert_eq!(threads_for(2, false), 4, "a 2-core node: four threads, not eight");
+        assert_eq!(threads_for(3, false), 6);
+        assert_eq!(threads_for(4, false), THREADS_MAX);
+        assert_eq!(threads_for(256, false), THREADS_MAX);
+        assert_eq!(threads_for(2, true), THREADS_MAX, "the writeback cache keeps eight");
+        let parsed = |options: &[&str]| parse_options(&strings(options)).unwrap();
+        let automatic = MountSettings::default();
+        let threads = |settings: &MountSettings, options: &[&str]| {
+            session_config(settings, parsed(options)).n_threads.unwrap()
+        };
+        assert_eq!(threads(&automatic, &["writeback_cache"]), THREADS_MAX);
+        assert_eq!(threads(&automatic, &[]), default_threads(false));
+        let chosen = MountSettings { threads: Some(3), ..MountSettings::default() };
+        assert_eq!(threads(&chosen, &["writeback_cache"]), 3, "--threads wins");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use plfs::config::MountConfig;
-use plfs_fuse::session::{READAHEAD_DEFAULT_BYTES, THREADS_DEFAULT};
+use plfs_fuse::session::READAHEAD_DEFAULT_BYTES;
 use plfs_fuse::{FsOptions, MountSettings, ShutdownSignals, mounts};
 
 use crate::paths::{self, Context};
@@ -29,9 +29,10 @@ pub struct Opts {
     /// (default_permissions is always on).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// FUSE request threads.
-    #[arg(long, default_value_t = THREADS_DEFAULT as u16, value_parser = clap::value_parser!(u16).range(1..=256))]
-    threads: u16,
+    /// FUSE request threads (default: two per CPU, 4 to 8; 8 with -o
+    /// writeback_cache).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
     /// Where a background daemon writes its log (default: a file in the
     /// state directory named after the mount point).
     #[arg(long, value_name = "FILE")]
@@ -85,7 +86,7 @@ fn serve(context: &Context, opts: &Opts, mount: MountConfig, signals: ShutdownSi
     let plfs = context.mount(&mount)?;
     let settings = MountSettings {
         options: opts.options.clone(),
-        threads: usize::from(opts.threads),
+        threads: opts.threads.map(usize::from),
         readahead_bytes: READAHEAD_DEFAULT_BYTES,
         fs: FsOptions { statfs: mount.statfs.clone(), ..FsOptions::default() },
     };
@@ -120,7 +121,10 @@ fn start_daemon(context: &Context, opts: &Opts, mount_point: &Path, verbose: u8)
     for _ in 0..verbose {
         command.arg("-v");
     }
-    command.arg("mount").arg("--foreground").arg(mount_point).arg("--threads").arg(opts.threads.to_string());
+    command.arg("mount").arg("--foreground").arg(mount_point);
+    if let Some(threads) = opts.threads {
+        command.arg("--threads").arg(threads.to_string());
+    }
     for option in &opts.options {
         command.arg("-o").arg(option);
     }
