@@ -58,7 +58,7 @@ pub use open::{
 };
 pub use pattern::{fill_record, pattern_byte, verify_record};
 pub use repeat::{RepeatedReport, Spread};
-pub use report::{BenchReport, InterfaceFigures, PhaseReport};
+pub use report::{BenchReport, InterfaceFigures, PhaseReport, RankSplit};
 pub use runner::{drop_page_cache, run};
 pub use store::{
     Crossover, DEFAULT_JMX_SETTLE, PhaseTraffic, SizeSpread, StoreBenchSpec, StoreRepeatedReport,

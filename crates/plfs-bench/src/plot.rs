@@ -403,6 +403,7 @@ impl Plot for RepeatedReport {
         let mut rows: Vec<(&str, String, String)> = vec![
             ("direct N-1", "direct_n1_mibs".into(), "read_direct_n1_mibs".into()),
             ("N-N", "nn_mibs".into(), "read_nn_mibs".into()),
+            ("MPI-IO plain file", "mpiio_plain_mibs".into(), "read_mpiio_plain_mibs".into()),
             ("plfs", "plfs_mibs".into(), "read_plfs_mibs".into()),
         ];
         for (interface, label) in

@@ -264,6 +264,8 @@ mod tests {
             first_bad: Some("x".to_owned()),
             // What the MPI-IO program sends: it cannot tell its CPU time.
             cpu_ns: 0,
+            opened_ns: 12,
+            io_done_ns: 18,
         }
     }
 
@@ -300,8 +302,12 @@ mod tests {
         assert_eq!(parse(Channel::Bench, "running 1 test"), None);
         assert_eq!(parse(Channel::Bench, ""), None);
         // The MPI-IO program's lines, as its printf writes them.
-        let mpi = r#"PLFS-BENCH-RESULT {"rank":2,"began_ns":10,"end_ns":20,"bytes":4096,"records":1,"bad_records":0,"first_bad":"x"}"#;
+        let mpi = r#"PLFS-BENCH-RESULT {"rank":2,"began_ns":10,"end_ns":20,"bytes":4096,"records":1,"bad_records":0,"first_bad":"x","opened_ns":12,"io_done_ns":18}"#;
         assert_eq!(parse(Channel::Bench, mpi), Some(Ok(Report::Result(result()))));
+        // A line without the split (an older program) still parses, as 0s.
+        let unsplit = r#"PLFS-BENCH-RESULT {"rank":2,"began_ns":10,"end_ns":20,"bytes":4096,"records":1,"bad_records":0,"first_bad":"x"}"#;
+        let zeros = WorkerResult { opened_ns: 0, io_done_ns: 0, ..result() };
+        assert_eq!(parse(Channel::Bench, unsplit), Some(Ok(Report::Result(zeros))));
         assert_eq!(
             parse(Channel::Bench, "PLFS-BENCH-ERROR mpiio_bench: bad RECORDS"),
             Some(Ok(Report::Error("mpiio_bench: bad RECORDS".to_owned())))

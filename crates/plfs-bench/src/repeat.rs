@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::report::{RankSplit, rank_split_table};
 use crate::{BenchReport, InterfaceFigures};
 
 /// Median, minimum and maximum of one figure over the runs that have it.
@@ -60,12 +61,16 @@ pub struct RepeatedReport {
     pub verified: bool,
     /// Median, minimum and maximum of each figure above.
     pub spread: Vec<(String, Spread)>,
+    /// With the mpiio interface: each phase's clock inside the ranks
+    /// (open, I/O, sync+close), every part the median over the runs of
+    /// its median over the ranks, with the range of the runs.
+    pub ranks: Vec<(String, RankSplit)>,
     pub reports: Vec<BenchReport>,
 }
 
 impl RepeatedReport {
     pub fn new(reports: Vec<BenchReport>) -> RepeatedReport {
-        let figures: [(&str, Figure); 12] = [
+        let figures: [(&str, Figure); 16] = [
             ("plfs_mibs", |r| lib(r).map(|_| r.plfs_mibs)),
             ("direct_n1_mibs", |r| r.direct_n1_mibs),
             ("nn_mibs", |r| Some(r.nn_mibs)),
@@ -79,6 +84,10 @@ impl RepeatedReport {
             // In ms: the table prints two decimals.
             ("plfs_cpu_ms", |r| r.write_plfs_cpu_seconds.map(|s| s * 1e3)),
             ("read_plfs_cpu_ms", |r| r.read_plfs_cpu_seconds.map(|s| s * 1e3)),
+            ("mpiio_plain_mibs", |r| r.mpiio_plain_mibs),
+            ("read_mpiio_plain_mibs", |r| r.read_mpiio_plain_mibs),
+            ("mpiio_plain_ratio_vs_direct", |r| r.mpiio_plain_ratio_vs_direct),
+            ("read_mpiio_plain_ratio_vs_direct", |r| r.read_mpiio_plain_ratio_vs_direct),
         ];
         let mut spread: Vec<(String, Spread)> = figures
             .iter()
@@ -91,13 +100,15 @@ impl RepeatedReport {
             .map(|r| r.interfaces.iter().map(|i| i.interface.clone()).filter(|i| i != "lib").collect())
             .unwrap_or_default();
         for interface in &names {
-            let per_interface: [(&str, InterfaceFigure); 6] = [
+            let per_interface: [(&str, InterfaceFigure); 8] = [
                 ("mibs", |i| Some(i.write_mibs)),
                 ("ratio_vs_nn", |i| i.ratio_vs_nn),
                 ("ratio_vs_direct", |i| i.ratio_vs_direct),
                 ("read_mibs", |i| i.read_mibs),
                 ("read_ratio_vs_nn", |i| i.read_ratio_vs_nn),
                 ("read_ratio_vs_direct", |i| i.read_ratio_vs_direct),
+                ("ratio_vs_mpiio_plain", |i| i.ratio_vs_mpiio_plain),
+                ("read_ratio_vs_mpiio_plain", |i| i.read_ratio_vs_mpiio_plain),
             ];
             for (figure, get) in per_interface {
                 let values = reports
@@ -127,6 +138,7 @@ impl RepeatedReport {
             read_ratio_vs_direct: median("read_ratio_vs_direct"),
             verified: reports.iter().all(|r| r.verified),
             spread,
+            ranks: rank_splits(&reports),
             reports,
         }
     }
@@ -147,6 +159,10 @@ impl RepeatedReport {
             .any(|(name, _)| ["preload_", "mpiio_", "fuse_"].iter().any(|prefix| name.starts_with(prefix)))
         {
             out.push_str(&self.table());
+        }
+        if !self.ranks.is_empty() {
+            let what = "median over the runs of the ranks' median (the runs' range)";
+            out.push_str(&rank_split_table(what, &self.ranks));
         }
         let verdict =
             if self.verified { "every run verified every byte it read" } else { "MISMATCH in some run" };
@@ -194,6 +210,19 @@ impl RepeatedReport {
                 ],
             ));
         }
+        if self.figure("mpiio_plain_mibs").is_some() {
+            rows.push((
+                "mpiio-plain".to_owned(),
+                [
+                    self.figure("mpiio_plain_mibs"),
+                    self.figure("read_mpiio_plain_mibs"),
+                    None,
+                    self.figure("mpiio_plain_ratio_vs_direct"),
+                    None,
+                    self.figure("read_mpiio_plain_ratio_vs_direct"),
+                ],
+            ));
+        }
         for interface in ["preload", "mpiio", "fuse"] {
             let Some(write) = self.figure(&format!("{interface}_mibs")) else { continue };
             rows.push((
@@ -220,8 +249,43 @@ impl RepeatedReport {
                 cell(r_direct, 2)
             );
         }
+        if let Some(write) = self.figure("mpiio_ratio_vs_mpiio_plain") {
+            let _ = writeln!(
+                out,
+                "mpiio / mpiio-plain: write {}  read {}",
+                cell(Some(write), 2),
+                cell(self.figure("read_mpiio_ratio_vs_mpiio_plain"), 2)
+            );
+        }
         out
     }
+}
+
+/// The phases whose ranks told their split in every run (with the mpiio
+/// interface only, as the single run's text shows it), each part's
+/// per-run rank median summarised over the runs.
+fn rank_splits(reports: &[BenchReport]) -> Vec<(String, RankSplit)> {
+    let Some(first) = reports.first() else { return Vec::new() };
+    if !first.phases.iter().any(|p| p.target == crate::Target::MpiioPlain) {
+        return Vec::new();
+    }
+    first
+        .phases
+        .iter()
+        .filter_map(|phase| {
+            let splits: Vec<RankSplit> = reports
+                .iter()
+                .map(|r| r.phases.iter().find(|p| p.name == phase.name).and_then(|p| p.ranks))
+                .collect::<Option<_>>()?;
+            let part = |get: fn(&RankSplit) -> Spread| Spread::of(splits.iter().map(|s| Some(get(s).median)));
+            let split = RankSplit {
+                open_ms: part(|s| s.open_ms)?,
+                io_ms: part(|s| s.io_ms)?,
+                close_ms: part(|s| s.close_ms)?,
+            };
+            Some((phase.name.clone(), split))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};
+use crate::repeat::Spread;
 use crate::worker::{Op, Target, WorkerResult};
 use crate::{BenchSpec, Workload};
 
@@ -32,6 +33,38 @@ pub struct PhaseReport {
     /// CPU seconds of all workers together, barrier to last close (0 when
     /// the workers could not tell).
     pub cpu_seconds: f64,
+    /// Where each rank's clock went (None when a rank did not tell).
+    pub ranks: Option<RankSplit>,
+}
+
+/// A phase's clock inside the ranks, in ms, each the median of the ranks
+/// with their range: the open (from the barrier), the I/O (every record),
+/// and the rest (sync, for writes, and the close). The MPI-IO phases and
+/// the direct N-1 one differ in what each of these calls does, so this is
+/// where their gap shows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RankSplit {
+    pub open_ms: Spread,
+    pub io_ms: Spread,
+    pub close_ms: Spread,
+}
+
+impl RankSplit {
+    fn of(results: &[WorkerResult]) -> Option<RankSplit> {
+        let told = |r: &&WorkerResult| {
+            r.began_ns <= r.opened_ns && r.opened_ns <= r.io_done_ns && r.io_done_ns <= r.end_ns
+        };
+        if results.is_empty() || !results.iter().all(|r| told(&r)) {
+            return None;
+        }
+        let ms =
+            |get: fn(&WorkerResult) -> u64| Spread::of(results.iter().map(|r| Some(get(r) as f64 / 1e6)));
+        Some(RankSplit {
+            open_ms: ms(|r| r.opened_ns - r.began_ns)?,
+            io_ms: ms(|r| r.io_done_ns - r.opened_ns)?,
+            close_ms: ms(|r| r.end_ns - r.io_done_ns)?,
+        })
+    }
 }
 
 impl PhaseReport {
@@ -68,6 +101,7 @@ impl PhaseReport {
             first_bad: results.iter().find_map(|r| r.first_bad.clone()),
             max_start_lag_ms: lag as f64 / 1e6,
             cpu_seconds: results.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / 1e9,
+            ranks: RankSplit::of(results),
         })
     }
 }
@@ -87,6 +121,10 @@ pub struct InterfaceFigures {
     pub ratio_vs_direct: Option<f64>,
     pub read_ratio_vs_nn: Option<f64>,
     pub read_ratio_vs_direct: Option<f64>,
+    /// mpiio only: / the same MPI-IO program on a plain file, writing and
+    /// reading, i.e. what plfs adds to MPI-IO itself.
+    pub ratio_vs_mpiio_plain: Option<f64>,
+    pub read_ratio_vs_mpiio_plain: Option<f64>,
 }
 
 /// The `--interface` name of a plfs target; None for the baselines.
@@ -96,14 +134,15 @@ pub fn interface_name(target: Target) -> Option<&'static str> {
         Target::Preload => Some("preload"),
         Target::Mpiio => Some("mpiio"),
         Target::Fuse => Some("fuse"),
-        Target::DirectN1 | Target::PlainNn | Target::RawNn => None,
+        Target::DirectN1 | Target::PlainNn | Target::MpiioPlain | Target::RawNn => None,
     }
 }
 
 /// The table's rows, in order; the plfs ones are the interfaces.
-const ROWS: [(&str, Target); 6] = [
+const ROWS: [(&str, Target); 7] = [
     ("direct N-1 (shared file)", Target::DirectN1),
     ("N-N (file per process)", Target::PlainNn),
+    ("MPI-IO, plain N-1 file", Target::MpiioPlain),
     ("plfs", Target::Plfs),
     ("plfs via LD_PRELOAD", Target::Preload),
     ("plfs via MPI-IO", Target::Mpiio),
@@ -141,6 +180,13 @@ pub struct BenchReport {
     /// FUSE mount / library, writing and reading.
     pub fuse_ratio_vs_plfs: Option<f64>,
     pub read_fuse_ratio_vs_plfs: Option<f64>,
+    /// With the mpiio interface: the same MPI-IO program on a plain N-1
+    /// file (no plfs), and that / direct N-1, writing and reading: how
+    /// near the direct file anything reached through MPI-IO can come here.
+    pub mpiio_plain_mibs: Option<f64>,
+    pub read_mpiio_plain_mibs: Option<f64>,
+    pub mpiio_plain_ratio_vs_direct: Option<f64>,
+    pub read_mpiio_plain_ratio_vs_direct: Option<f64>,
     /// No byte read back in any phase differed from what was written
     /// (vacuously true without `read`; see `read`).
     pub verified: bool,
@@ -198,6 +244,8 @@ impl BenchReport {
         let read_direct = mibs(Target::DirectN1, Op::Read);
         let fuse = mibs(Target::Fuse, Op::Write);
         let read_fuse = mibs(Target::Fuse, Op::Read);
+        let mpiio_plain = mibs(Target::MpiioPlain, Op::Write);
+        let read_mpiio_plain = mibs(Target::MpiioPlain, Op::Read);
         let order: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
         let interfaces = ROWS
             .iter()
@@ -206,6 +254,7 @@ impl BenchReport {
                 let write = find(*target, Op::Write)?;
                 let read = find(*target, Op::Read);
                 let read_mibs = read.map(|p| p.mibs);
+                let mpiio = *target == Target::Mpiio;
                 Some(InterfaceFigures {
                     interface: interface.to_owned(),
                     write_mibs: write.mibs,
@@ -216,6 +265,8 @@ impl BenchReport {
                     ratio_vs_direct: ratio(Some(write.mibs), direct),
                     read_ratio_vs_nn: ratio(read_mibs, read_nn),
                     read_ratio_vs_direct: ratio(read_mibs, read_direct),
+                    ratio_vs_mpiio_plain: ratio(Some(write.mibs), mpiio_plain).filter(|_| mpiio),
+                    read_ratio_vs_mpiio_plain: ratio(read_mibs, read_mpiio_plain).filter(|_| mpiio),
                 })
             })
             .collect();
@@ -241,6 +292,10 @@ impl BenchReport {
             read_fuse_mibs: read_fuse,
             fuse_ratio_vs_plfs: ratio(fuse, plfs),
             read_fuse_ratio_vs_plfs: ratio(read_fuse, read_plfs),
+            mpiio_plain_mibs: mpiio_plain,
+            read_mpiio_plain_mibs: read_mpiio_plain,
+            mpiio_plain_ratio_vs_direct: ratio(mpiio_plain, direct),
+            read_mpiio_plain_ratio_vs_direct: ratio(read_mpiio_plain, read_direct),
             verified: phases.iter().all(|p| p.bad_records == 0),
             read: spec.read,
             write_plfs_seconds: seconds(Target::Plfs, Op::Write).unwrap_or(0.0),
@@ -302,6 +357,12 @@ impl BenchReport {
                 "plfs CPU seconds (all workers, barrier to last close): write {write:.3}{read}"
             );
         }
+        // Where the MPI-IO phases' time goes against the direct file's.
+        if self.phases.iter().any(|p| p.target == Target::MpiioPlain) {
+            let rows: Vec<(String, RankSplit)> =
+                self.phases.iter().filter_map(|p| Some((p.name.clone(), p.ranks?))).collect();
+            out.push_str(&rank_split_table("median of the ranks (min..max)", &rows));
+        }
         let _ = writeln!(out);
         let show = |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.2}x"));
         let lib = self.interfaces.iter().any(|i| i.interface == "lib");
@@ -324,6 +385,9 @@ impl BenchReport {
                     show(figures.ratio_vs_nn),
                     show(figures.ratio_vs_direct)
                 );
+                if figures.ratio_vs_mpiio_plain.is_some() {
+                    let _ = write!(out, "  /mpiio-plain {}", show(figures.ratio_vs_mpiio_plain));
+                }
                 if self.read {
                     let _ = write!(
                         out,
@@ -331,9 +395,23 @@ impl BenchReport {
                         show(figures.read_ratio_vs_nn),
                         show(figures.read_ratio_vs_direct)
                     );
+                    if figures.read_ratio_vs_mpiio_plain.is_some() {
+                        let _ = write!(out, "  /mpiio-plain {}", show(figures.read_ratio_vs_mpiio_plain));
+                    }
                 }
                 let _ = writeln!(out);
             }
+        }
+        if self.mpiio_plain_mibs.is_some() {
+            let _ = write!(
+                out,
+                "MPI-IO itself (plain file / direct N-1): write {}",
+                show(self.mpiio_plain_ratio_vs_direct)
+            );
+            if self.read {
+                let _ = write!(out, "  read {}", show(self.read_mpiio_plain_ratio_vs_direct));
+            }
+            let _ = writeln!(out);
         }
         if self.fuse_mibs.is_some() && self.plfs_mibs > 0.0 {
             let _ = writeln!(
@@ -380,6 +458,24 @@ impl BenchReport {
     }
 }
 
+/// Phases' clocks split inside their ranks, a row per phase (by name).
+pub(crate) fn rank_split_table(what: &str, rows: &[(String, RankSplit)]) -> String {
+    let cell = |s: Spread| format!("{:.1} ({:.1}..{:.1})", s.median, s.min, s.max);
+    let mut out = String::new();
+    let _ = writeln!(out, "\ninside the ranks, ms, {what}:");
+    let _ = writeln!(out, "{:<20} {:>22} {:>22} {:>22}", "", "open", "I/O", "sync+close");
+    for (name, split) in rows {
+        let _ = writeln!(
+            out,
+            "{name:<20} {:>22} {:>22} {:>22}",
+            cell(split.open_ms),
+            cell(split.io_ms),
+            cell(split.close_ms)
+        );
+    }
+    out
+}
+
 fn compared(spec: &BenchSpec, order: &[&str], page_cache_dropped: bool) -> String {
     let n = spec.writers;
     let shape = match spec.workload {
@@ -416,7 +512,9 @@ fn compared(spec: &BenchSpec, order: &[&str], page_cache_dropped: bool) -> Strin
     if let Some(mpiio) = &spec.mpiio {
         others.push_str(&format!(
             " mpiio = an MPI-IO program under {} mpirun writes them with MPI_File_write_at through \
-             libplfs_mpiio.so and the interposer (a mount of its own; timed between MPI_Barriers).",
+             libplfs_mpiio.so and the interposer (a mount of its own; timed between MPI_Barriers); \
+             mpiio-plain = the same program and mpirun on a plain shared file, nothing preloaded \
+             (MPI-IO itself, no plfs).",
             mpiio.flavor
         ));
     }
@@ -435,4 +533,110 @@ fn compared(spec: &BenchSpec, order: &[&str], page_cache_dropped: bool) -> Strin
          system and {cache}; they ran in this order: {}.",
         order.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(rank: usize, open: u64, io: u64, close: u64) -> WorkerResult {
+        let began_ns = 1_000_000_000;
+        WorkerResult {
+            rank,
+            began_ns,
+            end_ns: began_ns + open + io + close,
+            bytes: 100,
+            records: 1,
+            bad_records: 0,
+            first_bad: None,
+            cpu_ns: 0,
+            opened_ns: began_ns + open,
+            io_done_ns: began_ns + open + io,
+        }
+    }
+
+    /// Three ranks' results with the given I/O times (ms), 1 ms opens and
+    /// closes.
+    fn phase(target: Target, op: Op, io_ms: [u64; 3]) -> PhaseReport {
+        let results: Vec<WorkerResult> = io_ms
+            .iter()
+            .enumerate()
+            .map(|(rank, io)| result(rank, 1_000_000, io * 1_000_000, 1_000_000))
+            .collect();
+        let name = format!("{} {}", op.as_str(), target.as_str());
+        PhaseReport::from_results(&name, target, op, 300, 1_000_000_000, &results).unwrap()
+    }
+
+    #[test]
+    fn the_split_is_the_ranks_median_and_range_or_none_when_a_rank_did_not_tell() {
+        let split = RankSplit::of(&[
+            result(0, 2_000_000, 10_000_000, 1_000_000),
+            result(1, 4_000_000, 30_000_000, 3_000_000),
+            result(2, 3_000_000, 20_000_000, 5_000_000),
+        ])
+        .unwrap();
+        assert_eq!(split.open_ms, Spread { median: 3.0, min: 2.0, max: 4.0 });
+        assert_eq!(split.io_ms, Spread { median: 20.0, min: 10.0, max: 30.0 });
+        assert_eq!(split.close_ms, Spread { median: 3.0, min: 1.0, max: 5.0 });
+        // An MPI-IO program of before the split sends no instants (0).
+        let untold = WorkerResult { opened_ns: 0, io_done_ns: 0, ..result(1, 1, 1, 1) };
+        assert_eq!(RankSplit::of(&[result(0, 1, 1, 1), untold]), None);
+    }
+
+    #[test]
+    fn mpiio_is_set_against_mpiio_on_the_plain_file() {
+        let mut spec = BenchSpec::new(Workload::N1Strided, PathBuf::from("/nowhere"));
+        spec.read = true;
+        spec.library = false;
+        let phases = vec![
+            // I/O 10 ms, 20 ms, 40 ms (with 1 ms open and close): the phase
+            // clock is the slowest rank's 42 ms.
+            phase(Target::DirectN1, Op::Write, [10, 10, 10]),
+            phase(Target::PlainNn, Op::Write, [10, 10, 10]),
+            phase(Target::MpiioPlain, Op::Write, [20, 20, 20]),
+            phase(Target::Mpiio, Op::Write, [10, 20, 40]),
+            phase(Target::DirectN1, Op::Read, [10, 10, 10]),
+            phase(Target::PlainNn, Op::Read, [10, 10, 10]),
+            phase(Target::MpiioPlain, Op::Read, [40, 40, 40]),
+            phase(Target::Mpiio, Op::Read, [40, 40, 40]),
+        ];
+        let report = BenchReport::from_phases(&spec, Path::new("/nowhere"), false, phases, false);
+        let close = |value: Option<f64>, expected: f64| {
+            let value = value.unwrap();
+            assert!((value - expected).abs() < 1e-9, "{value} != {expected}");
+        };
+        close(report.mpiio_plain_ratio_vs_direct, 12.0 / 22.0);
+        close(report.read_mpiio_plain_ratio_vs_direct, 12.0 / 42.0);
+        let mpiio = &report.interfaces[0];
+        assert_eq!(mpiio.interface, "mpiio");
+        close(mpiio.ratio_vs_mpiio_plain, 22.0 / 42.0);
+        close(mpiio.read_ratio_vs_mpiio_plain, 1.0);
+        close(mpiio.ratio_vs_direct, 12.0 / 42.0);
+
+        let text = report.to_text();
+        assert!(text.contains("MPI-IO, plain N-1 file"), "{text}");
+        assert!(text.contains("/direct 0.29x  /mpiio-plain 0.52x"), "{text}");
+        assert!(text.contains("/direct 0.29x  /mpiio-plain 1.00x"), "{text}");
+        assert!(text.contains("MPI-IO itself (plain file / direct N-1): write 0.55x  read 0.29x"), "{text}");
+        assert!(text.contains("inside the ranks, ms"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("write mpiio ")).unwrap_or_else(|| panic!("{text}"));
+        let cells: Vec<&str> =
+            row["write mpiio".len()..].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(cells, ["1.0 (1.0..1.0)", "20.0 (10.0..40.0)", "1.0 (1.0..1.0)"], "{text}");
+
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json["read_mpiio_plain_ratio_vs_direct"].as_f64().is_some(), "{json:#}");
+        assert!(json["interfaces"][0]["read_ratio_vs_mpiio_plain"].as_f64().is_some(), "{json:#}");
+        assert_eq!(json["phases"][3]["ranks"]["io_ms"]["max"], 40.0, "{json:#}");
+
+        let repeated = crate::RepeatedReport::new(vec![report.clone(), report]);
+        let text = repeated.to_text();
+        assert!(
+            text.contains("mpiio / mpiio-plain: write 0.52 (0.52..0.52)  read 1.00 (1.00..1.00)"),
+            "{text}"
+        );
+        assert!(text.contains("mpiio-plain "), "{text}");
+        assert_eq!(repeated.ranks.len(), 8, "{text}");
+        assert_eq!(repeated.ranks[3].1.io_ms, Spread { median: 20.0, min: 20.0, max: 20.0 });
+    }
 }

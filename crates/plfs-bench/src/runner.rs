@@ -39,6 +39,11 @@ fn phase_plan(spec: &BenchSpec) -> Vec<(Target, Op)> {
         Workload::N1Strided | Workload::N1Segmented => vec![Target::DirectN1, Target::PlainNn],
         Workload::Nn => vec![Target::PlainNn],
     };
+    // MPI-IO on a plain file is a baseline too: what MPI-IO itself costs,
+    // the ceiling of the mpiio interface.
+    if spec.mpiio.is_some() {
+        targets.push(Target::MpiioPlain);
+    }
     if spec.library {
         targets.push(Target::Plfs);
     }
@@ -85,6 +90,11 @@ pub fn run(spec: &BenchSpec, workers: &WorkerCommand) -> Result<BenchReport> {
         let mount_point = interface_mount_point(work.path(), Target::Mpiio);
         fs::create_dir(&mount_point)
             .map_err(BenchError::io("creating the mpiio mount point", &mount_point))?;
+        let plain = mpiio_plain_path(work.path());
+        if let Some(dir) = plain.parent() {
+            fs::create_dir_all(dir).map_err(BenchError::io("creating", dir))?;
+        }
+        fs::File::create(&plain).map_err(BenchError::io("creating", &plain))?;
     }
     // The FUSE phases get a work directory of their own inside the mount.
     let fuse_work = match &spec.fuse_dir {
@@ -255,8 +265,8 @@ fn run_phase(
     op: Op,
 ) -> Result<PhaseReport> {
     let name = format!("{} {}", op.as_str(), target.as_str());
-    if let (Target::Mpiio, Some(setup)) = (target, &spec.mpiio) {
-        return run_mpi_phase(spec, setup, work, op, &name);
+    if let (Target::Mpiio | Target::MpiioPlain, Some(setup)) = (target, &spec.mpiio) {
+        return run_mpi_phase(spec, setup, work, target, op, &name);
     }
     let specs: Vec<WorkerSpec> = (0..spec.writers)
         .map(|rank| WorkerSpec {
@@ -410,23 +420,35 @@ fn next_event<R>(
     })
 }
 
+/// The plain file the `mpiio-plain` phases share.
+fn mpiio_plain_path(work: &Path) -> PathBuf {
+    work.join(Target::MpiioPlain.as_str()).join(SHARED_NAME)
+}
+
 /// One `mpirun` of the MPI-IO benchmark program: it barriers, times its
 /// own open, I/O, sync and close with CLOCK_REALTIME, and each rank prints
 /// a result line in the workers' format. mpirun's start-up is outside the
-/// clock, as the workers' set-up is.
+/// clock, as the workers' set-up is. `target` is `Mpiio` (the plfs file,
+/// the wrapper and interposer preloaded) or `MpiioPlain` (a plain file,
+/// nothing preloaded; the same mpirun arguments otherwise).
 fn run_mpi_phase(
     spec: &BenchSpec,
     setup: &MpiioSetup,
     work: &Path,
+    target: Target,
     op: Op,
     name: &str,
 ) -> Result<PhaseReport> {
-    let plfsrc = interface_plfsrc(work, Target::Mpiio);
-    let file = interface_mount_point(work, Target::Mpiio).join(SHARED_NAME);
-    let preload = format!("{} {}", setup.wrapper.display(), setup.preload.display());
-    let plfsrc_text = plfsrc.display().to_string();
+    let plfsrc_text = interface_plfsrc(work, Target::Mpiio).display().to_string();
     // The wrapper first: its MPI_File_* must shadow the MPI library's.
-    let environment = [("LD_PRELOAD", preload.as_str()), ("PLFSRC", plfsrc_text.as_str())];
+    let preload = format!("{} {}", setup.wrapper.display(), setup.preload.display());
+    let (file, environment) = match target {
+        Target::MpiioPlain => (mpiio_plain_path(work), Vec::new()),
+        _ => (
+            interface_mount_point(work, Target::Mpiio).join(SHARED_NAME),
+            vec![("LD_PRELOAD", preload.as_str()), ("PLFSRC", plfsrc_text.as_str())],
+        ),
+    };
     let mut command = Command::new(&setup.mpirun);
     if setup.flavor == "openmpi" {
         // As the restart bench's phases: waiting ranks yield their core
@@ -491,5 +513,5 @@ fn run_mpi_phase(
     // The ranks' clocks start right after a barrier: the earliest of them
     // is the common start, and how late the others left it is the lag.
     let start_ns = results.iter().map(|r| r.began_ns).min().unwrap_or(0);
-    PhaseReport::from_results(name, Target::Mpiio, op, spec.total_bytes(), start_ns, &results)
+    PhaseReport::from_results(name, target, op, spec.total_bytes(), start_ns, &results)
 }

@@ -808,6 +808,7 @@ mod tests {
             first_bad: None,
             max_start_lag_ms: 0.0,
             cpu_seconds: 0.0,
+            ranks: None,
         };
         let second = if first == Target::Plfs { Target::RawNn } else { Target::Plfs };
         StoreSizeReport {

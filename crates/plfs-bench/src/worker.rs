@@ -54,6 +54,10 @@ pub enum Target {
     /// An MPI-IO program under mpirun, with libplfs_mpiio.so and the
     /// interposer preloaded; the runner starts it, not a bench worker.
     Mpiio,
+    /// The same MPI-IO program and mpirun on a plain shared file, nothing
+    /// preloaded: what MPI-IO itself costs on this machine, the ceiling of
+    /// any file reached through it (the `mpiio` target's companion).
+    MpiioPlain,
     /// The raw store, no plfs: each rank streams its records into one
     /// object of its own with `Store::create_append` / `append` / `sync` /
     /// `close`, and reads one back with `open_read` / `read_at`. On HDFS
@@ -71,6 +75,7 @@ impl Target {
             Target::Fuse => "fuse",
             Target::Preload => "preload",
             Target::Mpiio => "mpiio",
+            Target::MpiioPlain => "mpiio-plain",
             Target::RawNn => "raw-nn",
         }
     }
@@ -188,6 +193,13 @@ pub struct WorkerResult {
     /// 0 when the worker cannot tell (the MPI-IO program).
     #[serde(default)]
     pub cpu_ns: u64,
+    /// When the open returned (unix ns), and when the last record's I/O
+    /// did (before any sync and the close): they split the rank's clock
+    /// into open, I/O and sync+close. 0 when the worker did not tell.
+    #[serde(default)]
+    pub opened_ns: u64,
+    #[serde(default)]
+    pub io_done_ns: u64,
 }
 
 /// Where a rank's `k`-th record goes: its global record index (which
@@ -286,7 +298,10 @@ fn plain_target(spec: &WorkerSpec, source: usize) -> Result<(PathBuf, bool)> {
         Target::Plfs | Target::RawNn => {
             Err(BenchError::invalid(format!("the {} target has no plain path", spec.target.as_str())))
         }
-        Target::Mpiio => Err(BenchError::invalid("the mpiio target is run by mpirun, not by bench workers")),
+        Target::Mpiio | Target::MpiioPlain => Err(BenchError::invalid(format!(
+            "the {} target is run by mpirun, not by bench workers",
+            spec.target.as_str()
+        ))),
     }
 }
 
@@ -367,8 +382,11 @@ pub fn prepare(spec: WorkerSpec) -> Result<Prepared> {
         }
         (Target::RawNn, None) => return Err(BenchError::invalid("the raw-nn target needs store URLs")),
         (Target::DirectN1 | Target::PlainNn | Target::Fuse | Target::Preload, _) => {}
-        (Target::Mpiio, _) => {
-            return Err(BenchError::invalid("the mpiio target is run by mpirun, not by bench workers"));
+        (Target::Mpiio | Target::MpiioPlain, _) => {
+            return Err(BenchError::invalid(format!(
+                "the {} target is run by mpirun, not by bench workers",
+                spec.target.as_str()
+            )));
         }
     }
     let buf = vec![0u8; spec.record_bytes];
@@ -419,6 +437,8 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
     let buf = prepared.buf.as_mut_slice();
     let mut checker = Checker::default();
     let mut written = 0u64;
+    // Set in every arm: after its open, and after its last record's I/O.
+    let (opened_ns, io_done_ns): (u64, u64);
     match (spec.op, spec.target) {
         (Op::Write, Target::Plfs) => {
             let plfs =
@@ -427,6 +447,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
             let handle = plfs
                 .open(&path, OpenFlags::WRONLY.create(), 0o644, spec.rank as u64)
                 .map_err(BenchError::plfs("plfs open for writing", path.as_str()))?;
+            opened_ns = now_ns();
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 fill_record(record, buf);
@@ -438,6 +459,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
                 }
                 written += count as u64;
             }
+            io_done_ns = now_ns();
             handle.sync().map_err(BenchError::plfs("plfs sync", path.as_str()))?;
             handle.close().map_err(BenchError::plfs("plfs close", path.as_str()))?;
         }
@@ -446,12 +468,14 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
             let what = format!("{}: {path}", store.url());
             let mut log =
                 store.create_append(&path).map_err(BenchError::plfs("create_append", what.as_str()))?;
+            opened_ns = now_ns();
             for k in 0..spec.records {
                 let (record, _) = placement(spec, source, k);
                 fill_record(record, buf);
                 log.append(buf).map_err(BenchError::plfs("append", what.as_str()))?;
                 written += buf.len() as u64;
             }
+            io_done_ns = now_ns();
             // As plfs does with its logs: sync, then close.
             log.sync().map_err(BenchError::plfs("sync", what.as_str()))?;
             log.close().map_err(BenchError::plfs("close", what.as_str()))?;
@@ -460,12 +484,14 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
             let (store, path) = raw_target(prepared.raw_store.as_ref(), spec, source)?;
             let what = format!("{}: {path}", store.url());
             let handle = store.open_read(&path).map_err(BenchError::plfs("open_read", what.as_str()))?;
+            opened_ns = now_ns();
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 let filled = read_full_at(|into, at| handle.read_at(into, at), buf, offset)
                     .map_err(BenchError::plfs("read_at", format!("{what} at {offset}")))?;
                 checker.check(record, offset, buf, filled, &what);
             }
+            io_done_ns = now_ns();
         }
         (Op::Write, _) => {
             let (path, shared) = plain_target(spec, source)?;
@@ -478,6 +504,7 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
                     .truncate(false)
                     .open(&path)
                     .map_err(BenchError::io("open", &path))?;
+                opened_ns = now_ns();
                 for k in 0..spec.records {
                     let (record, offset) = placement(spec, source, k);
                     fill_record(record, buf);
@@ -489,15 +516,18 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
                     })?;
                     written += buf.len() as u64;
                 }
+                io_done_ns = now_ns();
                 sync_and_close(file, &path)?;
             } else {
                 let mut file = File::create(&path).map_err(BenchError::io("create", &path))?;
+                opened_ns = now_ns();
                 for k in 0..spec.records {
                     let (record, _) = placement(spec, source, k);
                     fill_record(record, buf);
                     file.write_all(buf).map_err(BenchError::io("write", &path))?;
                     written += buf.len() as u64;
                 }
+                io_done_ns = now_ns();
                 sync_and_close(file, &path)?;
             }
         }
@@ -508,17 +538,20 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
             let handle = plfs
                 .open(&path, OpenFlags::RDONLY, 0, spec.rank as u64)
                 .map_err(BenchError::plfs("plfs open", path.as_str()))?;
+            opened_ns = now_ns();
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
                 let filled = read_full_at(|into, at| handle.read(into, at), buf, offset)
                     .map_err(BenchError::plfs("plfs read", path.as_str()))?;
                 checker.check(record, offset, buf, filled, &path);
             }
+            io_done_ns = now_ns();
             handle.close().map_err(BenchError::plfs("plfs close", path.as_str()))?;
         }
         (Op::Read, _) => {
             let (path, shared) = plain_target(spec, source)?;
             let mut file = File::open(&path).map_err(BenchError::io("open", &path))?;
+            opened_ns = now_ns();
             let what = path.display().to_string();
             for k in 0..spec.records {
                 let (record, offset) = placement(spec, source, k);
@@ -534,6 +567,8 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
                 };
                 checker.check(record, offset, buf, filled, &what);
             }
+            io_done_ns = now_ns();
+            drop(file);
         }
     }
     let end_ns = now_ns();
@@ -551,6 +586,8 @@ pub fn execute(prepared: &mut Prepared, start_ns: u64) -> Result<WorkerResult> {
         bad_records: checker.bad_records,
         first_bad: checker.first_bad,
         cpu_ns,
+        opened_ns,
+        io_done_ns,
     })
 }
 

@@ -66,6 +66,11 @@ fn assert_sound(report: &BenchReport, with_direct: bool) {
     for phase in &report.phases {
         assert_eq!(phase.bytes, report.total_bytes, "{}", phase.name);
         assert_eq!(phase.bad_records, 0, "{}", phase.name);
+        // Every worker tells when its open and its last record returned.
+        let split = phase.ranks.unwrap_or_else(|| panic!("{}: no split inside the ranks", phase.name));
+        for part in [split.open_ms, split.io_ms, split.close_ms] {
+            assert!(part.min >= 0.0 && part.max <= phase.seconds * 1e3, "{}: {split:?}", phase.name);
+        }
     }
     let json = serde_json::to_value(report).unwrap();
     for field in [

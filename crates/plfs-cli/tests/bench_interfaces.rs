@@ -6,8 +6,12 @@
 //! file, byte for byte: the C MPI-IO program's port of the pattern and
 //! the interposer's writes are checked against the Rust writer.
 //!
-//! The mpiio part fails (instead of skipping) when PLFS_REQUIRE_MPI=1 and
-//! Open MPI or the programs built with it are missing. The FUSE run needs
+//! With mpiio, the same MPI-IO program also writes and reads a plain file
+//! (no plfs): that file too must equal the direct N-1 one, and the report
+//! must set mpiio against it and split each rank's clock.
+//!
+//! The mpiio parts fail (instead of skipping) when PLFS_REQUIRE_MPI=1 and
+//! an MPI or the programs built with it are missing. The FUSE run needs
 //! root, as every FUSE test in this crate does. No timing is asserted.
 
 use std::path::{Path, PathBuf};
@@ -31,14 +35,19 @@ fn built(name: &str) -> PathBuf {
 
 /// Open MPI and the programs built with it, or why not.
 fn open_mpi_missing() -> Option<String> {
-    if !on_path("mpirun.openmpi") || !on_path("mpicc.openmpi") {
-        return Some("mpirun.openmpi or mpicc.openmpi is not on PATH (scripts/install-deps.sh)".to_owned());
+    mpi_missing("openmpi")
+}
+
+/// An MPI ("openmpi", "mpich") and the programs built with it, or why not.
+fn mpi_missing(flavor: &str) -> Option<String> {
+    if !on_path(&format!("mpirun.{flavor}")) || !on_path(&format!("mpicc.{flavor}")) {
+        return Some(format!("mpirun.{flavor} or mpicc.{flavor} is not on PATH (scripts/install-deps.sh)"));
     }
-    for name in ["mpi/openmpi/mpiio_bench", "mpi/openmpi/libplfs_mpiio.so"] {
-        if !built(name).exists() {
+    for name in [format!("mpi/{flavor}/mpiio_bench"), format!("mpi/{flavor}/libplfs_mpiio.so")] {
+        if !built(&name).exists() {
             return Some(format!(
                 "{} is missing: run `cargo build --release --workspace` first",
-                built(name).display()
+                built(&name).display()
             ));
         }
     }
@@ -75,14 +84,29 @@ fn run_and_check(interfaces: &[&str], extra: &[&str]) -> (tempfile::TempDir, Val
     assert_eq!(report["verified"], true, "{report:#}");
     assert_eq!(report["total_bytes"], WRITERS * RECORDS * SIZE);
     let phases = report["phases"].as_array().unwrap();
-    // direct N-1 and N-N, then each interface; each written and read.
-    assert_eq!(phases.len(), 2 * (2 + interfaces.len()), "{report:#}");
+    // direct N-1 and N-N (and MPI-IO on a plain file, with mpiio), then
+    // each interface; each written and read.
+    let mpiio = interfaces.contains(&"mpiio");
+    let baselines = 2 + usize::from(mpiio);
+    assert_eq!(phases.len(), 2 * (baselines + interfaces.len()), "{report:#}");
     for phase in phases {
         assert_eq!(phase["bad_records"], 0, "{phase:#}");
         assert!(phase["mibs"].as_f64().unwrap() > 0.0, "{phase:#}");
+        // Every rank, worker or MPI-IO program, splits its clock.
+        for part in ["open_ms", "io_ms", "close_ms"] {
+            let median = phase["ranks"][part]["median"].as_f64();
+            assert!(median.is_some_and(|ms| ms >= 0.0), "{part} in {phase:#}");
+        }
     }
-    for (op, count) in [("write", 2 + interfaces.len()), ("read", 2 + interfaces.len())] {
+    for (op, count) in [("write", baselines + interfaces.len()), ("read", baselines + interfaces.len())] {
         assert_eq!(phases.iter().filter(|p| p["op"] == op).count(), count, "{report:#}");
+    }
+    let plain = phases.iter().filter(|p| p["target"] == "mpiio-plain").count();
+    assert_eq!(plain, if mpiio { 2 } else { 0 }, "{report:#}");
+    for figure in ["mpiio_plain_ratio_vs_direct", "read_mpiio_plain_ratio_vs_direct"] {
+        let value = report[figure].as_f64();
+        assert_eq!(value.is_some(), mpiio, "{figure} in {report:#}");
+        assert!(value.is_none_or(|v| v > 0.0 && v.is_finite()), "{figure} in {report:#}");
     }
     let rows = report["interfaces"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|row| row["interface"].as_str().unwrap()).collect();
@@ -99,8 +123,23 @@ fn run_and_check(interfaces: &[&str], extra: &[&str]) -> (tempfile::TempDir, Val
             let value = row[figure].as_f64().unwrap_or_else(|| panic!("{figure} missing in {row:#}"));
             assert!(value > 0.0 && value.is_finite(), "{figure} = {value} in {row:#}");
         }
+        // mpiio / MPI-IO on the plain file: for mpiio alone.
+        for figure in ["ratio_vs_mpiio_plain", "read_ratio_vs_mpiio_plain"] {
+            let value = row[figure].as_f64();
+            assert_eq!(value.is_some(), row["interface"] == "mpiio", "{figure} in {row:#}");
+            assert!(value.is_none_or(|v| v > 0.0 && v.is_finite()), "{figure} in {row:#}");
+        }
     }
     (dir, report)
+}
+
+/// The plain file the MPI-IO program wrote without plfs is the direct N-1
+/// file byte for byte.
+fn assert_plain_mpiio_same_as_direct(report: &Value) {
+    let work = PathBuf::from(report["dir"].as_str().unwrap());
+    let direct = std::fs::read(work.join("direct/shared")).unwrap();
+    let plain = std::fs::read(work.join("mpiio-plain/shared")).unwrap();
+    assert!(plain == direct, "MPI-IO's plain file differs from the direct N-1 file");
 }
 
 /// The file an interface with its own mount wrote, copied out through the
@@ -134,6 +173,23 @@ fn lib_preload_and_mpiio_in_one_run() {
     for interface in &interfaces[1..] {
         assert_same_as_direct(&report, interface);
     }
+    if interfaces.contains(&"mpiio") {
+        assert_plain_mpiio_same_as_direct(&report);
+    }
+}
+
+/// The same under MPICH (mpirun's `-genv` instead of `-x`), the MPI-IO
+/// phases alone beside the baselines.
+#[test]
+fn mpiio_and_mpiio_on_a_plain_file_under_mpich() {
+    if let Some(why) = mpi_missing("mpich") {
+        assert!(!required(), "PLFS_REQUIRE_MPI=1 but {why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (_dir, report) = run_and_check(&["mpiio"], &["--mpi", "mpich", "--keep"]);
+    assert_same_as_direct(&report, "mpiio");
+    assert_plain_mpiio_same_as_direct(&report);
 }
 
 /// mpiio_bench checks a word at a time; a wrong byte must still be named

@@ -91,8 +91,10 @@ pub struct Opts {
     random_writes: u64,
     /// Ways into plfs to compare with direct N-1 and N-N in the same run,
     /// comma-separated: lib (the library), preload (LD_PRELOAD interposer),
-    /// mpiio (an MPI-IO program under mpirun; n1-strided only), fuse (a
-    /// FUSE mount served by this process; needs root).
+    /// mpiio (an MPI-IO program under mpirun; n1-strided only; the same
+    /// program on a plain file runs beside it, as "mpiio-plain", to show
+    /// what MPI-IO itself costs), fuse (a FUSE mount served by this
+    /// process; needs root).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "lib")]
     interface: Vec<InterfaceArg>,
     /// The MPI whose mpirun runs the mpiio interface.
