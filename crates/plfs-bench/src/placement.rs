@@ -923,9 +923,8 @@ impl Case {
             let objects: u64 = per_backend.values().map(|data| data.objects).sum();
             for (backend, data) in &per_backend {
                 data_objects[*backend] += data.objects;
-                if data.objects > 0 {
-                    // One writer: one data object per backend the file uses.
-                    let object = data.bytes / data.objects;
+                // One writer: one data object per backend the file uses.
+                if let Some(object) = data.bytes.checked_div(data.objects) {
                     smallest_object = smallest_object.min(object);
                     largest_object = largest_object.max(object);
                 }
