@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use crate::error::{BenchError, Result};
 use crate::plot::{Figure, Plot, Point, Series, XAxis};
+use crate::repeat::Spread;
 use crate::worker::open_store_url;
 
 const KIB: u64 = 1 << 10;
@@ -207,6 +208,11 @@ pub struct CaseReport {
     pub small_file_objects_mean: f64,
     /// Data objects per file over every file.
     pub objects_per_file_mean: f64,
+    /// The smallest and the largest data object placed (a file's data on
+    /// one backend), in usage points of one backend: the granularity the
+    /// usage spread is made of.
+    pub smallest_object_pct: f64,
+    pub largest_object_pct: f64,
     /// Every file's size read back as written.
     pub verified: bool,
 }
@@ -525,6 +531,246 @@ pub fn run_placement(spec: &PlacementSpec) -> Result<PlacementReport> {
     })
 }
 
+/// An inclusive range of seeds: `A-B`, or one seed `A`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SeedRange {
+    pub first: u64,
+    pub last: u64,
+}
+
+impl std::str::FromStr for SeedRange {
+    type Err = BenchError;
+
+    fn from_str(text: &str) -> Result<SeedRange> {
+        let bad =
+            || BenchError::invalid(format!("--seeds {text}: expected FIRST-LAST (e.g. 1-20) or one seed"));
+        let (first, last) = match text.split_once('-') {
+            Some((first, last)) => {
+                (first.trim().parse().map_err(|_| bad())?, last.trim().parse().map_err(|_| bad())?)
+            }
+            None => {
+                let seed = text.trim().parse().map_err(|_| bad())?;
+                (seed, seed)
+            }
+        };
+        if first > last {
+            return Err(bad());
+        }
+        Ok(SeedRange { first, last })
+    }
+}
+
+/// One seed's outcome in a run over several seeds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeedOutcome {
+    pub seed: u64,
+    /// Files every case holds.
+    pub files: u64,
+    /// Per case, in [`PlacementSeedsReport::case_names`]' order: the usage
+    /// std-dev across backends, percentage points.
+    pub usage_std_dev_pct: Vec<f64>,
+    /// PFL's std-dev minus ideal's, points (negative: PFL's is lower).
+    pub pfl_excess_pct: f64,
+    pub pfl_std_dev_no_worse: bool,
+    pub one_object_per_small_file: bool,
+    pub verified: bool,
+}
+
+/// One case's usage std-dev over the seeds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseSpread {
+    pub name: &'static str,
+    pub mean_pct: f64,
+    pub median_pct: f64,
+    pub min_pct: f64,
+    pub max_pct: f64,
+    /// The smallest and largest data object this case placed in any seed,
+    /// usage points of one backend.
+    pub smallest_object_pct: f64,
+    pub largest_object_pct: f64,
+}
+
+/// `plfs bench placement --seeds A-B`: the run of every seed, one after
+/// another, and what decides the goal over all of them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlacementSeedsReport {
+    pub backends: usize,
+    pub backend_bytes: u64,
+    pub backend_kind: String,
+    pub fill_pct: u32,
+    pub seeds: SeedRange,
+    pub case_names: Vec<&'static str>,
+    pub runs: Vec<SeedOutcome>,
+    pub std_dev: Vec<CaseSpread>,
+    /// Seeds in which PFL's std-dev is no worse than ideal's.
+    pub pfl_no_worse_seeds: u64,
+    pub pfl_no_worse_every_seed: bool,
+    /// The largest excess of PFL's std-dev over ideal's, points (negative
+    /// when PFL is lower in every seed).
+    pub pfl_worst_excess_pct: f64,
+    /// The smallest data object placed in any case and seed, usage points
+    /// of one backend (a small file's one stripe).
+    pub smallest_object_pct: f64,
+    /// The std-dev that one smallest object more on one backend than on
+    /// the others makes (smallest × √(K−1)/K): a difference between two
+    /// cases below it is a difference of less than one object.
+    pub one_object_std_dev_pct: f64,
+    pub one_object_per_small_file: bool,
+    pub verified: bool,
+}
+
+/// Runs the bench once per seed of `seeds` (everything else from `spec`)
+/// and sums up the goal over them.
+pub fn run_placement_seeds(spec: &PlacementSpec, seeds: SeedRange) -> Result<PlacementSeedsReport> {
+    spec.check()?;
+    let mut runs = Vec::new();
+    let mut case_names = Vec::new();
+    // Per case: the smallest and largest object over the seeds.
+    let mut objects: Vec<(f64, f64)> = Vec::new();
+    for seed in seeds.first..=seeds.last {
+        let report = run_placement(&PlacementSpec { seed, ..spec.clone() })?;
+        case_names = report.cases.iter().map(|case| case.name).collect();
+        objects.resize(report.cases.len(), (f64::MAX, 0.0));
+        for (case, (smallest, largest)) in report.cases.iter().zip(objects.iter_mut()) {
+            *smallest = smallest.min(case.smallest_object_pct);
+            *largest = largest.max(case.largest_object_pct);
+        }
+        let std_dev = |name| report.case(name).map_or(0.0, |case| case.usage_std_dev_pct);
+        runs.push(SeedOutcome {
+            seed,
+            files: report.cases.first().map_or(0, |case| case.files),
+            usage_std_dev_pct: report.cases.iter().map(|case| case.usage_std_dev_pct).collect(),
+            pfl_excess_pct: std_dev("pfl") - std_dev("ideal"),
+            pfl_std_dev_no_worse: report.pfl_std_dev_no_worse,
+            one_object_per_small_file: report.one_object_per_small_file,
+            verified: report.verified,
+        });
+    }
+    let std_dev = case_names
+        .iter()
+        .enumerate()
+        .map(|(index, &name)| {
+            let values = || runs.iter().map(|run| Some(run.usage_std_dev_pct[index]));
+            let spread = Spread::of(values()).unwrap_or(Spread { median: 0.0, min: 0.0, max: 0.0 });
+            CaseSpread {
+                name,
+                mean_pct: values().flatten().sum::<f64>() / runs.len().max(1) as f64,
+                median_pct: spread.median,
+                min_pct: spread.min,
+                max_pct: spread.max,
+                smallest_object_pct: objects[index].0,
+                largest_object_pct: objects[index].1,
+            }
+        })
+        .collect();
+    let pfl_no_worse_seeds = runs.iter().filter(|run| run.pfl_std_dev_no_worse).count() as u64;
+    let smallest = objects.iter().map(|&(smallest, _)| smallest).fold(f64::MAX, f64::min);
+    let smallest = if smallest == f64::MAX { 0.0 } else { smallest };
+    let k = spec.backends as f64;
+    Ok(PlacementSeedsReport {
+        backends: spec.backends,
+        backend_bytes: spec.backend_mib * MIB,
+        backend_kind: spec.backend_kind.describe().to_owned(),
+        fill_pct: spec.fill_pct,
+        seeds,
+        case_names,
+        pfl_no_worse_every_seed: pfl_no_worse_seeds == runs.len() as u64,
+        pfl_no_worse_seeds,
+        pfl_worst_excess_pct: runs.iter().map(|run| run.pfl_excess_pct).fold(f64::MIN, f64::max),
+        smallest_object_pct: smallest,
+        one_object_std_dev_pct: smallest * (k - 1.0).sqrt() / k,
+        one_object_per_small_file: runs.iter().all(|run| run.one_object_per_small_file),
+        verified: runs.iter().all(|run| run.verified),
+        std_dev,
+        runs,
+    })
+}
+
+impl PlacementSeedsReport {
+    pub fn to_text(&self) -> String {
+        let mut text = format!(
+            "object placement over seeds {}-{}: {} backends of {} MiB ({}), filled to {}% with the paper's Table 2 mix scaled down\n",
+            self.seeds.first,
+            self.seeds.last,
+            self.backends,
+            self.backend_bytes / MIB,
+            self.backend_kind,
+            self.fill_pct
+        );
+        text.push_str(&format!("{:>6} {:>6}", "seed", "files"));
+        for name in &self.case_names {
+            text.push_str(&format!(" {:>9}", format!("{name} sd")));
+        }
+        text.push_str(&format!(" {:>10} {:>13}\n", "pfl-ideal", "pfl no worse"));
+        for run in &self.runs {
+            text.push_str(&format!("{:>6} {:>6}", run.seed, run.files));
+            for std_dev in &run.usage_std_dev_pct {
+                text.push_str(&format!(" {std_dev:>8.3}%"));
+            }
+            text.push_str(&format!(
+                " {:>+10.3} {:>13}\n",
+                run.pfl_excess_pct,
+                if run.pfl_std_dev_no_worse { "yes" } else { "NO" }
+            ));
+        }
+        for case in &self.std_dev {
+            text.push_str(&format!(
+                "  {:<7} usage std-dev: mean {:.3}, median {:.3} [{:.3}-{:.3}] points; data objects of {:.3} to {:.3} points\n",
+                case.name,
+                case.mean_pct,
+                case.median_pct,
+                case.min_pct,
+                case.max_pct,
+                case.smallest_object_pct,
+                case.largest_object_pct
+            ));
+        }
+        text.push_str(&format!(
+            "  granularity: one smallest object ({:.3} points) more on one backend than on the others is a std-dev of {:.3} points\n",
+            self.smallest_object_pct, self.one_object_std_dev_pct
+        ));
+        let met = |yes: bool| if yes { "met" } else { "NOT met" };
+        text.push_str(&format!(
+            "goal: PFL usage std-dev no worse than ideal in {} of {} seeds (worst excess {:+.3} points): {}\n",
+            self.pfl_no_worse_seeds,
+            self.runs.len(),
+            self.pfl_worst_excess_pct,
+            met(self.pfl_no_worse_every_seed)
+        ));
+        text.push_str(&format!(
+            "goal: one data object per small file in every seed: {}\nverified: {}\n",
+            met(self.one_object_per_small_file),
+            if self.verified { "every file's size read back as written, in every seed" } else { "NO" }
+        ));
+        text
+    }
+}
+
+impl Plot for PlacementSeedsReport {
+    fn figures(&self) -> Vec<Figure> {
+        vec![Figure {
+            name: "placement-std-dev-per-seed".to_owned(),
+            title: format!("Usage std-dev across backends after filling to {}%", self.fill_pct),
+            x_label: "seed".to_owned(),
+            y_label: "usage std-dev (points)".to_owned(),
+            x_axis: XAxis::Linear,
+            series: self
+                .case_names
+                .iter()
+                .enumerate()
+                .map(|(index, name)| Series {
+                    name: (*name).to_owned(),
+                    points: self
+                        .runs
+                        .iter()
+                        .map(|run| Point::single(run.seed as f64, run.usage_std_dev_pct[index]))
+                        .collect(),
+                })
+                .collect(),
+        }]
+    }
+}
+
 /// One layout for every class, its components ending at each class's size
 /// with that class's ideal stripe count (the paper's "first component a
 /// single stripe for the first 1 MB, the second 4 stripes for 1-64 MB, …").
@@ -669,6 +915,7 @@ impl Case {
         let mut data_objects = vec![0u64; spec.backends];
         let mut small = Vec::new();
         let mut total_objects = 0u64;
+        let (mut smallest_object, mut largest_object) = (u64::MAX, 0u64);
         let mut verified = true;
         for (path, class_index) in &self.written {
             let per_backend =
@@ -676,6 +923,11 @@ impl Case {
             let objects: u64 = per_backend.values().map(|data| data.objects).sum();
             for (backend, data) in &per_backend {
                 data_objects[*backend] += data.objects;
+                // One writer: one data object per backend the file uses.
+                if let Some(object) = data.bytes.checked_div(data.objects) {
+                    smallest_object = smallest_object.min(object);
+                    largest_object = largest_object.max(object);
+                }
             }
             total_objects += objects;
             if *class_index == 0 {
@@ -708,6 +960,9 @@ impl Case {
             small_file_objects_max: small.iter().copied().max().unwrap_or(0),
             small_file_objects_mean: small.iter().sum::<u64>() as f64 / small.len().max(1) as f64,
             objects_per_file_mean: total_objects as f64 / files.max(1) as f64,
+            smallest_object_pct: 100.0 * smallest_object.min(largest_object) as f64
+                / (spec.backend_mib * MIB) as f64,
+            largest_object_pct: 100.0 * largest_object as f64 / (spec.backend_mib * MIB) as f64,
             verified,
         })
     }
@@ -804,6 +1059,16 @@ mod tests {
         }
         assert_eq!(first, Files::new(&classes, 7).take(300).collect::<Vec<_>>());
         assert_ne!(first, Files::new(&classes, 8).take(300).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn seed_ranges_parse_and_backwards_ones_are_refused() {
+        assert_eq!("1-20".parse::<SeedRange>().unwrap(), SeedRange { first: 1, last: 20 });
+        assert_eq!("7".parse::<SeedRange>().unwrap(), SeedRange { first: 7, last: 7 });
+        for bad in ["5-3", "a-2", "1-", ""] {
+            let error = bad.parse::<SeedRange>().unwrap_err().to_string();
+            assert!(error.contains(&format!("--seeds {bad}:")), "{error}");
+        }
     }
 
     #[test]

@@ -185,3 +185,73 @@ fn placement_refuses_clearly_without_root() {
     assert!(stderr.contains("plfs bench placement needs root: it mounts 8 size-limited tmpfs"), "{stderr}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// `--seeds A-B` runs every seed of the range and decides the goal over
+/// them: each seed's figures are those of its own `--seed` run, the count
+/// of seeds with PFL no worse than ideal matches the per-seed flags, the
+/// granularity is the objects placed, and the JSON repeats byte for byte.
+#[test]
+fn placement_over_a_range_of_seeds_sums_up_the_goal_reproducibly() {
+    let run = |seeds: &[&str]| {
+        let output = plfs_as_a_user()
+            .args([
+                "bench",
+                "placement",
+                "--backend-kind",
+                "memory",
+                "--backends",
+                "4",
+                "--backend-mib",
+                "32",
+            ])
+            .args(seeds)
+            .arg("--json")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        output.stdout
+    };
+    let first = run(&["--seeds", "2-3"]);
+    assert_eq!(run(&["--seeds", "2-3"]), first, "the same seeds gave other JSON");
+    let report: Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(report["case_names"], serde_json::json!(["ideal", "pfl", "default"]));
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|run| run["seed"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 3]);
+    // Seed 3's row is what `--seed 3` reports.
+    let single: Value = serde_json::from_slice(&run(&["--seed", "3"])).unwrap();
+    let cases = single["cases"].as_array().unwrap();
+    let std_devs: Vec<f64> = cases.iter().map(|case| case["usage_std_dev_pct"].as_f64().unwrap()).collect();
+    let row: Vec<f64> =
+        runs[1]["usage_std_dev_pct"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(row, std_devs);
+    assert_eq!(runs[1]["files"], cases[0]["files"]);
+    assert_eq!(runs[1]["pfl_std_dev_no_worse"], single["pfl_std_dev_no_worse"]);
+    let no_worse = runs.iter().filter(|run| run["pfl_std_dev_no_worse"] == true).count() as u64;
+    assert_eq!(report["pfl_no_worse_seeds"].as_u64(), Some(no_worse));
+    assert_eq!(report["pfl_no_worse_every_seed"], no_worse == 2);
+    for run in runs {
+        let excess = run["pfl_excess_pct"].as_f64().unwrap();
+        assert_eq!(run["pfl_std_dev_no_worse"], excess <= 0.005, "{run:#}");
+    }
+    // The smallest object is a small file's one stripe (64 KiB and a log
+    // header) of a 32 MiB backend; the largest no smaller; one object more
+    // on one of 4 backends is a std-dev of smallest × √3 / 4.
+    let smallest = report["smallest_object_pct"].as_f64().unwrap();
+    assert!((0.195..0.2).contains(&smallest), "{smallest}");
+    for case in report["std_dev"].as_array().unwrap() {
+        assert!(case["smallest_object_pct"].as_f64().unwrap() >= smallest, "{case:#}");
+        assert!(case["largest_object_pct"].as_f64().unwrap() > smallest, "{case:#}");
+    }
+    let one = report["one_object_std_dev_pct"].as_f64().unwrap();
+    assert!((one - smallest * 3f64.sqrt() / 4.0).abs() < 1e-9, "{one}");
+    assert_eq!(report["verified"], true);
+    assert_eq!(report["one_object_per_small_file"], true);
+    // A backwards range is refused, naming the option.
+    let output = plfs_as_a_user()
+        .args(["bench", "placement", "--backend-kind", "memory", "--seeds", "5-3"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--seeds 5-3"), "{output:?}");
+}

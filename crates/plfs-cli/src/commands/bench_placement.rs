@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
 use clap::Args;
-use plfs_bench::placement::{PlacementSpec, run_placement};
+use plfs_bench::placement::{PlacementSpec, SeedRange, run_placement, run_placement_seeds};
 
 use crate::output::print_json;
 
@@ -29,8 +29,14 @@ pub struct Opts {
     fill_pct: u32,
     /// Seeds the order in which the files are written and where placement's
     /// rotor starts: one seed gives the same figures on every run.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "seeds")]
     seed: u64,
+    /// Run every seed of FIRST-LAST (e.g. 1-20), one after another, and
+    /// report each seed's usage std-dev per case, how many seeds have PFL
+    /// no worse than ideal, the spread per case over the seeds and the size
+    /// of the objects placed (whether a difference is below one object).
+    #[arg(long, value_name = "FIRST-LAST")]
+    seeds: Option<String>,
     /// What the backends are: tmpfs (size-limited tmpfs mounts, needs root)
     /// or memory (an in-memory model of them, no root; for tests).
     #[arg(long, default_value = "tmpfs")]
@@ -55,6 +61,21 @@ pub fn run(opts: &Opts) -> Result<ExitCode> {
         backend_kind: opts.backend_kind.parse().map_err(|e| anyhow!("{e}"))?,
     };
     opts.plot.check()?;
+    if let Some(seeds) = &opts.seeds {
+        let seeds: SeedRange = seeds.parse().map_err(|e| anyhow!("{e}"))?;
+        let report = run_placement_seeds(&spec, seeds).map_err(|e| anyhow!(e))?;
+        if opts.json {
+            print_json(&report)?;
+        } else {
+            print!("{}", report.to_text());
+        }
+        opts.plot.emit(&report.to_text(), || plfs_bench::plot::Plot::figures(&report))?;
+        return Ok(if report.verified && report.one_object_per_small_file {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     let report = run_placement(&spec).map_err(|e| anyhow!(e))?;
     if opts.json {
         print_json(&report)?;
