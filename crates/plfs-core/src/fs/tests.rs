@@ -1768,6 +1768,12 @@ mod flat {
             fn read_small(&self, p: &StorePath) -> Result<Vec<u8>> {
                 self.0.read_small(p)
             }
+            fn read_head_below(&self, d: &StorePath, p: &StorePath, buf: &mut [u8]) -> Result<usize> {
+                self.0.read_head_below(d, p, buf)
+            }
+            fn open_file_read(&self, p: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
+                self.0.open_file_read(p)
+            }
             fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
                 self.0.create_append(p)
             }
