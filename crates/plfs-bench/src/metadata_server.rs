@@ -211,6 +211,16 @@ impl Store for MetadataServerStore {
         plfs::store::by_parts::read_small(self, path)
     }
 
+    // The container's metadata, then the read, through this wrapper's own calls.
+    fn read_head_below(&self, dir: &StorePath, path: &StorePath, buf: &mut [u8]) -> Result<usize> {
+        plfs::store::by_parts::read_head_below(self, dir, path, buf)
+    }
+
+    // A lookup, then the open, through this wrapper's own calls.
+    fn open_file_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
+        plfs::store::by_parts::open_file_read(self, path)
+    }
+
     fn create_append(&self, path: &StorePath) -> Result<Box<dyn AppendWriter>> {
         self.server.serve();
         self.inner.create_append(path)

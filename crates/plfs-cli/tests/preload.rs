@@ -87,7 +87,7 @@ impl Setup {
     fn traced_lookups(&self, log: &Path, script: &str) -> String {
         let output = Command::new("timeout")
             .arg(TIMEOUT_SECONDS.to_string())
-            .args(["strace", "-f", "-qq", "-e", "trace=openat,statx,newfstatat", "-o"])
+            .args(["strace", "-f", "-qq", "-e", "trace=openat,openat2,statx,newfstatat", "-o"])
             .arg(log)
             .arg("-E")
             .arg(format!("LD_PRELOAD={}", interposer().display()))
@@ -1113,7 +1113,9 @@ fn creation_honours_the_umask() {
 /// own), and every create read /proc/self/status for the umask: on an n-n
 /// mount, per file, a second `statx` of the backend file and three more
 /// system calls. strace(1) watches an unmodified python creating ten files
-/// and reading them back: one lookup per read, the umask read once. A
+/// and reading them back: no lookup of the name at all (the open of the
+/// backend file refuses a link and its fstat a directory), the umask read
+/// once. A
 /// read-only open of a directory still gives a directory descriptor, and
 /// one for writing fails with EISDIR.
 #[test]
@@ -1138,12 +1140,46 @@ fn an_open_looks_its_name_up_once() {
         let name = format!("/d/f{i}\"");
         let lookups: Vec<&str> =
             calls.lines().filter(|call| call.contains("statx(AT_FDCWD") && call.contains(&name)).collect();
-        // The n-n create of a new name makes none; the read's plfs_open
-        // makes the one.
-        assert!(lookups.len() <= 1, "f{i} looked up {} times:\n{}", lookups.len(), lookups.join("\n"));
+        // The n-n create of a new name makes none, and neither does the
+        // read's plfs_open: it opens the backend file refusing a link and
+        // tells a directory by the fstat of what it opened.
+        assert!(lookups.is_empty(), "f{i} looked up {} times:\n{}", lookups.len(), lookups.join("\n"));
     }
     let umask_reads = calls.lines().filter(|call| call.contains("/proc/self/status")).count();
     assert!(umask_reads <= 1, "the umask was read {umask_reads} times:\n{calls}");
+}
+
+/// A stat of a closed shared_file container reads its closed summary in
+/// one `openat2` that follows no link (plus its read and close): no
+/// `statx` of the container first. strace(1) watches an unmodified python
+/// stat ten closed files, each at its size (each written: the summary is
+/// left by a writer's close).
+#[test]
+fn a_closed_containers_stat_is_one_open_of_its_summary() {
+    let setup = Setup::with_workload("shared_file");
+    let d = setup.logical("d");
+    setup.run("mkdir", &[&d]);
+    let creates = format!(
+        "import os\nfor i in range(10):\n    fd = os.open('{d}/f%d' % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n    os.write(fd, b'x' * (i + 1))\n    os.close(fd)\n"
+    );
+    setup.run("python3", &["-c", &creates]);
+    let log = setup.scratch("stats.strace");
+    let stats =
+        format!("import os\nfor i in range(10):\n    assert os.stat('{d}/f%d' % i).st_size == i + 1\n");
+    let calls = setup.traced_lookups(&log, &stats);
+    for i in 0..10 {
+        let container = format!("/d/f{i}\"");
+        let summary = format!("/d/f{i}/meta/closed\"");
+        let lookups: Vec<&str> =
+            calls.lines().filter(|call| call.contains("statx(") && call.contains(&container)).collect();
+        assert!(lookups.is_empty(), "f{i}: the container was stat'ed:\n{}", lookups.join("\n"));
+        let opens: Vec<&str> = calls.lines().filter(|call| call.contains(&summary)).collect();
+        assert!(
+            opens.len() == 1 && opens[0].contains("openat2(") && !opens[0].contains("= -1"),
+            "f{i}: the summary was not read by one openat2:\n{}",
+            opens.join("\n")
+        );
+    }
 }
 
 /// The publish-by-rename workload under the interposer: an unmodified C

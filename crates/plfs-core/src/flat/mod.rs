@@ -74,7 +74,8 @@ pub(crate) fn file_attr(mount: &MountState, metadata: &Metadata) -> FileAttr {
     }
 }
 
-/// Opens (with `flags.create`, creates) the plain file: one store open.
+/// Opens (with `flags.create`, creates) the plain file: one store open
+/// (for reading, one that refuses anything but a regular file).
 pub(crate) fn open(
     mount: &MountState,
     logical: &StorePath,
@@ -92,6 +93,13 @@ pub(crate) fn open(
             Err(error) if error.kind() == ErrorKind::AlreadyExists && !flags.exclusive => {}
             Err(error) => return Err(error),
         }
+    }
+    if !flags.write
+        && let Ok(file) = store.open_file_read(logical)
+    {
+        // A regular file, opened without a lookup first; anything else is
+        // looked up below to say what it is.
+        return Ok(FlatFile::readable(logical.clone(), file));
     }
     match lookup(mount, logical)?.kind {
         EntryKind::File => {}

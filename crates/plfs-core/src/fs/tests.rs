@@ -1262,6 +1262,56 @@ fn write_whole(plfs: &Plfs, path: &str, data: &[u8]) {
     handle.close().unwrap();
 }
 
+/// A stat of a closed container on a POSIX backend reads its summary with
+/// no symbolic link followed anywhere below the backend root: a user's
+/// link in a directory, named and placed like a container's summary and
+/// pointing at a real one, never turns the directory into a file (the
+/// old statx-then-read followed it), and a link to a container stays a
+/// link, also on a backend whose root is reached through a link.
+#[test]
+fn a_closed_stat_on_posix_follows_no_link() {
+    let root = tempfile::tempdir().unwrap();
+    let real = root.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let linked = root.path().join("linked");
+    std::os::unix::fs::symlink(&real, &linked).unwrap();
+    let store = Arc::new(
+        crate::store::posix::PosixStore::new(linked.clone(), format!("posix://{}", linked.display()))
+            .unwrap(),
+    ) as SharedStore;
+    let plfs =
+        Plfs::with_workload(vec![(store, BackendRole::Any)], options(1), Workload::SharedFile).unwrap();
+    write_whole(&plfs, "/f", &[5; 33]);
+    assert!(real.join("f/meta/closed").is_file(), "the close left a summary");
+    let attr = plfs.stat("/f").unwrap();
+    assert_eq!((attr.kind, attr.size), (FileKind::File, 33));
+    plfs.mkdir("/d", 0o755).unwrap();
+    plfs.mkdir("/d/meta", 0o755).unwrap();
+    plfs.symlink("../../f/meta/closed", "/d/meta/closed").unwrap();
+    assert_eq!(plfs.stat("/d").unwrap().kind, FileKind::Directory, "a link named like a summary");
+    plfs.symlink("f", "/l").unwrap();
+    assert_eq!(plfs.stat("/l").unwrap().kind, FileKind::Symlink);
+    assert_eq!(plfs.stat("/f").unwrap(), attr);
+}
+
+/// An n-n open for reading opens the backend file refusing a link there
+/// and tells a directory apart without a lookup first; what is not a
+/// regular file still fails as before.
+#[test]
+fn an_n_n_read_open_refuses_links_and_directories() {
+    let root = tempfile::tempdir().unwrap();
+    let (_stores, plfs) = posix_mount(root.path(), 2, Workload::FilePerProc);
+    write_whole(&plfs, "/f", b"plain");
+    assert_eq!(read_whole(&plfs, "/f"), b"plain");
+    plfs.symlink("f", "/l").unwrap();
+    plfs.mkdir("/d", 0o755).unwrap();
+    let error = plfs.open("/l", OpenFlags::RDONLY, 0, 1).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert!(error.to_string().contains("symbolic link"), "{error}");
+    assert_eq!(plfs.open("/d", OpenFlags::RDONLY, 0, 1).unwrap_err().kind(), ErrorKind::IsADirectory);
+    assert_eq!(plfs.open("/missing", OpenFlags::RDONLY, 0, 1).unwrap_err().kind(), ErrorKind::NotFound);
+}
+
 fn read_whole(plfs: &Plfs, path: &str) -> Vec<u8> {
     let handle = plfs.open(path, OpenFlags::RDONLY, 0, 1).unwrap();
     let data = read_all(&handle);
@@ -1717,6 +1767,12 @@ mod flat {
             }
             fn read_small(&self, p: &StorePath) -> Result<Vec<u8>> {
                 self.0.read_small(p)
+            }
+            fn read_head_below(&self, d: &StorePath, p: &StorePath, buf: &mut [u8]) -> Result<usize> {
+                self.0.read_head_below(d, p, buf)
+            }
+            fn open_file_read(&self, p: &StorePath) -> Result<Box<dyn crate::store::ReadHandle>> {
+                self.0.open_file_read(p)
             }
             fn create_append(&self, p: &StorePath) -> Result<Box<dyn crate::store::AppendWriter>> {
                 self.0.create_append(p)

@@ -393,6 +393,16 @@ impl Store for FaultyStore {
         by_parts::read_small(self, path)
     }
 
+    // The container's metadata, then the read, through this wrapper's own calls.
+    fn read_head_below(&self, dir: &StorePath, path: &StorePath, buf: &mut [u8]) -> Result<usize> {
+        by_parts::read_head_below(self, dir, path, buf)
+    }
+
+    // A lookup, then the open, through this wrapper's own calls.
+    fn open_file_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
+        by_parts::open_file_read(self, path)
+    }
+
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         self.faults.guard(Op::OpenRead, &[path])?;
         let inner = self.inner.open_read(path)?;

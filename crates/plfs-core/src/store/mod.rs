@@ -340,6 +340,31 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
         by_parts::read_small(self, path)
     }
+
+    /// Reads the start of the small file `path` inside directory `dir`
+    /// into `buf` and returns how many bytes it read: a stat reads a
+    /// container's closed summary so. Fails unless `dir` is a directory
+    /// itself (a symbolic link there is not followed). What it reads may
+    /// be shorter than the file only when `buf` is, or where one read of
+    /// the store returns less; callers read sealed records, whose checksum
+    /// tells a whole one, and treat any failure as "not read here". The
+    /// default asks `dir`'s metadata and then [`read_small`](Self::read_small)s
+    /// `path`; POSIX opens `path` refusing every symbolic link below its
+    /// root and reads once (`openat2`, `read`, `close` where the default
+    /// makes five calls).
+    fn read_head_below(&self, dir: &StorePath, path: &StorePath, buf: &mut [u8]) -> Result<usize> {
+        by_parts::read_head_below(self, dir, path, buf)
+    }
+
+    /// Opens the regular file at `path` for reading without following a
+    /// symbolic link there: fails where `path` is a link, a directory or
+    /// missing (a caller that must say which looks it up then). The
+    /// default looks it up and then opens it; POSIX opens it with
+    /// `O_NOFOLLOW` and tells a directory by the `fstat` it makes anyway,
+    /// so an n-n file opens for reading in two calls instead of three.
+    fn open_file_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
+        by_parts::open_file_read(self, path)
+    }
 }
 
 /// One piece [`Store::fill_private_dir`] makes.
@@ -358,7 +383,9 @@ pub enum NewPiece<'a> {
 /// through its own hooks (fault injection, counting) calls these.
 pub mod by_parts {
     use crate::error::{Error, ErrorKind, Result};
-    use crate::store::{AppendWriter, NewPiece, Protection, Store, StorePath, read_exact_at};
+    use crate::store::{
+        AppendWriter, EntryKind, NewPiece, Protection, ReadHandle, Store, StorePath, read_exact_at,
+    };
 
     /// Owner first (a chown may clear set-id bits), then mode; what the
     /// store cannot keep (`capabilities()`) is skipped.
@@ -429,6 +456,34 @@ pub mod by_parts {
         let mut buf = vec![0u8; small_length(path, length)?];
         read_exact_at(handle.as_ref(), &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
         Ok(buf)
+    }
+
+    /// The default of [`Store::read_head_below`].
+    pub fn read_head_below<S: Store + ?Sized>(
+        store: &S,
+        dir: &StorePath,
+        path: &StorePath,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let metadata = store.metadata(dir)?;
+        if metadata.kind != EntryKind::Directory {
+            return Err(Error::new(ErrorKind::NotADirectory, format!("{}: {dir}", store.url())));
+        }
+        let bytes = store.read_small(path)?;
+        let count = bytes.len().min(buf.len());
+        buf[..count].copy_from_slice(&bytes[..count]);
+        Ok(count)
+    }
+
+    /// The default of [`Store::open_file_read`].
+    pub fn open_file_read<S: Store + ?Sized>(store: &S, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
+        match store.metadata(path)?.kind {
+            EntryKind::File => store.open_read(path),
+            EntryKind::Directory => {
+                Err(Error::new(ErrorKind::IsADirectory, format!("{}: {path}", store.url())))
+            }
+            EntryKind::Symlink => Err(Error::invalid(format!("{}: {path} is a symbolic link", store.url()))),
+        }
     }
 
     /// A whole object's length as a buffer size, or an error naming it.
