@@ -1294,6 +1294,34 @@ fn a_closed_stat_on_posix_follows_no_link() {
     assert_eq!(plfs.stat("/f").unwrap(), attr);
 }
 
+/// A FIFO (or device) where a container's summary would be cannot stall a
+/// stat: anyone who may create names in a directory could otherwise make
+/// every stat of it, and the FUSE request thread serving it, wait in
+/// `open(2)` for a writer that never comes. Small pieces open without
+/// blocking; a FIFO reads as empty, is no summary, and the stat goes on.
+#[test]
+fn a_fifo_named_like_a_summary_does_not_stall_a_stat() {
+    let root = tempfile::tempdir().unwrap();
+    let (_stores, plfs) = posix_mount(root.path(), 1, Workload::SharedFile);
+    plfs.mkdir("/d", 0o755).unwrap();
+    plfs.mkdir("/d/meta", 0o755).unwrap();
+    let fifo =
+        std::ffi::CString::new(root.path().join("b0/d/meta/closed").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0, "{}", std::io::Error::last_os_error());
+    let plfs = Arc::new(plfs);
+    let (done, answer) = std::sync::mpsc::channel();
+    let stat = std::thread::spawn({
+        let plfs = plfs.clone();
+        move || done.send(plfs.stat("/d").map(|attr| attr.kind)).unwrap()
+    });
+    let kind = answer
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("a stat of /d still waits in open(2) on the FIFO at /d/meta/closed");
+    assert_eq!(kind.unwrap(), FileKind::Directory);
+    stat.join().unwrap();
+}
+
 /// An n-n open for reading opens the backend file refusing a link there
 /// and tells a directory apart without a lookup first; what is not a
 /// regular file still fails as before.

@@ -363,7 +363,14 @@ impl Store for PosixStore {
     /// access file this way.
     fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
         let fail = self.fail("open", path);
-        let file = File::open(self.full(path)).map_err(&fail)?;
+        // O_NONBLOCK: a FIFO someone put where a piece belongs opens at
+        // once and reads as empty, instead of holding the caller (a FUSE
+        // request thread, say) in open(2). Regular files ignore it.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(self.full(path))
+            .map_err(&fail)?;
         let meta = file.metadata().map_err(&fail)?;
         if meta.is_dir() {
             return Err(fail(io::Error::from_raw_os_error(libc::EISDIR)));
@@ -752,7 +759,9 @@ fn read_head_without_links(full: &Path, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: open_how is plain integers; all-zero is valid (and asks
     // nothing of the fields a newer kernel may add).
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+    // O_NONBLOCK: a FIFO in the summary's place must not hold a stat in
+    // open(2) (see read_small).
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64;
     how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     // Through syscall(2): glibc has no wrapper for openat2.
     // SAFETY: a NUL-terminated path and an open_how of the size passed,
