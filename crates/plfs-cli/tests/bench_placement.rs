@@ -131,6 +131,16 @@ fn plfs_as_a_user() -> Command {
     }
 }
 
+/// `plfs bench placement` over 4 in-memory backends of 32 MiB, run as an
+/// ordinary user, with `args` after those.
+fn memory_placement_as_a_user(args: &[&str]) -> std::process::Output {
+    plfs_as_a_user()
+        .args(["bench", "placement", "--backend-kind", "memory", "--backends", "4", "--backend-mib", "32"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// The same placement code over in-memory backends of the same capacity
 /// needs no root, and one seed gives the same figures in every process:
 /// the files, their order and the fill's end are the seed's, and each
@@ -140,20 +150,7 @@ fn plfs_as_a_user() -> Command {
 #[test]
 fn placement_is_reproducible_from_its_seed_without_root() {
     let run = |seed: &str| {
-        let output = plfs_as_a_user()
-            .args([
-                "bench",
-                "placement",
-                "--backend-kind",
-                "memory",
-                "--backends",
-                "4",
-                "--backend-mib",
-                "32",
-            ])
-            .args(["--json", "--seed", seed])
-            .output()
-            .unwrap();
+        let output = memory_placement_as_a_user(&["--json", "--seed", seed]);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{stderr}");
         serde_json::from_slice::<Value>(&output.stdout).unwrap()
@@ -193,21 +190,7 @@ fn placement_refuses_clearly_without_root() {
 #[test]
 fn placement_over_a_range_of_seeds_sums_up_the_goal_reproducibly() {
     let run = |seeds: &[&str]| {
-        let output = plfs_as_a_user()
-            .args([
-                "bench",
-                "placement",
-                "--backend-kind",
-                "memory",
-                "--backends",
-                "4",
-                "--backend-mib",
-                "32",
-            ])
-            .args(seeds)
-            .arg("--json")
-            .output()
-            .unwrap();
+        let output = memory_placement_as_a_user(&[seeds, &["--json"]].concat());
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{stderr}");
         output.stdout
