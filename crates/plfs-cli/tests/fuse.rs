@@ -1467,8 +1467,9 @@ fn bench_fuse_compares_the_mount_with_the_library() {
     assert!(!fs::read_to_string("/proc/self/mountinfo").unwrap().contains("plfs-bench-fuse."), "unmounted");
 }
 
-/// A size-limited tmpfs for one test; unmounted when dropped.
-struct Tmpfs(PathBuf);
+/// A size-limited tmpfs for one test; unmounted when dropped (the flag:
+/// still mounted).
+struct Tmpfs(PathBuf, bool);
 
 impl Tmpfs {
     fn mount(path: PathBuf, size: &str) -> Tmpfs {
@@ -1476,22 +1477,45 @@ impl Tmpfs {
         let mut command = Command::new("mount");
         command.args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path);
         run_ok(&mut command, Duration::from_secs(30));
-        Tmpfs(path)
+        Tmpfs(path, true)
+    }
+
+    fn unmount(&mut self) {
+        if std::mem::take(&mut self.1) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
     }
 }
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        self.unmount();
     }
 }
 
 /// The mount over backends on two tmpfs file systems (16 and 48 MiB, the
-/// second holding two backends). Fields drop in order: FUSE first, then
-/// the file systems under it.
+/// second holding two backends), mounted inside the FUSE mount's
+/// temporary directory.
 struct TmpfsBackedMount {
     mount: PlfsMount,
-    _file_systems: [Tmpfs; 2],
+    file_systems: [Tmpfs; 2],
+}
+
+impl Drop for TmpfsBackedMount {
+    /// FUSE first, then the file systems under it, and only then (the
+    /// mount's own drop) the temporary directory: removed with the tmpfs
+    /// still mounted, it failed on their mount points and was left in
+    /// /tmp by every passing run. A failing test leaves it all to the
+    /// mount's drop, which prints the daemon's log.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        self.mount.unmount();
+        for file_system in &mut self.file_systems {
+            file_system.unmount();
+        }
+    }
 }
 
 fn tmpfs_backed_mount() -> TmpfsBackedMount {
@@ -1508,7 +1532,7 @@ fn tmpfs_backed_mount() -> TmpfsBackedMount {
     fs::write(&mount.config, text).unwrap();
     mount.backends = backends.to_vec();
     mount.mount();
-    TmpfsBackedMount { mount, _file_systems: [small, large] }
+    TmpfsBackedMount { mount, file_systems: [small, large] }
 }
 
 /// `df` and `stat -f` on the mount see the sum of its backends' file
