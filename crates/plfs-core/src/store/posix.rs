@@ -146,13 +146,17 @@ impl PosixStore {
         sync_dir(dir)
     }
 
-    fn open_file(&self, path: &StorePath) -> io::Result<File> {
-        let file = File::open(self.full(path))?;
-        // open(2) accepts directories; reads would fail later and less clearly.
-        if file.metadata()?.is_dir() {
+    /// Opens `path` for reading with `flags` besides O_CLOEXEC, and the
+    /// `fstat` that refuses a directory (open(2) accepts one; reads would
+    /// fail later and less clearly) and sizes a whole read.
+    fn open_file(&self, path: &StorePath, flags: libc::c_int) -> io::Result<(File, fs::Metadata)> {
+        let file =
+            OpenOptions::new().read(true).custom_flags(flags | libc::O_CLOEXEC).open(self.full(path))?;
+        let metadata = file.metadata()?;
+        if metadata.is_dir() {
             return Err(io::Error::from_raw_os_error(libc::EISDIR));
         }
-        Ok(file)
+        Ok((file, metadata))
     }
 
     fn open_log(&self, path: &StorePath, protection: Option<&Protection>) -> Result<Box<dyn AppendWriter>> {
@@ -279,7 +283,7 @@ impl Store for PosixStore {
     }
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
-        let file = self.open_file(path).map_err(self.fail("open", path))?;
+        let (file, _) = self.open_file(path, 0).map_err(self.fail("open", path))?;
         let what = format!("{}: {path}", self.url);
         Ok(Box::new(PosixReadHandle { file, what }))
     }
@@ -362,19 +366,10 @@ impl Store for PosixStore {
     /// sizing the buffer), `pread`, close: a stat of a container reads its
     /// access file this way.
     fn read_small(&self, path: &StorePath) -> Result<Vec<u8>> {
-        let fail = self.fail("open", path);
         // O_NONBLOCK: a FIFO someone put where a piece belongs opens at
         // once and reads as empty, instead of holding the caller (a FUSE
         // request thread, say) in open(2). Regular files ignore it.
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(self.full(path))
-            .map_err(&fail)?;
-        let meta = file.metadata().map_err(&fail)?;
-        if meta.is_dir() {
-            return Err(fail(io::Error::from_raw_os_error(libc::EISDIR)));
-        }
+        let (file, meta) = self.open_file(path, libc::O_NONBLOCK).map_err(self.fail("open", path))?;
         let mut buf = vec![0u8; super::by_parts::small_length(path, meta.len())?];
         let handle = PosixReadHandle { file, what: format!("{}: {path}", self.url) };
         read_exact_at(&handle, &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
@@ -403,15 +398,7 @@ impl Store for PosixStore {
     /// refuses a directory is the one [`open_read`](Store::open_read)
     /// makes too.
     fn open_file_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
-        let fail = self.fail("open", path);
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(self.full(path))
-            .map_err(&fail)?;
-        if file.metadata().map_err(&fail)?.is_dir() {
-            return Err(fail(io::Error::from_raw_os_error(libc::EISDIR)));
-        }
+        let (file, _) = self.open_file(path, libc::O_NOFOLLOW).map_err(self.fail("open", path))?;
         let what = format!("{}: {path}", self.url);
         Ok(Box::new(PosixReadHandle { file, what }))
     }
