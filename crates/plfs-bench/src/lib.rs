@@ -38,6 +38,7 @@ mod repeat;
 mod report;
 pub mod restart;
 mod runner;
+mod spread;
 mod store;
 mod streaming;
 pub mod stripe;
@@ -57,9 +58,10 @@ pub use open::{
     OPEN_BENCH_PATH, OpenReport, OpenSpec, OpenSweepReport, StrategyReport, run_open, run_open_sweep,
 };
 pub use pattern::{fill_record, pattern_byte, verify_record};
-pub use repeat::{RepeatedReport, Spread};
+pub use repeat::RepeatedReport;
 pub use report::{BenchReport, InterfaceFigures, PhaseReport, RankSplit};
 pub use runner::{drop_page_cache, run};
+pub use spread::Spread;
 pub use store::{
     Crossover, DEFAULT_JMX_SETTLE, PhaseTraffic, SizeSpread, StoreBenchSpec, StoreRepeatedReport,
     StoreReport, StoreSizeReport, TARGET_RATIO, run_store,

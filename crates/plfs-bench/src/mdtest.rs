@@ -46,8 +46,8 @@ use crate::WorkerCommand;
 use crate::error::{BenchError, Result};
 use crate::metadata_server::{MetadataServer, MetadataServerStore};
 use crate::protocol::{self, Channel, Event, Order, Phase, Report};
-use crate::repeat::Spread;
 use crate::runner::WorkDir;
+use crate::spread::Spread;
 use crate::worker::{now_ns, wait_until};
 
 /// First argument of `plfs bench-worker` that routes to [`worker_main`].

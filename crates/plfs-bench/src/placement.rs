@@ -37,7 +37,7 @@ use serde::Serialize;
 
 use crate::error::{BenchError, Result};
 use crate::plot::{Figure, Plot, Point, Series, XAxis};
-use crate::repeat::Spread;
+use crate::spread::Spread;
 use crate::worker::open_store_url;
 
 const KIB: u64 = 1 << 10;

@@ -25,8 +25,9 @@ use serde::Serialize;
 use crate::error::{BenchError, Result};
 use crate::mdtest::{MdInterface, MdPhase, MdTarget, MdtestReport, MdtestSummary};
 use crate::open::{OpenReport, OpenSweepReport, StrategyReport};
-use crate::repeat::{RepeatedReport, Spread};
+use crate::repeat::RepeatedReport;
 use crate::restart::RestartReport;
+use crate::spread::Spread;
 use crate::store::{StoreRepeatedReport, StoreReport};
 use crate::{BenchReport, StreamingReport};
 

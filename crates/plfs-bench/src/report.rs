@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};
-use crate::repeat::Spread;
+use crate::spread::Spread;
 use crate::worker::{Op, Target, WorkerResult};
 use crate::{BenchSpec, Workload};
 

@@ -27,9 +27,9 @@ use serde::Serialize;
 
 use crate::error::{BenchError, Result};
 use crate::jmx::{self, DataNodeBytes, Snapshot};
-use crate::repeat::Spread;
 use crate::report::PhaseReport;
 use crate::runner::run_workers;
+use crate::spread::Spread;
 use crate::worker::{Op, StoreRun, Target, WorkerSpec, now_ns, open_store_url};
 use crate::{WorkerCommand, Workload};
 

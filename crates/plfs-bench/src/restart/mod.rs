@@ -34,9 +34,9 @@ pub use layout::{Decomp, Extent, Layout, PIXIE3D_VARIABLES, balanced_grid, pixie
 use crate::error::{BenchError, Result};
 use crate::peers::{Peer, PeerPhase, PeerProgram, PeerRun};
 use crate::protocol::{self, Channel, NoPhase, Order, Report};
-use crate::repeat::Spread;
 use crate::runner::drop_page_cache;
 use crate::runner::{WorkDir, run_workers};
+use crate::spread::Spread;
 use crate::worker::{Op, Target, direct_path, mount, now_ns, plfs_backend_dirs, process_cpu_ns, wait_until};
 use crate::{VerifyReads, WorkerCommand};
 
