@@ -8,7 +8,7 @@
 //! atomic directory rename (S3) the access file's conditional create is the
 //! deciding step instead.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format;
@@ -463,15 +463,30 @@ pub(crate) fn inventory(mount: &MountState, path: &StorePath) -> Result<Inventor
 /// and each file's readers take only their own. When a size record is
 /// damaged, which logs are the file's is unknown: all are taken.
 pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogLocation>> {
-    for _ in 1..FILE_LOGS_ATTEMPTS_MAX {
-        let (logs, complete) = file_logs_once(mount, path)?;
-        if complete {
-            return Ok(logs);
+    let mut stuck = 0;
+    let mut replacements = 0;
+    let mut last_named: Option<Vec<LogId>> = None;
+    loop {
+        let look = file_logs_once(mount, path)?;
+        if look.complete {
+            return Ok(look.logs);
         }
+        // `meta/` named other closed logs than at the last look: the file
+        // was replaced again meanwhile (a name republished by rename faster
+        // than one look runs), which is no sign of damage.
+        if last_named.as_ref().is_some_and(|named| *named != look.closed)
+            && replacements < FILE_REPLACEMENTS_MAX
+        {
+            replacements += 1;
+        } else if stuck + 1 < FILE_LOGS_ATTEMPTS_MAX {
+            stuck += 1;
+        } else {
+            // A size record whose log stays missing is damage `plfs
+            // recover` reports; read what there is.
+            return Ok(look.logs);
+        }
+        last_named = Some(look.closed);
     }
-    // A size record whose log stays missing is damage `plfs recover`
-    // reports; read what there is.
-    Ok(file_logs_once(mount, path)?.0)
 }
 
 /// Looks taken while a rename replaces the file can disagree (meta/ of the
@@ -479,9 +494,23 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
 /// again, a bounded number of times.
 const FILE_LOGS_ATTEMPTS_MAX: usize = 4;
 
-/// One look at the file's logs, and whether every closed log that `meta/`
-/// names was found.
-fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<(Vec<LogLocation>, bool)> {
+/// Looks again when each disagreeing look found `meta/` naming other logs
+/// (the file replaced once more), on top of `FILE_LOGS_ATTEMPTS_MAX`.
+const FILE_REPLACEMENTS_MAX: usize = 64;
+
+/// One look at a file's logs.
+struct FileLogsLook {
+    logs: Vec<LogLocation>,
+    /// Every closed log that `meta/` names was found, with its data log
+    /// when its size record counts data (a rename moves a data log before
+    /// its index log, so a listing in between sees an index alone), and
+    /// `meta/` named something if index logs were found.
+    complete: bool,
+    /// The closed logs `meta/` named, sorted.
+    closed: Vec<LogId>,
+}
+
+fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<FileLogsLook> {
     // meta/ first: a writer that starts after it was read has logs the
     // listing may show, and they are newer than this reader's view anyway.
     let names = |meta: &MetaRecords| -> HashSet<LogId> {
@@ -499,14 +528,26 @@ fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<(Vec<LogLocati
         damaged = again.damaged;
         named.extend(names(&again));
     }
-    let found: HashSet<LogId> = inventory.logs.iter().filter(|log| log.has_index).map(|log| log.id).collect();
-    let complete = meta.sizes.iter().all(|size| found.contains(&size.log));
+    let found: HashMap<LogId, bool> =
+        inventory.logs.iter().filter(|log| log.has_index).map(|log| (log.id, log.has_data)).collect();
+    // `meta/` naming nothing beside index logs: the listing may have read
+    // the replaced file's `meta/` while its removal emptied it (the
+    // directory was opened by name just before a rename switched the name
+    // to the new file).
+    let emptied = meta.open.is_empty() && meta.sizes.is_empty() && !meta.damaged && !found.is_empty();
+    let complete = !emptied
+        && meta
+            .sizes
+            .iter()
+            .all(|size| found.get(&size.log).is_some_and(|has_data| *has_data || size.bytes == 0));
+    let mut closed: Vec<LogId> = meta.sizes.iter().map(|size| size.log).collect();
+    closed.sort_unstable();
     let logs = inventory
         .logs
         .into_iter()
         .filter(|log| log.has_index && (damaged || named.contains(&log.id)))
         .collect();
-    Ok((logs, complete))
+    Ok(FileLogsLook { logs, complete, closed })
 }
 
 /// The records in `meta/`, split into open records and size records.

@@ -227,15 +227,15 @@ impl LoadedIndex {
         logs: Vec<LogLocation>,
         decoded: &[Vec<Record>],
     ) -> Result<LoadedIndex> {
+        if let Some(log) = without_data_log(&logs, decoded) {
+            return Err(Error::corrupt(format!(
+                "{}: index log {} has records but its data log is missing",
+                mount.store(log.backend).url(),
+                log.path(path, LogKind::Index)
+            )));
+        }
         let mut records_total = 0u64;
-        for (log, records) in logs.iter().zip(decoded) {
-            if records.iter().any(Record::writes_data) && !log.has_data {
-                return Err(Error::corrupt(format!(
-                    "{}: index log {} has records but its data log is missing",
-                    mount.store(log.backend).url(),
-                    log.path(path, LogKind::Index)
-                )));
-            }
+        for records in decoded {
             if let Some(newest) = records.iter().map(Record::stamp).max() {
                 mount.stamper.observe(newest);
             }
@@ -259,6 +259,14 @@ pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<Loa
     loop {
         let logs = container::file_logs(mount, path)?;
         match read_all_index_logs(mount, path, &logs) {
+            // An index log with data records whose data log the listing
+            // missed: a rename moving the logs had moved the data log and
+            // not yet its index (an open writer's log has no size record
+            // for `file_logs` to check). Look again; a data log that stays
+            // missing is damage, refused by `from_records`.
+            Ok(decoded) if attempt < LOAD_ATTEMPTS_MAX && without_data_log(&logs, &decoded).is_some() => {
+                attempt += 1
+            }
             Ok(decoded) => {
                 check_nothing_lost(mount, path, &logs, &decoded)?;
                 return LoadedIndex::from_records(mount, path, logs, &decoded);
@@ -273,6 +281,14 @@ pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<Loa
 
 /// Loads of a file's index logs, when one keeps vanishing under the load.
 const LOAD_ATTEMPTS_MAX: usize = 4;
+
+/// The first log whose index records write data that has no data log.
+fn without_data_log<'a>(logs: &'a [LogLocation], decoded: &[Vec<Record>]) -> Option<&'a LogLocation> {
+    logs.iter()
+        .zip(decoded)
+        .find(|(log, records)| !log.has_data && records.iter().any(Record::writes_data))
+        .map(|(log, _)| log)
+}
 
 /// Refuses a file whose closed logs' size records count data their index
 /// logs no longer hold: its size says the data is there, and reads would

@@ -657,17 +657,19 @@ pub(crate) fn target_intent(store: &dyn Store, target: &StorePath) -> Result<Opt
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
 
     use super::*;
     use crate::clock::{ManualClock, Stamper};
     use crate::config::{BackendRole, Tuning};
     use crate::fs::{Options, Plfs};
+    use crate::layout::LogKind;
     use crate::open::OpenFlags;
     use crate::placement::HostdirId;
     use crate::store::SharedStore;
     use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
+    use crate::store::hooked::{HookedStore, Hooks};
     use crate::store::memory::MemoryStore;
 
     const HOST: &str = "node0";
@@ -782,6 +784,124 @@ mod tests {
         assert!(!plfs.readdir("/d").unwrap().iter().any(|entry| hidden.ends_with(&entry.name)));
         old.close().unwrap();
         assert_eq!(reserved_entries(&stores), Vec::<String>::new(), "the last close removed {hidden}");
+    }
+
+    /// Pieces of a container moved aside ("parked") until a given number
+    /// of listings of one directory were taken, then put back: what a
+    /// reader's listings see while a rename moves the file it reads.
+    struct PutBackAfterListings {
+        store: Arc<MemoryStore>,
+        armed: Mutex<Option<Parked>>,
+    }
+
+    struct Parked {
+        watched: StorePath,
+        listings_left: usize,
+        /// (where a piece is parked, its own path).
+        moves: Vec<(StorePath, StorePath)>,
+    }
+
+    impl Hooks for PutBackAfterListings {
+        fn after_list(&self, path: &StorePath) {
+            let mut armed = self.armed.lock().unwrap();
+            let Some(parked) = armed.as_mut().filter(|parked| parked.watched == *path) else { return };
+            parked.listings_left -= 1;
+            if parked.listings_left == 0 {
+                for (aside, home) in armed.take().unwrap().moves {
+                    self.store.rename(&aside, &home).unwrap();
+                }
+            }
+        }
+    }
+
+    impl PutBackAfterListings {
+        /// Parks `pieces` until `listings` listings of `watched` were taken.
+        fn park(&self, pieces: Vec<StorePath>, watched: StorePath, listings: usize) {
+            self.store.create_dir_all(&StorePath::parse("parked").unwrap()).unwrap();
+            let moves: Vec<(StorePath, StorePath)> = pieces
+                .into_iter()
+                .enumerate()
+                .map(|(index, home)| (StorePath::parse(&format!("parked/{index}")).unwrap(), home))
+                .collect();
+            for (aside, home) in &moves {
+                self.store.rename(home, aside).unwrap();
+            }
+            *self.armed.lock().unwrap() = Some(Parked { watched, listings_left: listings, moves });
+        }
+
+        fn put_back(&self) -> bool {
+            self.armed.lock().unwrap().is_none()
+        }
+    }
+
+    /// A reader whose listings caught a file half moved by a rename looks
+    /// again, as it does when a log vanishes under it, and reads the file
+    /// whole:
+    /// - a data log moved on and its index log not yet (logs move in name
+    ///   order, `data.` before `index.`), the file closed (its size record
+    ///   counts the data) or still open for writing (no size record yet,
+    ///   the index records say there is data): it used to refuse the file
+    ///   as damaged, the EIO `rename_by_publishing_processes` saw through
+    ///   the preload;
+    /// - `meta/` listed empty twice beside the file's index logs (a
+    ///   directory opened by name just before a rename switched the name,
+    ///   listed while the replaced file's removal emptied it): it used to
+    ///   read the file as empty, the short read that test saw.
+    ///
+    /// A data log that stays missing is still refused by name.
+    #[test]
+    fn a_reader_whose_listings_caught_a_file_half_moved_looks_again() {
+        let inner = Arc::new(MemoryStore::new("mem://b0"));
+        let hooks = Arc::new(PutBackAfterListings { store: inner.clone(), armed: Mutex::new(None) });
+        let stores: Vec<SharedStore> =
+            vec![Arc::new(HookedStore { inner: inner.clone(), hooks: hooks.clone() })];
+        let writing = mount(&stores, 7);
+        writing.mkdir("/d", 0o755).unwrap();
+        let data_log = |path: &str| {
+            let logs = writing.inventory(path).unwrap().logs;
+            logs[0].path(&StorePath::parse(path).unwrap(), LogKind::Data)
+        };
+        let read_fresh = |path: &str, pid: u32| -> Result<Vec<u8>> {
+            let reader = mount(&stores, pid);
+            let handle = reader.open(path, OpenFlags::RDONLY, 0, 9)?;
+            let mut buf = vec![0; 1 << 16];
+            let count = handle.read(&mut buf, 0)?;
+            buf.truncate(count);
+            handle.close()?;
+            Ok(buf)
+        };
+
+        write(&writing, "/d/closed", &[b'c'; 3000]);
+        let data = data_log("/d/closed");
+        hooks.park(vec![data.clone()], data.parent().unwrap(), 1);
+        let read = read_fresh("/d/closed", 20).unwrap();
+        assert!(read == [b'c'; 3000], "closed: {} bytes read", read.len());
+        assert!(hooks.put_back(), "the reader listed the hostdir");
+
+        let open = writing.open("/d/open", OpenFlags::WRONLY.create(), 0o644, 1).unwrap();
+        open.write(&[b'o'; 2000], 0).unwrap();
+        open.sync().unwrap();
+        let data = data_log("/d/open");
+        hooks.park(vec![data.clone()], data.parent().unwrap(), 1);
+        let read = read_fresh("/d/open", 21).unwrap();
+        assert!(read == [b'o'; 2000], "open for writing: {} bytes read", read.len());
+        assert!(hooks.put_back(), "the reader listed the hostdir");
+        open.close().unwrap();
+
+        let meta = ContainerPaths::new(StorePath::parse("d/closed").unwrap()).meta_dir();
+        let records =
+            inner.list(&meta).unwrap().iter().map(|entry| meta.join(&entry.name).unwrap()).collect();
+        hooks.park(records, meta, 2);
+        let read = read_fresh("/d/closed", 22).unwrap();
+        assert!(read == [b'c'; 3000], "meta/ listed empty: {} bytes read", read.len());
+        assert!(hooks.put_back(), "the reader listed meta/ twice");
+
+        // Parked for good: damage, refused naming the index log.
+        let data = data_log("/d/closed");
+        hooks.park(vec![data], StorePath::parse("never").unwrap(), 1);
+        let error = read_fresh("/d/closed", 23).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+        assert!(error.to_string().contains("data log is missing"), "{error}");
     }
 
     const RENAME_OPS: [Op; 10] = [

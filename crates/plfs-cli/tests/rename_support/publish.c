@@ -60,7 +60,12 @@ static int check(const char *file, long count, size_t size, uint64_t last) {
         ssize_t n;
         while ((n = read(fd, buf + got, size + 1 - got)) > 0) got += (size_t)n;
         if (n < 0) { read_errors++; fprintf(stderr, "read: %s\n", strerror(errno)); }
-        else if (got != size) shorts++;
+        else if (got != size) {
+            shorts++;
+            uint64_t first = 0;
+            if (got >= 8) memcpy(&first, buf, 8);
+            fprintf(stderr, "short: %zu of %zu bytes, first word %llu\n", got, size, (unsigned long long)first);
+        }
         else {
             uint64_t version;
             memcpy(&version, buf, 8);

@@ -1,7 +1,7 @@
 //! A store that runs a test's hooks at the steps a test wants to act
-//! between: before every append and every sync of an append log, and
-//! around every read of the files the hooks watch. Every other call goes
-//! straight to the store inside. Test support only.
+//! between: before every append and every sync of an append log, around
+//! every read of the files the hooks watch, and after every listing. Every
+//! other call goes straight to the store inside. Test support only.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -25,6 +25,8 @@ pub trait Hooks: Send + Sync {
     fn read(&self, read: &mut dyn FnMut() -> Result<usize>) -> Result<usize> {
         read()
     }
+    /// Runs after a listing of `path` was taken, before the caller sees it.
+    fn after_list(&self, _path: &StorePath) {}
 }
 
 /// Hooks made of two closures, run before each append and each sync.
@@ -121,7 +123,9 @@ impl Store for HookedStore {
         self.inner.create_dir_all(path)
     }
     fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>> {
-        self.inner.list(path)
+        let listed = self.inner.list(path);
+        self.hooks.after_list(path);
+        listed
     }
     fn metadata(&self, path: &StorePath) -> Result<Metadata> {
         self.inner.metadata(path)
