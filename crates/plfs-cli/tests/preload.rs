@@ -1149,6 +1149,82 @@ fn an_open_looks_its_name_up_once() {
     assert!(umask_reads <= 1, "the umask was read {umask_reads} times:\n{calls}");
 }
 
+/// Opens, reads and closes `argv[1]` `argv[2]` times, each open's calls
+/// between two markers (writes of "<" and ">" to an unused descriptor).
+const OPEN_READ_CLOSE_PROGRAM: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char buf[4096];
+    for (int i = 0; i < atoi(argv[2]); i++) {
+        write(99, "<", 1);
+        int fd = open(argv[1], O_RDONLY);
+        if (fd < 0) { perror("open"); return 1; }
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n != 6) { fprintf(stderr, "read %zd\n", n); return 2; }
+        if (close(fd) != 0) { perror("close"); return 3; }
+        write(99, ">", 1);
+    }
+    return 0;
+}
+"#;
+
+/// A small n-n file opened, read and closed by an unmodified C program
+/// costs the calls a plain file's do (openat, read, close), the fstat that
+/// refuses a directory and the reserved descriptor's open and close, and
+/// nothing else: the interposer asked for its pid at open and for pid and
+/// uid at close (libplfs ignores both there), giving back an open's claim
+/// woke waiters nobody had (a futex call), and a read that came back short
+/// was read again to learn that nothing follows. strace(1) counts the calls
+/// between the program's markers.
+#[test]
+fn an_n_n_read_costs_the_calls_of_a_plain_one_and_three() {
+    const ROUNDS: usize = 5;
+    let setup = Setup::with_workload("file_per_proc");
+    let file = setup.logical("f");
+    setup.run("sh", &["-c", &format!("echo hello > {file}")]);
+    let program = compile(&setup, "open_read_close", OPEN_READ_CLOSE_PROGRAM);
+    let log = setup.scratch("reads.strace");
+    let output = Command::new("timeout")
+        .arg(TIMEOUT_SECONDS.to_string())
+        .args(["strace", "-f", "-qq", "-o"])
+        .arg(&log)
+        .arg("-E")
+        .arg(format!("LD_PRELOAD={}", interposer().display()))
+        .arg(&program)
+        .args([file.as_str(), &ROUNDS.to_string()])
+        .env("PLFSRC", &setup.config)
+        .output()
+        .unwrap_or_else(|error| panic!("strace: {error} (scripts/install-deps.sh installs it)"));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let trace = fs::read_to_string(&log).unwrap();
+    let mut rounds: Vec<Vec<String>> = Vec::new();
+    let mut inside = false;
+    for line in trace.lines() {
+        // "PID name(args) = result": the name only.
+        let call = line.split_once(' ').map_or(line, |(_, rest)| rest.trim_start());
+        if call.starts_with("write(99, \"<\"") {
+            rounds.push(Vec::new());
+            inside = true;
+        } else if call.starts_with("write(99, \">\"") {
+            inside = false;
+        } else if inside && let Some(round) = rounds.last_mut() {
+            round.push(call.split('(').next().unwrap_or_default().to_owned());
+        }
+    }
+    assert_eq!(rounds.len(), ROUNDS, "{trace}");
+    // The first open loads libplfs and reads the plfsrc; the rest are the
+    // steady state.
+    for round in &rounds[1..] {
+        let mut names = round.clone();
+        names.sort();
+        let expected = ["close", "close", "openat", "openat", "pread64", "statx"];
+        assert_eq!(names, expected, "one open, read and close:\n{}", round.join("\n"));
+    }
+}
+
 /// A stat of a closed shared_file container reads its closed summary in
 /// one `openat2` that follows no link (plus its read and close): no
 /// `statx` of the container first. strace(1) watches an unmodified python

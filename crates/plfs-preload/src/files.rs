@@ -71,12 +71,12 @@ impl OpenFile {
             return Ok(());
         }
         let mut references: c_int = 0;
-        let pid = crate::writer::current();
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
+        // PLFS 2.5's plfs_close took the closing pid and uid; libplfs
+        // ignores both (a handle knows its writers), so no getpid and
+        // getuid per close.
         plfs_call!(
             close,
-            "plfs_close"(handle, pid, uid, self.status_flags(), std::ptr::null_mut(), &mut references)
+            "plfs_close"(handle, 0, 0, self.status_flags(), std::ptr::null_mut(), &mut references)
         )
     }
 }
@@ -190,7 +190,10 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
 /// A plfs file handle for `path`, opened with libplfs.
 fn open_handle(path: &CString, flags: c_int, mode: libc::mode_t) -> Result<PlfsFd, Errno> {
     let mut handle: PlfsFd = std::ptr::null_mut();
-    let pid = crate::writer::current();
+    // The writer id matters only to an open that may write (O_TRUNC
+    // truncates even a read-only open); a read-only one saves the getpid.
+    let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+    let pid = if writes { crate::writer::current() } else { 0 };
     // O_CLOEXEC and the like mean nothing to libplfs.
     let plfs_flags =
         flags & (libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND);

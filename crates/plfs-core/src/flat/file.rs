@@ -50,20 +50,12 @@ impl FlatFile {
         Ok(buf.len())
     }
 
-    /// Fills `buf` from `offset`; short only at the end of the file.
+    /// Fills `buf` from `offset`; short only at the end of the file. A
+    /// store's read is short only at the end of the object, so one short
+    /// read ends it: no second call to learn that nothing follows (a plain
+    /// file's read(2) of a small file is one pread too).
     pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        let reader = self.reader();
-        let mut done = 0;
-        while done < buf.len() {
-            let count = reader
-                .read_at(&mut buf[done..], offset + done as u64)
-                .with_context(|| format!("/{}", self.path))?;
-            if count == 0 {
-                break;
-            }
-            done += count;
-        }
-        Ok(done)
+        self.reader().read_at(buf, offset).with_context(|| format!("/{}", self.path))
     }
 
     pub(crate) fn size(&self) -> Result<u64> {

@@ -83,6 +83,9 @@ enum Claim {
 struct Tables {
     slots: HashMap<StorePath, Slot>,
     claims: HashMap<StorePath, Claim>,
+    /// Callers waiting on `released`: a claim given back wakes them only
+    /// when there are some (a wake-up is a system call, once per open).
+    waiters: usize,
 }
 
 /// What the end of one open found.
@@ -114,6 +117,14 @@ impl OpenFiles {
         lock(&self.tables)
     }
 
+    /// Waits for a claim to be given back, counted as a waiter meanwhile.
+    fn wait<'a>(&'a self, mut tables: MutexGuard<'a, Tables>) -> MutexGuard<'a, Tables> {
+        tables.waiters += 1;
+        let mut tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
+        tables.waiters -= 1;
+        tables
+    }
+
     /// Waits until no move holds `path`, then holds it for an open: the
     /// file at the name as of one instant, no rename or unlink of the name
     /// runs until the open has registered.
@@ -130,7 +141,7 @@ impl OpenFiles {
                     break;
                 }
                 Some(Claim::Moving) => {
-                    tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
+                    tables = self.wait(tables);
                 }
             }
         }
@@ -142,7 +153,7 @@ impl OpenFiles {
     pub(super) fn claim_move(&self, paths: &[&StorePath]) -> (ClaimGuard<'_>, Vec<Arc<OpenEntry>>) {
         let mut tables = self.lock();
         while paths.iter().any(|path| tables.claims.contains_key(*path)) {
-            tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
+            tables = self.wait(tables);
         }
         let mut held = Vec::with_capacity(paths.len());
         let mut open = Vec::new();
@@ -163,7 +174,7 @@ impl OpenFiles {
     pub(super) fn claim_move_under(&self, dir: &StorePath) -> (ClaimGuard<'_>, Vec<Arc<OpenEntry>>) {
         let mut tables = self.lock();
         while tables.claims.keys().any(|path| path.starts_with(dir)) {
-            tables = self.released.wait(tables).unwrap_or_else(PoisonError::into_inner);
+            tables = self.wait(tables);
         }
         let below: Vec<StorePath> =
             tables.slots.keys().filter(|path| path.starts_with(dir)).cloned().collect();
@@ -302,8 +313,13 @@ impl Drop for ClaimGuard<'_> {
                 }
             }
         }
+        // A waiter counted itself under the lock before it waited (the
+        // wait lets the lock go atomically), so none is missed here.
+        let waiting = tables.waiters > 0;
         drop(tables);
-        self.registry.released.notify_all();
+        if waiting {
+            self.registry.released.notify_all();
+        }
     }
 }
 

@@ -504,11 +504,23 @@ struct PosixReadHandle {
     what: String,
 }
 
+/// Bytes Linux moves in one read call at most (MAX_RW_COUNT): a longer
+/// read is short without being at the end of the file.
+const KERNEL_READ_MAX: usize = 0x7fff_f000;
+
 impl ReadHandle for PosixReadHandle {
+    /// One pread, short only at the end of the file: below the kernel's
+    /// per-call cap a regular file's pread is short only there.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let mut done = 0;
         loop {
-            match self.file.read_at(buf, offset) {
-                Ok(count) => return Ok(count),
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(count) => {
+                    done += count;
+                    if count < KERNEL_READ_MAX || done == buf.len() {
+                        return Ok(done);
+                    }
+                }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) => {
                     return Err(Error::io(error, format!("{}: read at offset {offset}", self.what)));
