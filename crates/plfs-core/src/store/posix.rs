@@ -13,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,7 +39,8 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug)]
 pub struct PosixStore {
     root: PathBuf,
-    url: String,
+    /// Shared with every handle, which names it in its errors.
+    url: Arc<str>,
     /// The root with every symbolic link in it resolved (when it could be,
     /// at start): where [`Store::read_head_below`] opens from with no link
     /// allowed below, so a link the root itself goes through still works.
@@ -58,7 +60,7 @@ impl PosixStore {
             return Err(Error::new(ErrorKind::NotADirectory, format!("{}: not a directory", what())));
         }
         let resolved_root = fs::canonicalize(&root).ok();
-        Ok(PosixStore { root, url, resolved_root, no_openat2: AtomicBool::new(false) })
+        Ok(PosixStore { root, url: Arc::from(url), resolved_root, no_openat2: AtomicBool::new(false) })
     }
 
     /// The directory this store lives in.
@@ -71,6 +73,11 @@ impl PosixStore {
     /// symlinked root points at, never on the link.
     fn full(&self, path: &StorePath) -> PathBuf {
         if path.is_root() { self.root.join(".") } else { self.root.join(path.as_str()) }
+    }
+
+    /// What a handle on `path` names in its errors.
+    fn name(&self, path: &StorePath) -> Name {
+        Name { url: Arc::clone(&self.url), path: path.clone() }
     }
 
     fn fail<'a>(&'a self, op: &'a str, path: &'a StorePath) -> impl Fn(io::Error) -> Error + 'a {
@@ -171,7 +178,7 @@ impl PosixStore {
         if let Some(protection) = protection {
             apply_protection(&file, protection).map_err(fail)?;
         }
-        let what = format!("{}: {path}", self.url);
+        let what = self.name(path);
         Ok(Box::new(PosixAppendWriter { file, len: 0, what }))
     }
 
@@ -284,7 +291,7 @@ impl Store for PosixStore {
 
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let (file, _) = self.open_file(path, 0).map_err(self.fail("open", path))?;
-        let what = format!("{}: {path}", self.url);
+        let what = self.name(path);
         Ok(Box::new(PosixReadHandle { file, what }))
     }
 
@@ -295,7 +302,7 @@ impl Store for PosixStore {
             options.create_new(true).mode(mode & 0o7777);
         }
         let file = options.open(self.full(path)).map_err(self.fail("open for writing", path))?;
-        let what = format!("{}: {path}", self.url);
+        let what = self.name(path);
         Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what } }))
     }
 
@@ -371,7 +378,7 @@ impl Store for PosixStore {
         // request thread, say) in open(2). Regular files ignore it.
         let (file, meta) = self.open_file(path, libc::O_NONBLOCK).map_err(self.fail("open", path))?;
         let mut buf = vec![0u8; super::by_parts::small_length(path, meta.len())?];
-        let handle = PosixReadHandle { file, what: format!("{}: {path}", self.url) };
+        let handle = PosixReadHandle { file, what: self.name(path) };
         read_exact_at(&handle, &mut buf, 0).map_err(|e| e.context(path.to_string()))?;
         Ok(buf)
     }
@@ -399,7 +406,7 @@ impl Store for PosixStore {
     /// makes too.
     fn open_file_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let (file, _) = self.open_file(path, libc::O_NOFOLLOW).map_err(self.fail("open", path))?;
-        let what = format!("{}: {path}", self.url);
+        let what = self.name(path);
         Ok(Box::new(PosixReadHandle { file, what }))
     }
 
@@ -457,12 +464,12 @@ struct PosixAppendWriter {
     file: File,
     len: u64,
     /// "url: path", for errors.
-    what: String,
+    what: Name,
 }
 
 impl PosixAppendWriter {
     fn fail(&self, error: io::Error) -> Error {
-        Error::io(error, format!("append at offset {}", self.len)).context(self.what.clone())
+        Error::io(error, format!("append at offset {}", self.len)).context(self.what.to_string())
     }
 }
 
@@ -498,10 +505,25 @@ impl AppendWriter for PosixAppendWriter {
     }
 }
 
+/// "url: path", what a handle's errors name: kept as its parts, and
+/// formatted only when an error needs it (formatting it at every open was
+/// an allocation and a pass of the formatter per opened file).
+#[derive(Debug)]
+struct Name {
+    url: Arc<str>,
+    path: StorePath,
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.url, self.path)
+    }
+}
+
 #[derive(Debug)]
 struct PosixReadHandle {
     file: File,
-    what: String,
+    what: Name,
 }
 
 /// Bytes Linux moves in one read call at most (MAX_RW_COUNT): a longer
@@ -559,7 +581,7 @@ impl ReadHandle for PosixReadHandle {
     }
 
     fn len(&self) -> Result<u64> {
-        let meta = self.file.metadata().map_err(|error| Error::io(error, self.what.clone()))?;
+        let meta = self.file.metadata().map_err(|error| Error::io(error, self.what.to_string()))?;
         Ok(meta.len())
     }
 }
@@ -975,7 +997,11 @@ mod tests {
     #[test]
     fn append_errors_name_the_path_and_offset() {
         let file = OpenOptions::new().append(true).open("/dev/full").unwrap();
-        let mut writer = PosixAppendWriter { file, len: 4096, what: "posix://b0: data.1".into() };
+        let mut writer = PosixAppendWriter {
+            file,
+            len: 4096,
+            what: Name { url: Arc::from("posix://b0"), path: StorePath::parse("data.1").unwrap() },
+        };
         let error = writer.append(b"x").unwrap_err();
         assert_eq!(error.kind(), ErrorKind::NoSpace);
         let text = error.to_string();
