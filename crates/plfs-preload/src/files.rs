@@ -2,15 +2,16 @@
 //! open-file state behind them.
 //!
 //! A plfs descriptor is a real kernel descriptor reserved for the purpose
-//! (an `O_PATH | O_CLOEXEC` descriptor of /dev/null), so its number is the
-//! one the kernel would have given, can never be handed to another open,
-//! and fails with EBADF if some call reaches the kernel with it anyway.
+//! (an `O_PATH | O_CLOEXEC` descriptor of /dev/null, see `reserve`), so its
+//! number is the one the kernel would have given, can never be handed to
+//! another open, and fails with EBADF if some call reaches the kernel with
+//! it anyway.
 //! `dup` reserves another such descriptor and shares the `OpenFile` (offset
 //! and status flags), as the kernel's open file description is shared.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_int, c_void};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, RwLock};
 
 use libc::{off_t, ssize_t};
@@ -44,6 +45,9 @@ pub struct OpenFile {
     offset: Mutex<i64>,
     /// NULL for directories and after close.
     handle: AtomicPtr<c_void>,
+    /// [`GENERATION`] when it was opened: an older one was inherited
+    /// through fork.
+    generation: u64,
 }
 
 impl OpenFile {
@@ -98,6 +102,14 @@ struct Descriptor {
 }
 
 static TABLE: RwLock<BTreeMap<c_int, Descriptor>> = RwLock::new(BTreeMap::new());
+/// Forks this copy of the table has been through: a description opened in
+/// an earlier generation is the parent's, inherited.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// The pid the process hooks last saw (when registered, and in each child
+/// after fork); 0 before. Another pid from getpid() is a vfork child (or
+/// a clone without fork handlers), which shares this memory with its
+/// parent.
+static OWN_PID: AtomicI32 = AtomicI32::new(0);
 /// Entries in TABLE: while 0, descriptor calls skip the lock entirely.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
@@ -125,19 +137,7 @@ pub fn directory_path(fd: c_int) -> Option<String> {
 
 /// Reserves a kernel descriptor number, at least `minimum` when given.
 fn reserve(minimum: Option<c_int>) -> Result<c_int, Errno> {
-    static DEV_NULL: &std::ffi::CStr = c"/dev/null";
-    // SAFETY: a C string and valid flags; O_PATH opens need no mode.
-    let fd = unsafe { real::open()(DEV_NULL.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(errno());
-    }
-    let Some(minimum) = minimum else { return Ok(fd) };
-    // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes an int.
-    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, minimum) };
-    let error = errno();
-    // SAFETY: fd is ours and no longer needed.
-    unsafe { real::close()(fd) };
-    if moved < 0 { Err(error) } else { Ok(moved) }
+    crate::reserve::reserve(minimum.unwrap_or(0))
 }
 
 fn install(fd: c_int, file: Arc<OpenFile>, close_on_exec: bool) {
@@ -181,6 +181,7 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
         status_flags: AtomicI32::new(flags & (libc::O_ACCMODE | SETTABLE_STATUS_FLAGS)),
         offset: Mutex::new(0),
         handle: AtomicPtr::new(handle),
+        generation: GENERATION.load(Ordering::Acquire),
     });
     let fd = reserve(None)?;
     install(fd, file, flags & libc::O_CLOEXEC != 0);
@@ -249,6 +250,54 @@ pub fn close(fd: c_int) -> Option<Result<(), Errno>> {
     })
 }
 
+/// The plfs descriptors in `first..=last`.
+pub fn within(first: c_int, last: c_int) -> Vec<c_int> {
+    if COUNT.load(Ordering::Acquire) == 0 || inside() || first > last {
+        return Vec::new();
+    }
+    table_read().range(first..=last).map(|(&fd, _)| fd).collect()
+}
+
+/// close_range and closefrom over the plfs descriptors in `first..=last`:
+/// each leaves the table. A description this process opened is closed as
+/// close(2) closes it (its writes published; the first failure is the
+/// result). One inherited through fork is synced (what this child wrote
+/// through it is written out) and dropped from this copy of the table, not
+/// closed: its libplfs handle is a copy of the parent's, and closing it
+/// closed the parent's writers too, so other processes took the parent's
+/// still-open file for closed at the size it had at the fork. A child
+/// closes everything above 2 before exec, and the exec drops the copy.
+pub fn close_within(first: c_int, last: c_int) -> Result<(), Errno> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut result = Ok(());
+    for fd in within(first, last) {
+        let Some(file) = remove(fd) else { continue };
+        // SAFETY: fd is the reserved descriptor, ours to close.
+        unsafe { real::close()(fd) };
+        if file.generation != generation {
+            if file.kind == Kind::File {
+                result = result.and(sync(&file));
+            }
+            // Dropping the last reference would close the handle.
+            std::mem::forget(file);
+            continue;
+        }
+        if let Ok(file) = Arc::try_unwrap(file) {
+            result = result.and(file.close_now());
+        }
+    }
+    result
+}
+
+/// Whether this is a vfork child (or a clone without fork handlers) of a
+/// process that has plfs state: it shares that memory with its parent, so
+/// it must change none of it. One getpid, for the rare calls that ask.
+pub fn shares_parent_memory() -> bool {
+    let own = OWN_PID.load(Ordering::Acquire);
+    // SAFETY: getpid cannot fail.
+    own != 0 && own != unsafe { libc::getpid() }
+}
+
 /// dup and F_DUPFD: a new descriptor (at least `minimum`) sharing `file`.
 pub fn duplicate(file: Arc<OpenFile>, minimum: Option<c_int>, close_on_exec: bool) -> Result<c_int, Errno> {
     let fd = reserve(minimum)?;
@@ -262,6 +311,8 @@ pub fn duplicate_onto(file: Arc<OpenFile>, target: c_int, close_on_exec: bool) -
     if let Some(result) = close(target) {
         result?;
     }
+    // The interposer's own source descriptor at target is replaced too.
+    crate::reserve::forget_within(target, target);
     let fd = reserve(None)?;
     // SAFETY: both are descriptors; dup3 closes a real target atomically.
     let placed = unsafe { real::dup3()(fd, target, libc::O_CLOEXEC) };
@@ -455,6 +506,14 @@ extern "C" fn after_fork() {
     FORK_GUARD.with(|guard| guard.borrow_mut().take());
 }
 
+/// In the child after fork: what the table holds now was inherited.
+extern "C" fn after_fork_in_child() {
+    after_fork();
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: getpid cannot fail.
+    OWN_PID.store(unsafe { libc::getpid() }, Ordering::Release);
+}
+
 thread_local! {
     static FORK_GUARD: std::cell::RefCell<Option<std::sync::RwLockWriteGuard<'static, BTreeMap<c_int, Descriptor>>>> =
         const { std::cell::RefCell::new(None) };
@@ -482,7 +541,8 @@ fn register_process_hooks() {
         // SAFETY: these are extern "C" functions without arguments that
         // live as long as the process (this library is never unloaded).
         unsafe {
-            libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+            OWN_PID.store(libc::getpid(), Ordering::Release);
+            libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork_in_child));
             libc::atexit(at_exit);
         }
     });

@@ -12,6 +12,7 @@
 //! - `mounts`: the plfsrc's mount points, read without libplfs.
 //! - `paths`: which paths are plfs paths.
 //! - `files`: the descriptor table and open-file state; fork and exit.
+//! - `reserve`: the kernel descriptor numbers plfs descriptors hold.
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
@@ -38,6 +39,7 @@ mod paths;
 mod posix;
 mod pump;
 mod real;
+mod reserve;
 mod stdio;
 mod umask;
 mod writer;

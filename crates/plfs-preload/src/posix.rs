@@ -178,12 +178,74 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     // A redirection's pump publishes first; its failure to write the file
     // is this close's error (the descriptor is closed all the same).
     let released = crate::pump::release(fd);
+    crate::reserve::forget_within(fd, fd);
     // SAFETY: forwarded unchanged.
     let closed = unsafe { real::close()(fd) };
     match released {
         Err(error) if closed == 0 => int_result(Err(error)),
         _ => closed,
     }
+}
+
+/// close_range and closefrom on the descriptors the interposer keeps:
+/// plfs descriptors in the range are closed as close(2) closes them (their
+/// writes published, their table entries gone, so a later open that gets
+/// the same number is not taken for them; see `files::close_within` for
+/// inherited ones), redirections are released, and the interposer's source
+/// descriptor, if in the range, is forgotten. With CLOSE_RANGE_CLOEXEC only
+/// the plfs descriptors' flags change. A vfork child (Python's subprocess
+/// closes descriptors in one) changes nothing: it shares its parent's
+/// memory, and the kernel closes only the child's descriptors.
+fn before_closing_range(first: c_int, last: c_int, flags: c_int) -> Result<(), Errno> {
+    if files::shares_parent_memory() {
+        return Ok(());
+    }
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
+        for fd in files::within(first, last) {
+            files::set_close_on_exec(fd, true);
+        }
+        return Ok(());
+    }
+    let mut result = files::close_within(first, last);
+    for fd in crate::pump::held_within(first, last) {
+        result = result.and(crate::pump::release(fd));
+    }
+    crate::reserve::forget_within(first, last);
+    result
+}
+
+/// # Safety
+/// The close_range(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    if first <= last {
+        let to_int = |fd: c_uint| c_int::try_from(fd).unwrap_or(c_int::MAX);
+        // As close(2): the descriptors go even when a plfs file's last
+        // writes fail; the first such failure is the call's error.
+        let closed = before_closing_range(to_int(first), to_int(last), flags);
+        // SAFETY: forwarded unchanged.
+        let result = unsafe { real::close_range()(first, last, flags) };
+        if result == 0
+            && let Err(error) = closed
+        {
+            set_errno(error);
+            return -1;
+        }
+        return result;
+    }
+    // SAFETY: forwarded unchanged (the kernel's EINVAL).
+    unsafe { real::close_range()(first, last, flags) }
+}
+
+/// # Safety
+/// The closefrom(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn closefrom(first: c_int) {
+    // closefrom reports nothing; a plfs file's failed last write is lost
+    // to the caller as it would be to close's caller ignoring the result.
+    let _ = before_closing_range(first.max(0), c_int::MAX, 0);
+    // SAFETY: forwarded unchanged.
+    unsafe { real::closefrom()(first) }
 }
 
 /// `buffer` as a slice, or EFAULT for NULL with a non-zero length.
@@ -575,6 +637,7 @@ fn duplicate_real(fd: c_int, target: c_int, duplicate: impl FnOnce() -> c_int) -
     // A real descriptor over a plfs one: the plfs state goes (closed when
     // no other descriptor shares it); the kernel closes the reserved fd.
     let replaced = files::forget(target);
+    crate::reserve::forget_within(target, target);
     let result = duplicate();
     drop(replaced);
     if result >= 0 && fd != target {

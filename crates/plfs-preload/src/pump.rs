@@ -538,6 +538,7 @@ fn close_all_but(keep: &[c_int]) {
     for fd in kept.into_iter().chain([c_int::MAX]) {
         if fd > first {
             let last = if fd == c_int::MAX { u32::MAX } else { (fd - 1) as u32 };
+            crate::reserve::forget_within(first, c_int::try_from(last).unwrap_or(c_int::MAX));
             // SAFETY: close_range only closes descriptors.
             unsafe { libc::syscall(libc::SYS_close_range, first as u32, last, 0u32) };
         }
@@ -740,6 +741,18 @@ fn find(redirects: &[Redirect], fd: c_int) -> Option<usize> {
     let position = redirects.iter().position(|redirect| redirect.fds.contains(&fd))?;
     // The number may have been reused behind the interposer's back.
     (pipe_id(fd) == Some(redirects[position].pipe)).then_some(position)
+}
+
+/// The descriptors in `first..=last` known to hold a redirection (for
+/// close_range and closefrom, which close them all).
+pub fn held_within(first: c_int, last: c_int) -> Vec<c_int> {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return Vec::new();
+    }
+    let redirects = redirects();
+    let mut held: Vec<c_int> = redirects.iter().flat_map(|redirect| redirect.fds.iter().copied()).collect();
+    held.retain(|fd| (first..=last).contains(fd));
+    held
 }
 
 /// Before `fd` is closed or replaced: if it holds a redirection, its pump

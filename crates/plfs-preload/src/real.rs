@@ -51,6 +51,8 @@ real_functions! {
     __openat_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
     __openat64_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
     close: unsafe extern "C" fn(c_int) -> c_int;
+    close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int;
+    closefrom: unsafe extern "C" fn(c_int);
     read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
     write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
     pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
