@@ -227,9 +227,10 @@ fn publish_by_rename(
         // may make its pieces in whatever way is quickest (POSIX: in place,
         // no sync; HDFS: at once, the files settled at the file's close).
         // They are made durable at the file's first sync (sync_creation),
-        // as a plain creat(2) is: a crash before it may leave the access
-        // and version files empty or cut short, which `recover --fix`
-        // rebuilds.
+        // as a plain creat(2) is: a crash before it may leave the access,
+        // version and layout files empty or cut short, which `recover
+        // --fix` rebuilds (a layout from the directory's: reads do not
+        // need it, since index records name the log of every byte).
         let (meta, version, access_path, layout_path) =
             (staged.meta_dir(), staged.version(), staged.access(), staged.layout());
         let (version_bytes, access_bytes) = (VersionRecord::current().encode(), access.encode());
@@ -247,17 +248,6 @@ fn publish_by_rename(
             });
         }
         store.fill_private_dir(&temporary, &new)?;
-        if layout_bytes.is_some() {
-            // A layout cut short could not be rebuilt (it says where the
-            // stripes are), so a striped container is durable before it is
-            // published, as every container was before.
-            for piece in &new {
-                if let NewPiece::File { path, .. } = piece {
-                    store.sync_file(path)?;
-                }
-            }
-            store.sync_dir(&temporary)?;
-        }
         store.rename(&temporary, &paths.dir)
     };
     match assemble() {
@@ -273,8 +263,9 @@ fn publish_by_rename(
     }
 }
 
-/// Makes a container's creation durable: the contents of its version and
-/// access files, its entries and its name. Creation syncs none of them
+/// Makes a container's creation durable: the contents of its version,
+/// access and layout files, its entries and its name. Creation syncs none
+/// of them
 /// (`publish_by_rename`); a writer calls this before its first synced
 /// byte, so data reported synced never sits in a container a crash could
 /// take apart. A piece gone since (another process renamed or removed the
@@ -287,6 +278,26 @@ pub(crate) fn sync_creation(mount: &MountState, path: &StorePath) -> Result<()> 
     let parent = path.parent().unwrap_or_default();
     ignore_missing(store.sync_file(&paths.version()))?;
     ignore_missing(store.sync_file(&paths.access()))?;
+    // Where the file's later writes go: synced with the first data, so a
+    // layout a crash cut belongs to a file none of whose bytes were synced.
+    // So are the stripes records placed so far (placement does not sync
+    // them either).
+    match store.sync_file(&paths.layout()) {
+        Ok(()) => {
+            let entries = match store.list(&paths.dir) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),
+                Err(error) => return Err(error),
+            };
+            for entry in entries {
+                if matches!(layout::classify_container_entry(&entry.name), ContainerEntry::Stripes(_)) {
+                    ignore_missing(store.sync_file(&paths.dir.join(&entry.name)?))?;
+                }
+            }
+        }
+        Err(error) if error.kind() == ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
     ignore_missing(store.sync_dir(&paths.dir))?;
     ignore_missing(store.sync_dir(&parent))
 }

@@ -74,11 +74,34 @@ pub(crate) fn read_layout(mount: &MountState, path: &StorePath) -> Result<Option
         return Ok(Some(layout));
     }
     match store.read_all(&paths.layout()) {
-        Ok(bytes) => format::decode_layout(&bytes)
-            .map(Some)
-            .with_context(|| format!("{}: {}", store.url(), paths.layout())),
+        Ok(bytes) => format::decode_layout(&bytes).map(Some).map_err(|error| {
+            // A crash before the file's first sync can cut it (creation
+            // does not sync it), so say how to rewrite it. An unknown
+            // version is a newer plfs's, not damage.
+            let hint = if error.kind() == ErrorKind::Corrupt {
+                format!(" (`plfs recover --fix /{path}` rewrites it)")
+            } else {
+                String::new()
+            };
+            error.context(format!("{}: {}{hint}", store.url(), paths.layout()))
+        }),
         Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
         Err(error) => Err(error.context(format!("{}: {}", store.url(), paths.layout()))),
+    }
+}
+
+/// Whether the record at `location` holds bytes `decode` refuses as
+/// damaged (not a newer version, not a record that decodes but names what
+/// this mount has not got): what `recover --fix` may replace.
+fn bytes_are_damaged<T>(
+    store: &dyn Store,
+    location: &StorePath,
+    decode: impl Fn(&[u8]) -> Result<T>,
+) -> Result<bool> {
+    match store.read_all(location) {
+        Ok(bytes) => Ok(decode(&bytes).is_err_and(|error| error.kind() == ErrorKind::Corrupt)),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error.context(format!("{}: {location}", store.url()))),
     }
 }
 
@@ -99,7 +122,10 @@ pub(crate) fn read_stripes(
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error.context(label())),
     };
-    let record = StripesRecord::decode(&bytes).with_context(label)?;
+    // A crash may cut a record placed after its writer's first sync (see
+    // `place_component`), so say how to rebuild it.
+    let record = StripesRecord::decode(&bytes)
+        .with_context(|| format!("{} (`plfs recover --fix /{path}` rebuilds it)", label()))?;
     if record.component != component {
         return Err(Error::corrupt(format!("{}: holds component {}", label(), record.component)));
     }
@@ -294,7 +320,13 @@ fn place_component(
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
     let access = protection::read_access(mount, path)?;
-    match store.create_new_protected(&paths.stripes(index), &record.encode(), &Pieces::of(&access).public) {
+    // Exclusive and whole for racing writers, but not synced here (two
+    // fsyncs per new file under the default layout): `sync_creation`
+    // syncs the file's records before a writer's first synced byte. A
+    // crash may cut one placed after that; `recover --fix` rebuilds it
+    // from where its data is, and reads never need it.
+    let public = &Pieces::of(&access).public;
+    match store.create_new_deferred_protected(&paths.stripes(index), &record.encode(), public) {
         Ok(()) => Ok(chosen),
         Err(error) if error.kind() == ErrorKind::AlreadyExists => read_stripes(mount, path, index)?
             .ok_or_else(|| Error::new(ErrorKind::Io, format!("/{path}: stripes record {index} vanished"))),
@@ -394,6 +426,38 @@ pub(crate) fn check(
     let damaged = |error: &Error| matches!(error.kind(), ErrorKind::Corrupt | ErrorKind::Unsupported);
     let layout = match read_layout(mount, path) {
         Ok(layout) => layout,
+        Err(error)
+            if damaged(&error)
+                && fix
+                && bytes_are_damaged(store, &paths.layout(), format::decode_layout)? =>
+        {
+            // Cut by a crash before the file's first sync (sync_creation
+            // syncs it before any data), or other damage: the layout only
+            // says where later writes go, so the one the file's directory
+            // gives new files takes its place (none: the file goes on
+            // without one, its writers one log per host).
+            let parent = path.parent().unwrap_or_default();
+            let replacement = layout_of_directory(mount, &parent)?;
+            let location = at(&paths.layout());
+            match &replacement {
+                Some(layout) => store
+                    .replace(&paths.layout(), &format::encode_layout(layout))
+                    .with_context(|| location.clone())?,
+                None => {
+                    ignore_missing(store.remove_file(&paths.layout())).with_context(|| location.clone())?
+                }
+            }
+            let rewritten = replacement.as_ref().map_or("removed".to_owned(), |layout| {
+                format!("rewritten as the directory's layout for new files ({layout})")
+            });
+            findings.push(LayoutFinding {
+                problem: LayoutProblem::Damaged,
+                location,
+                detail: format!("{error}; {rewritten}; reads are unaffected"),
+                fixed: true,
+            });
+            replacement
+        }
         Err(error) if damaged(&error) => {
             findings.push(LayoutFinding {
                 problem: LayoutProblem::Damaged,
@@ -437,6 +501,24 @@ pub(crate) fn check(
     for component in 0..components as u32 {
         match read_stripes(mount, path, component) {
             Ok(found) => placed.push(found),
+            // Bytes that do not decode: made without a sync (placement
+            // does not sync it; the first sync of a writer that knew it
+            // did), so a crash may cut it. The fix removes it: data in the
+            // component rebuilds it below from where that data is, and
+            // with none the next writer places the component again.
+            Err(error)
+                if fix && bytes_are_damaged(store, &paths.stripes(component), StripesRecord::decode)? =>
+            {
+                let record = paths.stripes(component);
+                ignore_missing(store.remove_file(&record)).with_context(|| at(&record))?;
+                findings.push(LayoutFinding {
+                    problem: LayoutProblem::Damaged,
+                    location: at(&record),
+                    detail: format!("{error}; removed (rebuilt from its data if it has any)"),
+                    fixed: true,
+                });
+                placed.push(None);
+            }
             // A record naming backends this mount has not got (moved in
             // the plfsrc) is reported like a damaged one.
             Err(error) if damaged(&error) || error.kind() == ErrorKind::InvalidInput => {
@@ -1111,6 +1193,115 @@ mod tests {
         handle.close().unwrap();
         assert!(problems(&copy, "/m", false).is_empty());
         assert_eq!(&read_back(&copy, "/m")[512 * KIB as usize..], b"more");
+    }
+
+    /// Creation does not sync a striped file's layout (with the mount's
+    /// default layout that was four fsyncs per create); the file's first
+    /// sync does, before any data. A power loss before it cuts the layout
+    /// of a file none of whose bytes were synced: `plfs recover --fix`
+    /// rewrites it as the directory's layout (reads never needed it; the
+    /// index names the log of every byte) and the file takes writes again.
+    /// A file that was synced keeps its layout, its stripes records and its
+    /// synced bytes; a record placed after the writer's first sync may be
+    /// cut (placement does not sync it), and the fix rebuilds it from where
+    /// its synced data is.
+    #[test]
+    fn power_loss_before_the_first_sync_cuts_only_an_unsynced_files_layout() {
+        let memory: Vec<Arc<MemoryStore>> =
+            (0..4).map(|i| Arc::new(MemoryStore::new(format!("mem://p{i}")))).collect();
+        let stores: Vec<SharedStore> = memory.iter().map(|store| store.clone() as SharedStore).collect();
+        let plfs = mount(&stores, Some(progressive()));
+        let synced = plfs.open("/s", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        // Past the first component's 1 MiB: two components, three backends.
+        synced.write(&pattern(0, 2 * MIB as usize), 0).unwrap();
+        synced.sync().unwrap();
+        synced.close().unwrap();
+        let unsynced = plfs.open("/n", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        unsynced.write(b"never synced", 0).unwrap();
+        unsynced.close().unwrap();
+        // A component placed after the writer's first sync: its record is
+        // not synced, though the data in it is.
+        let later = plfs.open("/t", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+        later.write(&pattern(0, MIB as usize), 0).unwrap();
+        later.sync().unwrap();
+        later.write(&pattern(MIB, MIB as usize), MIB).unwrap();
+        later.sync().unwrap();
+        later.close().unwrap();
+        drop(plfs);
+        for store in &memory {
+            store.discard_unsynced();
+        }
+
+        let survivor = mount(&stores, Some(progressive()));
+        assert_eq!(read_back(&survivor, "/s"), pattern(0, 2 * MIB as usize));
+        assert!(problems(&survivor, "/s", false).is_empty());
+        let report = survivor.recover("/n", true).unwrap();
+        let fixed: Vec<Problem> = report.findings.iter().filter(|f| f.fixed).map(|f| f.problem).collect();
+        assert!(fixed.contains(&Problem::DamagedLayout), "{report:?}");
+        assert!(report.findings.iter().all(|finding| finding.fixed), "{report:?}");
+        assert!(problems(&survivor, "/n", false).is_empty());
+        let path = StorePath::parse("n").unwrap();
+        assert_eq!(read_layout(survivor.state(), &path).unwrap(), Some(progressive()));
+        let handle = survivor.open("/n", OpenFlags::WRONLY, 0, 0).unwrap();
+        handle.write(b"again", 0).unwrap();
+        handle.close().unwrap();
+        assert_eq!(read_back(&survivor, "/n"), b"again");
+
+        assert_eq!(read_back(&survivor, "/t"), pattern(0, 2 * MIB as usize));
+        let handle = survivor.open("/t", OpenFlags::WRONLY, 0, 0).unwrap();
+        let error = handle.write(b"x", MIB + 1).unwrap_err();
+        assert!(error.to_string().contains("`plfs recover --fix /t` rebuilds it"), "{error}");
+        handle.close().unwrap();
+        let mut fixed = problems(&survivor, "/t", true);
+        fixed.sort_by_key(|problem| format!("{problem:?}"));
+        assert_eq!(fixed, vec![Problem::DamagedLayout, Problem::MissingStripesRecord]);
+        assert!(problems(&survivor, "/t", false).is_empty());
+        let handle = survivor.open("/t", OpenFlags::WRONLY, 0, 0).unwrap();
+        handle.write(b"x", MIB + 1).unwrap();
+        handle.close().unwrap();
+        let mut expected = pattern(0, 2 * MIB as usize);
+        expected[MIB as usize + 1] = b'x';
+        assert_eq!(read_back(&survivor, "/t"), expected);
+        assert!(problems(&survivor, "/t", false).is_empty());
+    }
+
+    /// A layout cut short refuses the file's writers with an error that
+    /// names the repair; reads go on, and the repair rewrites it as the
+    /// directory's layout (none when the mount has no default: the file
+    /// then goes on without one).
+    #[test]
+    fn a_cut_layout_names_the_repair_that_rewrites_it() {
+        for default in [Some(progressive()), None] {
+            let stores = stores(2);
+            let creator = mount(&stores, Some(progressive()));
+            let handle = creator.open("/c", OpenFlags::WRONLY.create(), 0o644, 0).unwrap();
+            handle.write(b"before", 0).unwrap();
+            handle.close().unwrap();
+            let path = StorePath::parse("c").unwrap();
+            let (backend, paths) = canonical(creator.state(), &path);
+            let bytes = stores[backend.0].read_all(&paths.layout()).unwrap();
+            stores[backend.0].replace(&paths.layout(), &bytes[..bytes.len() / 2]).unwrap();
+            let plfs = mount(&stores, default.clone());
+            let handle = plfs.open("/c", OpenFlags::WRONLY, 0, 0).unwrap();
+            let error = handle.write(b"after", 6).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Corrupt, "{error}");
+            assert!(error.to_string().contains("`plfs recover --fix /c` rewrites it"), "{error}");
+            handle.close().unwrap();
+            assert_eq!(read_back(&plfs, "/c"), b"before");
+            // Without a layout, the stripes record the first write made
+            // is one too many, and goes as well.
+            let expected = match default {
+                Some(_) => vec![Problem::DamagedLayout],
+                None => vec![Problem::DamagedLayout, Problem::StrayStripesRecord],
+            };
+            assert_eq!(problems(&plfs, "/c", true), expected);
+            assert!(problems(&plfs, "/c", false).is_empty());
+            assert_eq!(read_layout(plfs.state(), &path).unwrap(), default);
+            let handle = plfs.open("/c", OpenFlags::WRONLY, 0, 0).unwrap();
+            handle.write(b"after", 6).unwrap();
+            handle.close().unwrap();
+            assert_eq!(read_back(&plfs, "/c"), b"beforeafter");
+        }
     }
 
     #[test]

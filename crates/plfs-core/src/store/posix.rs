@@ -100,11 +100,16 @@ impl PosixStore {
         full.parent().unwrap_or(&self.root)
     }
 
+    /// `durable`: the contents are synced before the link and the
+    /// directory after it; without, both wait for the caller's
+    /// [`sync_file`](Store::sync_file) (link after the write still makes
+    /// the file appear whole to every other process).
     fn publish_new(
         &self,
         path: &StorePath,
         contents: &[u8],
         protection: Option<&Protection>,
+        durable: bool,
     ) -> io::Result<()> {
         if path.is_root() {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
@@ -129,11 +134,11 @@ impl PosixStore {
             }
             return Ok(());
         }
-        let temp = write_synced_temp(dir, contents, protection)?;
+        let temp = write_temp(dir, contents, protection, durable)?;
         // link(2), unlike rename(2), fails when the name is taken.
         fs::hard_link(&temp.path, &target)?;
         drop(temp);
-        sync_dir(dir)
+        if durable { sync_dir(dir) } else { Ok(()) }
     }
 
     fn publish_replacing(
@@ -269,7 +274,7 @@ impl Store for PosixStore {
     }
 
     fn create_new(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
-        self.publish_new(path, contents, None).map_err(self.fail("create", path))
+        self.publish_new(path, contents, None, true).map_err(self.fail("create", path))
     }
 
     fn sync_dir(&self, dir: &StorePath) -> Result<()> {
@@ -353,7 +358,14 @@ impl Store for PosixStore {
     }
 
     fn create_new_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
-        self.publish_new(path, contents, Some(protection)).map_err(self.fail("create", path))
+        self.publish_new(path, contents, Some(protection), true).map_err(self.fail("create", path))
+    }
+
+    /// Exclusive and whole as `create_new`, without its two fsyncs: the
+    /// caller syncs the file when it must be durable (the contract allows a
+    /// crash before that to leave it empty or cut short).
+    fn create_new_deferred(&self, path: &StorePath, contents: &[u8]) -> Result<()> {
+        self.publish_new(path, contents, None, false).map_err(self.fail("create", path))
     }
 
     fn create_new_deferred_protected(
@@ -362,7 +374,7 @@ impl Store for PosixStore {
         contents: &[u8],
         protection: &Protection,
     ) -> Result<()> {
-        self.create_new_protected(path, contents, protection)
+        self.publish_new(path, contents, Some(protection), false).map_err(self.fail("create", path))
     }
 
     fn replace_protected(&self, path: &StorePath, contents: &[u8], protection: &Protection) -> Result<()> {
@@ -652,13 +664,25 @@ impl Drop for TempFile {
 /// Writes `contents` to a fresh temp file in `dir` and makes it durable, so a
 /// name published from it never points at a partial file after a crash.
 fn write_synced_temp(dir: &Path, contents: &[u8], protection: Option<&Protection>) -> io::Result<TempFile> {
+    write_temp(dir, contents, protection, true)
+}
+
+/// A temporary file in `dir` holding `contents`, synced when `durable`.
+fn write_temp(
+    dir: &Path,
+    contents: &[u8],
+    protection: Option<&Protection>,
+    durable: bool,
+) -> io::Result<TempFile> {
     let (mut file, temp) = create_temp(dir, initial_mode(protection))?;
     if let Some(protection) = protection {
         // Before the first byte, so no reader ever opens it wider than asked.
         apply_protection(&file, protection)?;
     }
     file.write_all(contents)?;
-    file.sync_all()?;
+    if durable {
+        file.sync_all()?;
+    }
     Ok(temp)
 }
 
