@@ -1360,41 +1360,49 @@ fn descriptors_the_program_closes_by_range_or_number() {
     assert_eq!(String::from_utf8_lossy(&read.stdout), "closed by close_range\nclosed by closefrom\n");
 }
 
-/// A forked child that closes every descriptor above 2 with `close_range`
-/// (what Python's `os.closerange` and subprocess do) leaves its parent's
-/// open file as it was: the child's copy of the description is synced and
-/// dropped, not closed. Closing it, as close_range closes descriptions the
-/// calling process opened, would close the parent's writers in the child:
-/// another process's stat then took the parent's still-open file for closed
-/// at its size at the fork (11 bytes after 22 were synced). A vfork child
-/// (subprocess's) changes nothing at all, since it shares the parent's
-/// memory: `stats_from_other_processes_follow_an_open_writer` runs one.
+/// A forked child that closes an inherited plfs descriptor (with close(2),
+/// or every descriptor above 2 with `close_range`, as Python's
+/// `os.closerange` and subprocess do) or exits (which closes them all)
+/// leaves its parent's open file as it was, as the kernel does: the
+/// child's copy of the description is synced, not closed. Closing it
+/// closed the parent's writers in the child, and another process's stat
+/// then took the parent's still-open file for closed at its size at the
+/// fork (11 bytes after 22 were synced), until the parent closed it. A
+/// vfork child (subprocess's) changes nothing at all, since it shares the
+/// parent's memory: `stats_from_other_processes_follow_an_open_writer` and
+/// the `stat` below run one.
 #[test]
-fn a_forked_childs_close_range_leaves_the_parents_file_open() {
+fn a_forked_child_that_closes_or_exits_leaves_the_parents_file_open() {
     let setup = Setup::new();
-    let file = setup.logical("f");
-    let script = format!(
-        r#"import os, subprocess
+    let endings = [
+        ("close", "os.close(fd)\n    os._exit(0)"),
+        ("closerange", "os.closerange(3, 100000)\n    os._exit(0)"),
+        ("exit", "sys.exit(0)"),
+    ];
+    for (name, ending) in endings {
+        let file = setup.logical(name);
+        let script = format!(
+            r#"import os, subprocess, sys
 p = '{file}'
 fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 os.write(fd, b'parent one\n')
 pid = os.fork()
 if pid == 0:
-    os.closerange(3, 100000)
-    os._exit(0)
+    {ending}
 assert os.waitpid(pid, 0)[1] == 0
 os.write(fd, b'parent two\n')
 os.fsync(fd)
 print(subprocess.run(['stat', '-c', '%s', p], capture_output=True, text=True, check=True).stdout.strip())
 os.close(fd)
 "#
-    );
-    let output = setup.run("python3", &["-c", &script]);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "22\n");
-    let read = setup.run("cat", &[&file]);
-    assert_eq!(String::from_utf8_lossy(&read.stdout), "parent one\nparent two\n");
-    let size = setup.run("stat", &["-c", "%s", &file]);
-    assert_eq!(String::from_utf8_lossy(&size.stdout), "22\n");
+        );
+        let output = setup.run("python3", &["-c", &script]);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "22\n", "a child that ends with {name}");
+        let read = setup.run("cat", &[&file]);
+        assert_eq!(String::from_utf8_lossy(&read.stdout), "parent one\nparent two\n", "{name}");
+        let size = setup.run("stat", &["-c", "%s", &file]);
+        assert_eq!(String::from_utf8_lossy(&size.stdout), "22\n", "{name}");
+    }
 }
 
 /// A stat of a closed shared_file container reads its closed summary in

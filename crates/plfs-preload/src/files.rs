@@ -69,10 +69,22 @@ impl OpenFile {
     }
 
     /// Closes the plfs file now (once); later calls do nothing.
+    ///
+    /// A description inherited through fork is only synced (what this
+    /// process wrote through it is written out) and its handle left
+    /// unclosed: the handle is this process's copy of the parent's, and
+    /// closing it closed the parent's writers on the backends, so other
+    /// processes took the parent's still-open file for closed at its size
+    /// at the fork and ignored what the parent synced after. A child that
+    /// closes an inherited descriptor, or exits (which closes them all),
+    /// must leave the parent's file as it was, as the kernel does.
     fn close_now(&self) -> Result<(), Errno> {
         let handle = self.handle.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if handle.is_null() {
             return Ok(());
+        }
+        if self.generation != GENERATION.load(Ordering::Acquire) {
+            return plfs_call!(sync, "plfs_sync"(handle));
         }
         let mut references: c_int = 0;
         // PLFS 2.5's plfs_close took the closing pid and uid; libplfs
@@ -259,31 +271,13 @@ pub fn within(first: c_int, last: c_int) -> Vec<c_int> {
 }
 
 /// close_range and closefrom over the plfs descriptors in `first..=last`:
-/// each leaves the table. A description this process opened is closed as
-/// close(2) closes it (its writes published; the first failure is the
-/// result). One inherited through fork is synced (what this child wrote
-/// through it is written out) and dropped from this copy of the table, not
-/// closed: its libplfs handle is a copy of the parent's, and closing it
-/// closed the parent's writers too, so other processes took the parent's
-/// still-open file for closed at the size it had at the fork. A child
-/// closes everything above 2 before exec, and the exec drops the copy.
+/// each is closed as close(2) closes it (see `OpenFile::close_now` for
+/// one inherited through fork); the first failure is the result.
 pub fn close_within(first: c_int, last: c_int) -> Result<(), Errno> {
-    let generation = GENERATION.load(Ordering::Acquire);
     let mut result = Ok(());
     for fd in within(first, last) {
-        let Some(file) = remove(fd) else { continue };
-        // SAFETY: fd is the reserved descriptor, ours to close.
-        unsafe { real::close()(fd) };
-        if file.generation != generation {
-            if file.kind == Kind::File {
-                result = result.and(sync(&file));
-            }
-            // Dropping the last reference would close the handle.
-            std::mem::forget(file);
-            continue;
-        }
-        if let Ok(file) = Arc::try_unwrap(file) {
-            result = result.and(file.close_now());
+        if let Some(Err(error)) = close(fd) {
+            result = result.and(Err(error));
         }
     }
     result
