@@ -264,9 +264,9 @@ fn publish_by_rename(
 }
 
 /// Makes a container's creation durable: the contents of its version,
-/// access and layout files, its entries and its name. Creation syncs none
-/// of them
-/// (`publish_by_rename`); a writer calls this before its first synced
+/// access and layout files and its stripes records, its entries and its
+/// name. Creation syncs none of them (`publish_by_rename`, and placement
+/// for stripes records); a writer calls this before its first synced
 /// byte, so data reported synced never sits in a container a crash could
 /// take apart. A piece gone since (another process renamed or removed the
 /// file while it was open) is skipped: the logs still sync, and a

@@ -152,7 +152,7 @@ impl PosixStore {
         }
         let target = self.full(path);
         let dir = self.parent_of(&target);
-        let temp = write_synced_temp(dir, contents, protection)?;
+        let temp = write_temp(dir, contents, protection, true)?;
         fs::rename(&temp.path, &target)?;
         temp.published();
         sync_dir(dir)
@@ -663,10 +663,6 @@ impl Drop for TempFile {
 
 /// Writes `contents` to a fresh temp file in `dir` and makes it durable, so a
 /// name published from it never points at a partial file after a crash.
-fn write_synced_temp(dir: &Path, contents: &[u8], protection: Option<&Protection>) -> io::Result<TempFile> {
-    write_temp(dir, contents, protection, true)
-}
-
 /// A temporary file in `dir` holding `contents`, synced when `durable`.
 fn write_temp(
     dir: &Path,
