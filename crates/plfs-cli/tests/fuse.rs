@@ -13,7 +13,8 @@ mod rename_support;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -1182,6 +1183,53 @@ fn set_id_bits_after_each_change(dir: &Path) -> Vec<(&'static str, u32)> {
     seen
 }
 
+/// What a truncating open of a program that is running leaves, in `dir`:
+/// the errors of an `O_RDONLY | O_TRUNC` and an `O_WRONLY | O_TRUNC`
+/// open, the file's bytes afterwards, and how the program ended when
+/// killed. Then, once it has exited, whether such an open truncates.
+fn truncating_opens_of_a_running_program(dir: &Path) -> (Vec<Option<i32>>, bool, Option<i32>, u64) {
+    let program = fs::read(system_tool("sleep")).unwrap();
+    let path = dir.join("sleeper");
+    fs::write(&path, &program).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut running = Command::new(&path).arg("60").spawn().unwrap();
+    let truncating_open = |access: fs::OpenOptions| {
+        let mut options = access;
+        options.custom_flags(libc::O_TRUNC);
+        options.open(&path).err().map(|error| error.raw_os_error().unwrap_or(0))
+    };
+    let refused = vec![
+        truncating_open(fs::OpenOptions::new().read(true).clone()),
+        truncating_open(fs::OpenOptions::new().write(true).clone()),
+    ];
+    let whole = fs::read(&path).unwrap() == program;
+    running.kill().unwrap();
+    let ended_by = running.wait().unwrap().signal();
+    let mut options = fs::OpenOptions::new();
+    options.read(true).custom_flags(libc::O_TRUNC);
+    drop(options.open(&path).unwrap());
+    (refused, whole, ended_by, fs::metadata(&path).unwrap().len())
+}
+
+/// An `O_RDONLY | O_TRUNC` open of a program that is running fails with
+/// ETXTBSY and leaves the file whole, as on a local file system. With
+/// FUSE_ATOMIC_O_TRUNC the daemon emptied the file on the open before the
+/// kernel refused it, and the program died of SIGBUS (pjdfstest's
+/// `open::etxtbsy` failed when the program died before the refusal).
+#[test]
+fn a_truncating_open_of_a_running_program_leaves_it_whole() {
+    let _serial = serial();
+    let plain = plain_dir("plfs-etxtbsy.");
+    let expected = truncating_opens_of_a_running_program(plain.path());
+    assert_eq!(
+        expected,
+        (vec![Some(libc::ETXTBSY), Some(libc::ETXTBSY)], true, Some(libc::SIGKILL), 0),
+        "on a plain directory"
+    );
+    let mount = PlfsMount::new(&[]);
+    assert_eq!(truncating_opens_of_a_running_program(&mount.mountpoint), expected, "through the mount");
+}
+
 /// `-o writeback_cache` asks the kernel for FUSE_HANDLE_KILLPRIV_V2 (so a
 /// cached write no longer costs a getxattr round trip, below), which
 /// leaves clearing set-user-ID and set-group-ID bits to the daemon: on a
@@ -1208,6 +1256,15 @@ fn writeback_cache_clears_set_id_bits_as_a_local_file_system_does() {
     );
     let mount = PlfsMount::new(&["writeback_cache", "allow_other"]);
     assert_eq!(set_id_bits_after_each_change(&mount.mountpoint), expected, "through the mount");
+    drop(mount);
+    // The default mount's writes are direct I/O, which the kernel does not
+    // check; everything else clears as on the plain directory (an O_TRUNC
+    // open is the kernel's truncate, since the daemon does not take
+    // O_TRUNC inside the open).
+    let mount = PlfsMount::new(&["allow_other"]);
+    let mut direct = expected.clone();
+    direct[0].1 = 0o6777;
+    assert_eq!(set_id_bits_after_each_change(&mount.mountpoint), direct, "through the default mount");
 }
 
 /// Every cached write(2) asked the daemon for security.capability (the

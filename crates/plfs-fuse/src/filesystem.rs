@@ -759,7 +759,7 @@ impl PlfsFs {
     /// on the node now at the name (an unlink of it must find the file
     /// open), and is direct I/O, since the kernel's inode may hold another
     /// version's size and pages.
-    fn do_open(&self, caller: u32, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
+    fn do_open(&self, ino: INodeNo, flags: i32) -> Result<(FileHandle, FopenFlags), Errno> {
         let _namespace = self.namespace.read().unwrap_or_else(PoisonError::into_inner);
         let opened = lock(&self.inodes).open(ino);
         let (counted, path, fopen) = match opened {
@@ -785,17 +785,6 @@ impl PlfsFs {
         };
         if flags & libc::O_ACCMODE != libc::O_WRONLY {
             self.check_reported_size(counted, &path, &handle);
-        }
-        // An O_TRUNC open truncates as truncate(2) does (CAP_FSETID taken
-        // as root: fuser does not pass FUSE_OPEN_KILL_SUIDGID).
-        if self.kill_set_id
-            && caller != 0
-            && flags & libc::O_TRUNC != 0
-            && let Err(errno) = self.drop_set_id("open", counted, &path)
-        {
-            drop(handle.close());
-            self.unopened(counted);
-            return Err(errno);
         }
         let fh = self.register(counted, handle, flags)?;
         Ok((fh, fopen))
@@ -1257,11 +1246,16 @@ fn space_source(plfs: &Plfs, location: Option<BackendLocation>) -> Arc<SpaceSour
 impl Filesystem for PlfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Big writes, async reads and max_pages are in fuser's defaults.
-        // O_TRUNC inside open saves a setattr; readdirplus lets `ls -l`
-        // take one round trip per page of entries, and parallel dirops let
-        // lookups in one directory run at once.
+        // Readdirplus lets `ls -l` take one round trip per page of entries,
+        // and parallel dirops let lookups in one directory run at once.
+        //
+        // Not FUSE_ATOMIC_O_TRUNC, although O_TRUNC inside the open would
+        // save a setattr: the kernel sends that open before it checks that
+        // the file may be truncated at all. An `O_RDONLY | O_TRUNC` open of
+        // a program that is running emptied it here, and only then did the
+        // kernel answer ETXTBSY (the program died of SIGBUS). Without it the
+        // kernel makes every check first and truncates with a setattr.
         let wanted = [
-            InitFlags::FUSE_ATOMIC_O_TRUNC,
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
@@ -1428,8 +1422,8 @@ impl Filesystem for PlfsFs {
         reply.error(Errno::EPERM);
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_open(req.uid(), ino, flags.0) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(ino, flags.0) {
             Ok((fh, fopen)) => reply.opened(fh, fopen),
             Err(errno) => reply.error(errno),
         }
