@@ -1405,6 +1405,69 @@ os.close(fd)
     }
 }
 
+/// A forked child that writes through a descriptor it inherited moves its
+/// parent's offset, as the kernel's shared open file description does, so
+/// the parent's next write lands after the child's instead of over it; and
+/// a process that writes and leaves with `_exit` (every `os.fork()` child
+/// and multiprocessing worker) keeps its bytes. Each script runs on a
+/// plain file too, for the kernel's answer. Before, the parent's offset
+/// stayed where the fork left it: "child" was overwritten (a child that
+/// left with `_exit` left zeros, its bytes never published).
+#[test]
+fn a_forked_childs_writes_move_its_parents_offset() {
+    let setup = Setup::new();
+    fs::create_dir_all(setup.scratch("")).unwrap();
+    let endings = [
+        ("_exit", "os._exit(0)"),
+        ("exit", "sys.exit(0)"),
+        ("close then _exit", "os.close(fd)\n    os._exit(0)"),
+    ];
+    for (name, ending) in endings {
+        let script = |path: &str| {
+            format!(
+                r#"import os, sys
+fd = os.open('{path}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b'parent one\n')
+pid = os.fork()
+if pid == 0:
+    os.write(fd, b'child\n')
+    {ending}
+assert os.waitpid(pid, 0)[1] == 0
+os.write(fd, b'parent two\n')
+os.close(fd)
+"#
+            )
+        };
+        let plain = setup.scratch(&format!("plain {name}"));
+        setup.run("python3", &["-c", &script(&plain.display().to_string())]);
+        let expected = fs::read(&plain).unwrap();
+        assert_eq!(expected, b"parent one\nchild\nparent two\n", "on a plain file ({name})");
+        let file = setup.logical(&name.replace(' ', "-"));
+        setup.run("python3", &["-c", &script(&file)]);
+        let read = setup.run("cat", &[&file]);
+        assert_eq!(String::from_utf8_lossy(&read.stdout), String::from_utf8_lossy(&expected), "{name}");
+    }
+}
+
+/// Bytes a process wrote are in the file after it leaves with `_exit` or
+/// `_Exit` (no atexit handler runs) without closing the descriptor, as on
+/// a local file system. Before, the file was empty: nothing published the
+/// writer's index.
+#[test]
+fn writes_before_exit_without_handlers_are_kept() {
+    let setup = Setup::new();
+    let endings = [("_exit", "os._exit(0)"), ("_Exit", "ctypes.CDLL(None)._Exit(0)")];
+    for (name, ending) in endings {
+        let file = setup.logical(name);
+        let script = format!(
+            "import ctypes, os\nfd = os.open('{file}', os.O_WRONLY | os.O_CREAT, 0o644)\nos.write(fd, b'kept\\n')\n{ending}\n"
+        );
+        setup.run("python3", &["-c", &script]);
+        let read = setup.run("cat", &[&file]);
+        assert_eq!(String::from_utf8_lossy(&read.stdout), "kept\n", "{name}");
+    }
+}
+
 /// A stat of a closed shared_file container reads its closed summary in
 /// one `openat2` that follows no link (plus its read and close): no
 /// `statx` of the container first. strace(1) watches an unmodified python

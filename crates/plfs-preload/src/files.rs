@@ -18,6 +18,7 @@ use libc::{off_t, ssize_t};
 
 use crate::guard::inside;
 use crate::libplfs::{Errno, PlfsFd};
+use crate::offsets::Offset;
 use crate::plfs_call;
 use crate::real;
 
@@ -40,9 +41,11 @@ pub struct OpenFile {
     pub kind: Kind,
     /// Access mode and status flags, as F_GETFL reports them.
     status_flags: AtomicI32,
-    /// The file offset; read, write and lseek hold it for their whole call,
-    /// as the kernel holds f_pos.
-    offset: Mutex<i64>,
+    /// Held by read, write and lseek for their whole call, as the kernel
+    /// holds f_pos.
+    position: Mutex<()>,
+    /// The file offset, which a forked child shares (see `offsets`).
+    offset: Offset,
     /// NULL for directories and after close.
     handle: AtomicPtr<c_void>,
     /// [`GENERATION`] when it was opened: an older one was inherited
@@ -64,8 +67,8 @@ impl OpenFile {
         self.status_flags.store(kept | (flags & SETTABLE_STATUS_FLAGS), Ordering::Release);
     }
 
-    fn offset(&self) -> std::sync::MutexGuard<'_, i64> {
-        self.offset.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn position(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.position.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Closes the plfs file now (once); later calls do nothing.
@@ -187,11 +190,25 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
             Err(error) => return Err(error),
         }
     }
+    let offset = match Offset::new() {
+        Ok(offset) => offset,
+        Err(error) => {
+            if !handle.is_null() {
+                let mut references: c_int = 0;
+                let _ = plfs_call!(
+                    close,
+                    "plfs_close"(handle, 0, 0, flags, std::ptr::null_mut(), &mut references)
+                );
+            }
+            return Err(error);
+        }
+    };
     let file = Arc::new(OpenFile {
         path,
         kind,
         status_flags: AtomicI32::new(flags & (libc::O_ACCMODE | SETTABLE_STATUS_FLAGS)),
-        offset: Mutex::new(0),
+        position: Mutex::new(()),
+        offset,
         handle: AtomicPtr::new(handle),
         generation: GENERATION.load(Ordering::Acquire),
     });
@@ -375,31 +392,42 @@ pub fn pwrite(file: &OpenFile, buffer: &[u8], offset: i64) -> Result<usize, Errn
 
 /// read(2): at the shared offset, which it advances.
 pub fn read(file: &OpenFile, buffer: &mut [u8]) -> Result<usize, Errno> {
-    let mut offset = file.offset();
-    let count = pread(file, buffer, *offset)?;
-    *offset += count as i64;
+    let _position = file.position();
+    let offset = file.offset.get();
+    let count = pread(file, buffer, offset)?;
+    file.offset.set(offset + count as i64);
     Ok(count)
 }
 
-/// write(2): at the shared offset (at the end with O_APPEND).
+/// write(2): at the shared offset (at the end with O_APPEND), which it
+/// advances.
 pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
-    let mut offset = file.offset();
+    let _position = file.position();
     if file.status_flags() & libc::O_APPEND != 0 {
-        *offset = size(file)?;
+        let offset = size(file)?;
+        let count = pwrite(file, buffer, offset)?;
+        file.offset.set(offset + count as i64);
+        return Ok(count);
     }
-    let count = pwrite(file, buffer, *offset)?;
-    *offset += count as i64;
-    Ok(count)
+    let length = i64::try_from(buffer.len()).map_err(|_| libc::EINVAL)?;
+    let offset = file.offset.advance(length);
+    let written = pwrite(file, buffer, offset);
+    let count = written.as_ref().map_or(0, |&count| count as i64);
+    if count < length {
+        file.offset.take_back(offset + length, offset + count);
+    }
+    written
 }
 
 /// The description's offset (a redirection's pump carries it on).
 pub fn offset(file: &OpenFile) -> i64 {
-    *file.offset()
+    file.offset.get()
 }
 
 /// Sets the offset a redirection's pump reached.
 pub fn set_offset(file: &OpenFile, offset: i64) {
-    *file.offset() = offset;
+    let _position = file.position();
+    file.offset.set(offset);
 }
 
 /// Closes the plfs file of a description now (a redirection's pump, done
@@ -413,10 +441,10 @@ pub fn size(file: &OpenFile) -> Result<i64, Errno> {
 }
 
 pub fn lseek(file: &OpenFile, offset: i64, whence: c_int) -> Result<i64, Errno> {
-    let mut current = file.offset();
+    let _position = file.position();
     let base = match whence {
         libc::SEEK_SET => 0,
-        libc::SEEK_CUR => *current,
+        libc::SEEK_CUR => file.offset.get(),
         libc::SEEK_END => size(file)?,
         // plfs keeps no hole map: all of the file is data, the end is the
         // only hole (what filesystems without SEEK_HOLE support report).
@@ -426,13 +454,13 @@ pub fn lseek(file: &OpenFile, offset: i64, whence: c_int) -> Result<i64, Errno> 
                 return Err(libc::ENXIO);
             }
             let position = if whence == libc::SEEK_DATA { offset } else { end };
-            *current = position;
+            file.offset.set(position);
             return Ok(position);
         }
         _ => return Err(libc::EINVAL),
     };
     let position = base.checked_add(offset).filter(|&position| position >= 0).ok_or(libc::EINVAL)?;
-    *current = position;
+    file.offset.set(position);
     Ok(position)
 }
 
@@ -483,6 +511,7 @@ fn open_files() -> Vec<Arc<OpenFile>> {
 /// inherits a copy of the buffers.
 extern "C" fn before_fork() {
     if COUNT.load(Ordering::Acquire) == 0 || inside() {
+        crate::offsets::before_fork();
         return;
     }
     for file in open_files() {
@@ -492,17 +521,20 @@ extern "C" fn before_fork() {
     // when the child's copy of the lock is taken: the child would wait on
     // a holder that does not exist in it.
     FORK_GUARD.with(|guard| *guard.borrow_mut() = Some(table_write()));
+    crate::offsets::before_fork();
 }
 
 /// In the parent and in the child, after fork: the forking thread (the
 /// child's only thread) lets the table go.
 extern "C" fn after_fork() {
+    crate::offsets::after_fork();
     FORK_GUARD.with(|guard| guard.borrow_mut().take());
 }
 
 /// In the child after fork: what the table holds now was inherited.
 extern "C" fn after_fork_in_child() {
-    after_fork();
+    crate::offsets::after_fork_in_child();
+    FORK_GUARD.with(|guard| guard.borrow_mut().take());
     GENERATION.fetch_add(1, Ordering::AcqRel);
     // SAFETY: getpid cannot fail.
     OWN_PID.store(unsafe { libc::getpid() }, Ordering::Release);
@@ -527,6 +559,25 @@ extern "C" fn at_exit() {
     for fd in descriptors {
         let _ = close(fd);
     }
+}
+
+/// Before _exit: every plfs descriptor is closed as at exit (a description
+/// inherited through fork is synced), and the redirections this process
+/// writes into are published, so another process sees what this one
+/// wrote once it is gone. A vfork child changes nothing (it shares its
+/// parent's memory, and its _exit after a failed exec must leave the
+/// parent's files as they are).
+pub fn publish_before_exit() {
+    if inside() || shares_parent_memory() {
+        return;
+    }
+    if COUNT.load(Ordering::Acquire) != 0 {
+        let descriptors: Vec<c_int> = table_read().keys().copied().collect();
+        for fd in descriptors {
+            let _ = close(fd);
+        }
+    }
+    crate::pump::flush_before_exit();
 }
 
 fn register_process_hooks() {

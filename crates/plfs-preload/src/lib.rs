@@ -13,6 +13,7 @@
 //! - `paths`: which paths are plfs paths.
 //! - `files`: the descriptor table and open-file state; fork and exit.
 //! - `reserve`: the kernel descriptor numbers plfs descriptors hold.
+//! - `offsets`: file offsets in memory a forked child shares.
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
@@ -35,6 +36,7 @@ mod guard;
 mod libplfs;
 mod meta;
 mod mounts;
+mod offsets;
 mod paths;
 mod posix;
 mod pump;

@@ -248,6 +248,33 @@ pub unsafe extern "C" fn closefrom(first: c_int) {
     unsafe { real::closefrom()(first) }
 }
 
+/// _exit(2): the process ends without its atexit handlers, but what it
+/// wrote through plfs descriptors is published first, as exit(3) publishes
+/// it: the kernel has a file's bytes from the moment write(2) returns, so
+/// programs end with _exit without losing them (every Python
+/// multiprocessing worker and `os.fork()` child, a shell's subshells).
+/// stdio is not flushed, as _exit does not flush it.
+///
+/// # Safety
+/// The _exit(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    files::publish_before_exit();
+    // SAFETY: forwarded unchanged.
+    unsafe { real::_exit()(status) }
+}
+
+/// _Exit(3), which is _exit(2).
+///
+/// # Safety
+/// The _Exit(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    files::publish_before_exit();
+    // SAFETY: forwarded unchanged.
+    unsafe { real::_exit()(status) }
+}
+
 /// `buffer` as a slice, or EFAULT for NULL with a non-zero length.
 ///
 /// # Safety

@@ -358,6 +358,8 @@ fn bind_and_fork(
     let keep_stderr = pipe_id(2).is_none();
     let keep = [theirs, listener, status[1], if keep_stderr { 2 } else { -1 }];
     let (open, close, fcntl, write) = (real::open(), real::close(), real::fcntl(), real::write());
+    // The interposed _exit publishes plfs files: not for these two children.
+    let leave = real::_exit();
     // SAFETY: sigset_t is plain data, filled by the calls below.
     let mut held: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
@@ -402,11 +404,11 @@ fn bind_and_fork(
                 libc::execve(program.as_ptr(), arguments.as_ptr(), environment_pointers.as_ptr());
                 let word = errno().to_le_bytes();
                 write(status[1], word.as_ptr().cast(), word.len());
-                libc::_exit(127);
+                leave(127);
             }
         }
         // SAFETY: the intermediate child leaves at once, running nothing.
-        unsafe { libc::_exit(if pump < 0 { 1 } else { 0 }) };
+        unsafe { leave(if pump < 0 { 1 } else { 0 }) };
     }
     let error = errno();
     let mut exit = 0;
@@ -517,7 +519,7 @@ fn run(order: PumpOrder) -> ! {
     close_fd(order.status);
     let Ok((file, end)) = sized else {
         // SAFETY: leaving at once.
-        unsafe { libc::_exit(1) }
+        unsafe { real::_exit()(1) }
     };
     files::set_offset(&file, order.offset);
     // SAFETY: our descriptor; non-blocking so one poll serves both.
@@ -526,8 +528,9 @@ fn run(order: PumpOrder) -> ! {
         Direction::Out => drain_into_file(&file, order.pipe, order.listener),
         Direction::In => feed_from_file(&file, order.pipe, order.listener, end),
     };
-    // SAFETY: leaves without the program's atexit handlers or main.
-    unsafe { libc::_exit(code) }
+    // SAFETY: leaves without the program's atexit handlers or main (and
+    // without the interposed _exit: the pump has published what it wrote).
+    unsafe { real::_exit()(code) }
 }
 
 /// Closes every descriptor but `keep` (-1 entries are ignored).
@@ -890,7 +893,20 @@ fn register_exit_hook() {
     ONCE.call_once(|| {
         // SAFETY: an extern "C" function that lives as long as the process.
         unsafe { libc::atexit(at_exit) };
+        EXIT_HOOK.store(true, Ordering::Release);
     });
+}
+
+/// Whether [`at_exit`] is registered: this process holds or held pipes
+/// whose pumps publish at its exit.
+static EXIT_HOOK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Before _exit, which runs no atexit handler: what [`at_exit`] publishes,
+/// without flushing stdio (_exit does not).
+pub fn flush_before_exit() {
+    if EXIT_HOOK.load(Ordering::Acquire) {
+        flush_at_exit();
+    }
 }
 
 /// At load: a pump runs (see [`spawn`]); any other process that got a

@@ -53,6 +53,7 @@ real_functions! {
     close: unsafe extern "C" fn(c_int) -> c_int;
     close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int;
     closefrom: unsafe extern "C" fn(c_int);
+    _exit: unsafe extern "C" fn(c_int) -> !;
     read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
     write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
     pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
