@@ -1449,6 +1449,51 @@ os.close(fd)
     }
 }
 
+/// Commands a program runs with their output on a file the program is
+/// writing (Python's `subprocess.run(cmd, stdout=f)`, by vfork and by fork;
+/// a shell's subshells and commands on a descriptor it opened) write after
+/// what the program wrote, and the program's next write comes after
+/// theirs, as on a plain file (the same scripts run on one). The command's
+/// output goes through a redirection's pump, which now moves the
+/// description's shared offset as it writes. Before, the program's next
+/// write overwrote the commands' output (bash lost "two" and "four").
+#[test]
+fn commands_writing_to_the_programs_file_write_after_it() {
+    let setup = Setup::new();
+    fs::create_dir_all(setup.scratch("")).unwrap();
+    let python = |path: &str, how: &str| {
+        format!(
+            r#"import subprocess
+with open('{path}', 'w') as f:
+    f.write('parent one\n'); f.flush()
+    subprocess.run(['echo', 'child'], stdout=f, check=True{how})
+    f.write('parent two\n')
+"#
+        )
+    };
+    let shell = |path: &str| {
+        format!(
+            "exec 3>'{path}'\necho one >&3\n( echo two >&3 )\necho three >&3\nsh -c 'echo four' >&3\n{{ echo five; }} >&3\nexec 3>&-\n"
+        )
+    };
+    let script = |name: &str, path: &str| match name {
+        "subprocess" => ("python3", python(path, "")),
+        "subprocess by fork" => ("python3", python(path, ", preexec_fn=lambda: None")),
+        _ => ("bash", shell(path)),
+    };
+    for name in ["subprocess", "subprocess by fork", "bash"] {
+        let plain = setup.scratch(&format!("plain {name}"));
+        let (program, text) = script(name, &plain.display().to_string());
+        setup.run(program, &["-c", &text]);
+        let expected = fs::read(&plain).unwrap();
+        let file = setup.logical(&name.replace(' ', "-"));
+        let (program, text) = script(name, &file);
+        setup.run(program, &["-c", &text]);
+        let read = setup.run("cat", &[&file]);
+        assert_eq!(String::from_utf8_lossy(&read.stdout), String::from_utf8_lossy(&expected), "{name}");
+    }
+}
+
 /// Bytes a process wrote are in the file after it leaves with `_exit` or
 /// `_Exit` (no atexit handler runs) without closing the descriptor, as on
 /// a local file system. Before, the file was empty: nothing published the

@@ -173,6 +173,26 @@ fn remove(fd: c_int) -> Option<Arc<OpenFile>> {
 /// Opens `path` (absolute, under a mount point) and returns its new
 /// descriptor.
 pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Errno> {
+    open_described(path, flags, mode, None)
+}
+
+/// [`open`] for a redirection's pump, whose description's offset is
+/// another process's (see `offsets`).
+pub fn open_with_offset(
+    path: CString,
+    flags: c_int,
+    mode: libc::mode_t,
+    offset: Offset,
+) -> Result<c_int, Errno> {
+    open_described(path, flags, mode, Some(offset))
+}
+
+fn open_described(
+    path: CString,
+    flags: c_int,
+    mode: libc::mode_t,
+    offset: Option<Offset>,
+) -> Result<c_int, Errno> {
     let mut kind = if looks_up_first(flags) { kind_for_open(&path, flags)? } else { Kind::File };
     let mut handle: PlfsFd = std::ptr::null_mut();
     if kind == Kind::File {
@@ -190,7 +210,7 @@ pub fn open(path: CString, flags: c_int, mode: libc::mode_t) -> Result<c_int, Er
             Err(error) => return Err(error),
         }
     }
-    let offset = match Offset::new() {
+    let offset = match offset.map_or_else(Offset::new, Ok) {
         Ok(offset) => offset,
         Err(error) => {
             if !handle.is_null() {
@@ -422,6 +442,12 @@ pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
 /// The description's offset (a redirection's pump carries it on).
 pub fn offset(file: &OpenFile) -> i64 {
     file.offset.get()
+}
+
+/// Where a redirection's pump finds the description's offset to move it
+/// as it writes (see `offsets`); None when the memfd holding it is gone.
+pub fn shareable_offset(file: &OpenFile) -> Option<(c_int, u64)> {
+    file.offset.shareable()
 }
 
 /// Sets the offset a redirection's pump reached.

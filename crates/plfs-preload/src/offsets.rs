@@ -11,36 +11,79 @@
 //! after a fork the child's copy of the description reads and moves the
 //! same slot as the parent's.
 //!
-//! Slots come from pages this process mapped, 512 to a page, and go back
-//! to a free list when their description closes. Around a fork:
+//! Slots come from pages of a memfd, 512 to a page, and go back to a free
+//! list when their description closes. A redirection's pump (a fresh
+//! process, see `pump`) gets the memfd and writes the offset it reaches
+//! into the same slot, so a parent that ran `subprocess.run(cmd,
+//! stdout=f)` writes after what `cmd` wrote. The memfd sits at a high
+//! descriptor number, out of the program's way; the program may still
+//! close it or put another file at its number, so its identity (device
+//! and inode) is checked before the pool grows it or a pump is given it.
+//!
+//! Around a fork:
 //! - a slot in use then may be in use in both processes afterwards, and
 //!   neither knows when the other is done with it, so it is never reused
 //!   (8 bytes per description open at a fork; a description open across
 //!   many forks costs them once);
-//! - the child drops the free list and the page it inherited (the parent
-//!   goes on taking slots from them) and maps its own.
+//! - the child leaves the free list, the page and the memfd it inherited to
+//!   the parent and makes its own.
 //!
 //! A page is never unmapped: a slot may be read by a call that is still
 //! running on another thread when its description closes.
 
+use std::ffi::c_int;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use crate::files::errno;
 use crate::libplfs::Errno;
+use crate::real;
 
 const PAGE_BYTES: usize = 4096;
-const SLOTS_PER_PAGE: usize = PAGE_BYTES / std::mem::size_of::<AtomicI64>();
+const SLOT_BYTES: usize = std::mem::size_of::<AtomicI64>();
+const SLOTS_PER_PAGE: usize = PAGE_BYTES / SLOT_BYTES;
 
-struct Pool {
-    /// The page slots are taken from next (its address), 0 for none.
-    page: usize,
-    /// Slots of `page` taken so far.
-    taken: usize,
-    /// Slots given back since the last fork (their addresses).
-    free: Vec<usize>,
+/// Where the memfd is moved: the lowest free number from here, near the
+/// reserve's source (1023), far from the numbers programs count on.
+const FILE_NUMBER: c_int = 1000;
+
+/// A memfd that holds slots: its descriptor number and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PoolFile {
+    fd: c_int,
+    identity: (u64, u64),
 }
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { page: 0, taken: SLOTS_PER_PAGE, free: Vec::new() });
+impl PoolFile {
+    /// Whether `fd` still refers to this memfd.
+    fn is_open(&self) -> bool {
+        identity(self.fd) == Some(self.identity)
+    }
+}
+
+struct Pool {
+    /// The memfd new pages come from; None before the first, after a fork.
+    file: Option<PoolFile>,
+    /// Its size in pages.
+    pages: usize,
+    /// The page slots are taken from next (its address), 0 for none.
+    page: usize,
+    /// The memfd offset of `page`.
+    page_position: u64,
+    /// Slots of `page` taken so far.
+    taken: usize,
+    /// Slots given back since the last fork (address and memfd position).
+    free: Vec<(usize, u64)>,
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    file: None,
+    pages: 0,
+    page: 0,
+    page_position: 0,
+    taken: SLOTS_PER_PAGE,
+    free: Vec::new(),
+});
 /// Forks this process has made or come from: a slot taken in an earlier
 /// epoch may be shared with another process and is never given back.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -53,35 +96,60 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
 #[derive(Debug)]
 pub struct Offset {
     slot: &'static AtomicI64,
+    /// The fork epoch it was taken in; `u64::MAX` for one a pump attached
+    /// to, which is another process's.
     epoch: u64,
+    /// The memfd holding the slot, and the slot's place in it.
+    file: Option<PoolFile>,
+    position: u64,
 }
 
 impl Offset {
     /// A new offset, 0.
     pub fn new() -> Result<Offset, Errno> {
         let mut pool = pool();
-        let address = match pool.free.pop() {
-            Some(address) => address,
+        let (address, position) = match pool.free.pop() {
+            Some(free) => free,
             None => {
                 if pool.taken == SLOTS_PER_PAGE {
-                    pool.page = map_page()?;
-                    pool.taken = 0;
+                    add_page(&mut pool)?;
                 }
-                let address = pool.page + pool.taken * std::mem::size_of::<AtomicI64>();
+                let taken = pool.taken;
                 pool.taken += 1;
-                address
+                (pool.page + taken * SLOT_BYTES, pool.page_position + (taken * SLOT_BYTES) as u64)
             }
         };
-        // The epoch is read under the pool's lock, which the fork handlers
-        // take too: a slot taken before a fork is always of the older epoch.
+        // Read under the pool's lock, which the fork handlers take too: a
+        // slot taken before a fork is always of the older epoch.
         let epoch = EPOCH.load(Ordering::Acquire);
+        let file = pool.file;
         drop(pool);
         // SAFETY: the address is an aligned slot of a page mapped read-write
         // for the rest of the process, and no other Offset of this process
         // holds it (it was never taken, or was given back).
         let slot = unsafe { &*(address as *const AtomicI64) };
         slot.store(0, Ordering::Release);
-        Ok(Offset { slot, epoch })
+        Ok(Offset { slot, epoch, file, position })
+    }
+
+    /// The slot at `position` of the memfd `fd` (a pump's, given by the
+    /// process that made the redirection).
+    pub fn attach(fd: c_int, position: u64) -> Result<Offset, Errno> {
+        let within = (position % PAGE_BYTES as u64) as usize;
+        if !within.is_multiple_of(SLOT_BYTES) {
+            return Err(libc::EINVAL);
+        }
+        let page = map(fd, position - within as u64)?;
+        // SAFETY: an aligned slot of a page just mapped read-write, never
+        // unmapped.
+        let slot = unsafe { &*((page + within) as *const AtomicI64) };
+        Ok(Offset { slot, epoch: u64::MAX, file: None, position })
+    }
+
+    /// The memfd descriptor and position a pump attaches to, while the
+    /// memfd is still open at its number.
+    pub fn shareable(&self) -> Option<(c_int, u64)> {
+        self.file.filter(PoolFile::is_open).map(|file| (file.fd, self.position))
     }
 
     pub fn get(&self) -> i64 {
@@ -109,28 +177,94 @@ impl Offset {
 impl Drop for Offset {
     fn drop(&mut self) {
         let mut pool = pool();
-        if self.epoch == EPOCH.load(Ordering::Acquire) {
-            pool.free.push(std::ptr::from_ref(self.slot) as usize);
+        if self.epoch == EPOCH.load(Ordering::Acquire) && self.file == pool.file {
+            pool.free.push((std::ptr::from_ref(self.slot) as usize, self.position));
         }
     }
 }
 
-fn map_page() -> Result<usize, Errno> {
-    // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+/// Grows the pool's memfd by a page and maps it; a memfd the program
+/// closed (or replaced) is left alone and a new one made.
+fn add_page(pool: &mut Pool) -> Result<(), Errno> {
+    let file = match pool.file.filter(PoolFile::is_open) {
+        Some(file) => file,
+        None => {
+            let file = create_file()?;
+            pool.file = Some(file);
+            pool.pages = 0;
+            pool.free.clear();
+            file
+        }
+    };
+    let position = (pool.pages * PAGE_BYTES) as u64;
+    let length = libc::off_t::try_from(position as usize + PAGE_BYTES).map_err(|_| libc::EFBIG)?;
+    // SAFETY: our memfd (checked just above); ftruncate takes an int and a length.
+    if unsafe { real::ftruncate()(file.fd, length) } != 0 {
+        return Err(errno());
+    }
+    pool.page = map(file.fd, position)?;
+    pool.page_position = position;
+    pool.pages += 1;
+    pool.taken = 0;
+    Ok(())
+}
+
+fn map(fd: c_int, position: u64) -> Result<usize, Errno> {
+    let position = libc::off_t::try_from(position).map_err(|_| libc::EINVAL)?;
+    // SAFETY: a new shared mapping of a page of a memfd; nothing else
+    // refers to that address range yet.
     let page = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             PAGE_BYTES,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
+            libc::MAP_SHARED,
+            fd,
+            position,
         )
     };
     if page == libc::MAP_FAILED {
-        return Err(crate::files::errno());
+        return Err(errno());
     }
     Ok(page as usize)
+}
+
+fn create_file() -> Result<PoolFile, Errno> {
+    // SAFETY: a C string and valid flags.
+    let fd = unsafe { libc::memfd_create(c"plfs-offsets".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes an int.
+    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, FILE_NUMBER) };
+    let fd = if moved >= 0 {
+        // SAFETY: fd is ours, replaced by moved.
+        unsafe { real::close()(fd) };
+        moved
+    } else {
+        // A descriptor limit under 1000: it stays where memfd_create put it.
+        fd
+    };
+    match identity(fd) {
+        Some(identity) => Ok(PoolFile { fd, identity }),
+        None => {
+            let error = errno();
+            // SAFETY: ours.
+            unsafe { real::close()(fd) };
+            Err(error)
+        }
+    }
+}
+
+/// The device and inode `fd` refers to, None when it is not open.
+fn identity(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: stat is plain data, filled by fstat.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid stat buffer.
+    if unsafe { real::fstat()(fd, &mut stat) } != 0 {
+        return None;
+    }
+    Some((stat.st_dev, stat.st_ino))
 }
 
 /// Before fork, in the parent: every slot in use is from now on shared.
@@ -154,6 +288,8 @@ pub fn after_fork_in_child() {
     after_fork();
     let mut pool = pool();
     pool.free = Vec::new();
+    pool.file = None;
+    pool.pages = 0;
     pool.page = 0;
     pool.taken = SLOTS_PER_PAGE;
 }
@@ -161,4 +297,37 @@ pub fn after_fork_in_child() {
 thread_local! {
     static FORK_GUARD: std::cell::RefCell<Option<std::sync::MutexGuard<'static, Pool>>> =
         const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attached_offset_is_the_same_slot_and_slots_are_reused_within_an_epoch() {
+        let offset = Offset::new().unwrap();
+        offset.set(41);
+        let (fd, position) = offset.shareable().expect("the pool's memfd is open");
+        let attached = Offset::attach(fd, position).unwrap();
+        assert_eq!(attached.get(), 41);
+        assert_eq!(attached.advance(9), 41);
+        assert_eq!(offset.get(), 50);
+        offset.take_back(50, 45);
+        assert_eq!(attached.get(), 45);
+        offset.take_back(50, 0);
+        assert_eq!(attached.get(), 45, "moved since: left alone");
+
+        // One test: the pool is the process's, and another test taking a
+        // slot between these steps would take the one given back.
+        let first = Offset::new().unwrap();
+        let address = std::ptr::from_ref(first.slot) as usize;
+        drop(first);
+        let again = Offset::new().unwrap();
+        assert_eq!(std::ptr::from_ref(again.slot) as usize, address, "given back, taken again");
+        // What a fork does to a slot in use: never given back.
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+        drop(again);
+        let other = Offset::new().unwrap();
+        assert_ne!(std::ptr::from_ref(other.slot) as usize, address);
+    }
 }

@@ -346,6 +346,9 @@ fn bind_and_fork(
         listener,
         status: status[1],
         offset: files::offset(file),
+        // A reading pump reads ahead of its reader: its offset is not the
+        // description's until the redirection is released (`release`).
+        shared: if direction == Direction::Out { files::shareable_offset(file) } else { None },
         flags: file.status_flags() & (libc::O_ACCMODE | libc::O_APPEND),
         path: file.path.to_bytes().to_vec(),
     };
@@ -356,7 +359,8 @@ fn bind_and_fork(
     let program = c"/proc/self/exe";
     let arguments = [c"plfs-redirect-pump".as_ptr(), std::ptr::null()];
     let keep_stderr = pipe_id(2).is_none();
-    let keep = [theirs, listener, status[1], if keep_stderr { 2 } else { -1 }];
+    let shared_fd = order.shared.map_or(-1, |(fd, _)| fd);
+    let keep = [theirs, listener, status[1], if keep_stderr { 2 } else { -1 }, shared_fd];
     let (open, close, fcntl, write) = (real::open(), real::close(), real::fcntl(), real::write());
     // The interposed _exit publishes plfs files: not for these two children.
     let leave = real::_exit();
@@ -398,8 +402,10 @@ fn bind_and_fork(
                         break;
                     }
                 }
-                for fd in [theirs, listener, status[1]] {
-                    fcntl(fd, libc::F_SETFD, 0);
+                for fd in [theirs, listener, status[1], shared_fd] {
+                    if fd >= 0 {
+                        fcntl(fd, libc::F_SETFD, 0);
+                    }
                 }
                 libc::execve(program.as_ptr(), arguments.as_ptr(), environment_pointers.as_ptr());
                 let word = errno().to_le_bytes();
@@ -428,13 +434,18 @@ fn bind_and_fork(
 }
 
 /// What a pump is to do, passed in `PLFS_PRELOAD_PUMP`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct PumpOrder {
     direction: Direction,
     pipe: c_int,
     listener: c_int,
     status: c_int,
     offset: i64,
+    /// Out: the memfd descriptor and position of the description's offset
+    /// (see `offsets`), which the pump moves as it writes, so processes
+    /// sharing the description (the one that forked the redirecting child)
+    /// write after what came through the pipe.
+    shared: Option<(c_int, u64)>,
     flags: c_int,
     path: Vec<u8>,
 }
@@ -447,8 +458,9 @@ impl PumpOrder {
             Direction::Out => "out",
             Direction::In => "in",
         };
+        let (shared_fd, shared_position) = self.shared.unwrap_or((-1, 0));
         let mut text = format!(
-            "{direction}:{}:{}:{}:{}:{}:",
+            "{direction}:{}:{}:{}:{}:{shared_fd}:{shared_position}:{}:",
             self.pipe, self.listener, self.status, self.offset, self.flags
         )
         .into_bytes();
@@ -458,7 +470,7 @@ impl PumpOrder {
     }
 
     fn decode(text: &[u8]) -> Option<PumpOrder> {
-        let mut fields = text.splitn(7, |&byte| byte == b':');
+        let mut fields = text.splitn(9, |&byte| byte == b':');
         let mut next = || fields.next();
         let direction = match next()? {
             b"out" => Direction::Out,
@@ -470,9 +482,12 @@ impl PumpOrder {
         let listener = c_int::try_from(number(next())?).ok()?;
         let status = c_int::try_from(number(next())?).ok()?;
         let offset = number(next())?;
+        let shared_fd = c_int::try_from(number(next())?).ok()?;
+        let shared_position = u64::try_from(number(next())?).ok()?;
+        let shared = (shared_fd >= 0).then_some((shared_fd, shared_position));
         let flags = c_int::try_from(number(next())?).ok()?;
         let path = next()?.to_vec();
-        Some(PumpOrder { direction, pipe, listener, status, offset, flags, path })
+        Some(PumpOrder { direction, pipe, listener, status, offset, shared, flags, path })
     }
 }
 
@@ -505,9 +520,19 @@ fn pump_environment(order: &PumpOrder, library: &[u8]) -> Result<Vec<std::ffi::C
 fn run(order: PumpOrder) -> ! {
     // SAFETY: a reader that went away is EPIPE, not death.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // The description's own offset, when the redirecting process could
+    // share it (the memfd is then of no further use here).
+    let shared = order.shared.map(|(fd, position)| {
+        let offset = crate::offsets::Offset::attach(fd, position);
+        close_fd(fd);
+        offset
+    });
     let opened = std::ffi::CString::new(order.path.clone())
         .map_err(|_| libc::EINVAL)
-        .and_then(|path| files::open(path, order.flags, 0))
+        .and_then(|path| match shared {
+            Some(offset) => files::open_with_offset(path, order.flags, 0, offset?),
+            None => files::open(path, order.flags, 0),
+        })
         .and_then(|fd| files::lookup(fd).ok_or(libc::EBADF));
     // A reading pump stops at the size it sees now.
     let sized = opened.and_then(|file| files::size(&file).map(|size| (file, size)));
@@ -521,7 +546,9 @@ fn run(order: PumpOrder) -> ! {
         // SAFETY: leaving at once.
         unsafe { real::_exit()(1) }
     };
-    files::set_offset(&file, order.offset);
+    if order.shared.is_none() {
+        files::set_offset(&file, order.offset);
+    }
     // SAFETY: our descriptor; non-blocking so one poll serves both.
     unsafe { libc::fcntl(order.pipe, libc::F_SETFL, libc::O_NONBLOCK) };
     let code = match order.direction {
@@ -930,3 +957,32 @@ extern "C" fn at_load() {
 #[used]
 #[unsafe(link_section = ".init_array")]
 static AT_LOAD: extern "C" fn() = at_load;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_come_back_as_they_were_sent() {
+        let shared = PumpOrder {
+            direction: Direction::Out,
+            pipe: 5,
+            listener: 6,
+            status: 7,
+            offset: 1 << 40,
+            shared: Some((1000, 4096 + 24)),
+            flags: libc::O_WRONLY | libc::O_APPEND,
+            path: b"/mnt/a:b/c".to_vec(),
+        };
+        let encoded = shared.encode();
+        let alone = PumpOrder { direction: Direction::In, shared: None, flags: libc::O_RDONLY, ..shared };
+        assert_eq!(PumpOrder::decode(&encoded).map(|order| order.shared), Some(Some((1000, 4096 + 24))));
+        assert_eq!(PumpOrder::decode(&alone.encode()), Some(alone));
+        assert_eq!(PumpOrder::decode(b"out:5:6:7:0:-1:0:1"), None, "a field missing");
+        let again = PumpOrder::decode(&encoded).unwrap();
+        assert_eq!(
+            (again.direction, again.offset, again.path),
+            (Direction::Out, 1 << 40, b"/mnt/a:b/c".to_vec())
+        );
+    }
+}
