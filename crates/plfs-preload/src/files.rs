@@ -587,17 +587,42 @@ extern "C" fn at_exit() {
     }
 }
 
+/// The longest [`publish_before_exit`] may take before SIGALRM ends the
+/// process (a close on a slow backend takes seconds; a deadlock, forever).
+const PUBLISH_SECONDS: u32 = 60;
+
 /// Before _exit: every plfs descriptor is closed as at exit (a description
 /// inherited through fork is synced), and the redirections this process
 /// writes into are published, so another process sees what this one
 /// wrote once it is gone. A vfork child changes nothing (it shares its
 /// parent's memory, and its _exit after a failed exec must leave the
 /// parent's files as they are).
+///
+/// _exit is async-signal-safe and publishing is not: a signal handler's
+/// _exit that interrupted code holding a lock the publishing needs (its
+/// own thread's call into libplfs is skipped, `inside`; malloc's lock is
+/// not) would never return. So SIGALRM goes back to its default action
+/// and an alarm ends the process if publishing takes longer than
+/// [`PUBLISH_SECONDS`].
 pub fn publish_before_exit() {
     if inside() || shares_parent_memory() {
         return;
     }
-    if COUNT.load(Ordering::Acquire) != 0 {
+    let files = COUNT.load(Ordering::Acquire) != 0;
+    if !files && !crate::pump::publishes_at_exit() {
+        return;
+    }
+    // SAFETY: the process is ending; its SIGALRM handler and pending alarm
+    // no longer matter.
+    unsafe {
+        libc::signal(libc::SIGALRM, libc::SIG_DFL);
+        let mut alarm: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut alarm);
+        libc::sigaddset(&mut alarm, libc::SIGALRM);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &alarm, std::ptr::null_mut());
+        libc::alarm(PUBLISH_SECONDS);
+    }
+    if files {
         let descriptors: Vec<c_int> = table_read().keys().copied().collect();
         for fd in descriptors {
             let _ = close(fd);

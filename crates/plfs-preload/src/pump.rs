@@ -928,10 +928,15 @@ fn register_exit_hook() {
 /// whose pumps publish at its exit.
 static EXIT_HOOK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether this process's exit has redirections to publish.
+pub fn publishes_at_exit() -> bool {
+    EXIT_HOOK.load(Ordering::Acquire)
+}
+
 /// Before _exit, which runs no atexit handler: what [`at_exit`] publishes,
 /// without flushing stdio (_exit does not).
 pub fn flush_before_exit() {
-    if EXIT_HOOK.load(Ordering::Acquire) {
+    if publishes_at_exit() {
         flush_at_exit();
     }
 }
