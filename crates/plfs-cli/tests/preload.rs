@@ -1494,6 +1494,32 @@ with open('{path}', 'w') as f:
     }
 }
 
+/// Programs that edit a file in place work on plfs files as on a plain
+/// directory: `sed -i` (a stream's `fileno`, `fstat` of it, a temporary
+/// from `mkstemp` renamed over the file), `sort -o` onto its own input
+/// (`euidaccess`) and `perl -pi`. Before, sed stopped at "not a regular
+/// file" (fopencookie streams had no descriptor) and then at its rename
+/// (glibc's mkstemp made the temporary outside plfs), sort said "cannot
+/// read" and perl "Cannot make temp name".
+#[test]
+fn in_place_editors_work_on_plfs_files() {
+    let setup = Setup::new();
+    fs::create_dir_all(setup.scratch("")).unwrap();
+    let script = |dir: &str| {
+        format!(
+            "set -e\nprintf 'b\\na\\nc\\na\\n' > {dir}/s.txt\nsed -i s/a/A/ {dir}/s.txt\nsort -o {dir}/s.txt {dir}/s.txt\nseq 1 12 > {dir}/n.txt\nperl -pi -e 's/1/one/' {dir}/n.txt\ncat {dir}/s.txt {dir}/n.txt\nls {dir}\n"
+        )
+    };
+    let plain = setup.scratch("editors");
+    fs::create_dir(&plain).unwrap();
+    let expected = setup.run("bash", &["-c", &script(&plain.display().to_string())]);
+    let dir = setup.logical("editors");
+    setup.run("mkdir", &[&dir]);
+    let edited = setup.run("bash", &["-c", &script(&dir)]);
+    assert_eq!(String::from_utf8_lossy(&edited.stdout), String::from_utf8_lossy(&expected.stdout));
+    assert!(String::from_utf8_lossy(&expected.stdout).starts_with("A\nA\nb\nc\none\n2\n"));
+}
+
 /// Bytes a process wrote are in the file after it leaves with `_exit` or
 /// `_Exit` (no atexit handler runs) without closing the descriptor, as on
 /// a local file system. Before, the file was empty: nothing published the

@@ -19,6 +19,7 @@
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
 //! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
 //! - `stdio`: fopen, fdopen (fopencookie streams), freopen.
+//! - `temp`: mkstemp and its kin.
 //! - `pump`: plfs files redirected onto 0, 1, 2 (or freopen'd): pipes a
 //!   pump process drains into (or fills from) the file.
 //! - `xattrs`: getxattr, setxattr, listxattr, removexattr (l*, f* too).
@@ -43,6 +44,7 @@ mod pump;
 mod real;
 mod reserve;
 mod stdio;
+mod temp;
 mod umask;
 mod writer;
 mod xattrs;

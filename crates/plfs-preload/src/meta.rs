@@ -373,6 +373,30 @@ pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_in
     unsafe { real::faccessat()(dirfd, path, mode, flags) }
 }
 
+/// # Safety
+/// The euidaccess(3) contract: access(2) by the effective ids, which on
+/// plfs paths is access(2) (coreutils' `sort` checks its inputs and its
+/// `-o` file so; unseen, it answered for a path outside the mount).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
+    if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
+        return unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode)));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::euidaccess()(path, mode) }
+}
+
+/// # Safety
+/// The eaccess(3) contract (another name of euidaccess).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
+    if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
+        return unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode)));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::eaccess()(path, mode) }
+}
+
 fn statvfs_logical(logical: &CStr) -> Result<libc::statvfs, Errno> {
     // SAFETY: statvfs is plain data; all-zero is valid.
     let mut result: libc::statvfs = unsafe { std::mem::zeroed() };

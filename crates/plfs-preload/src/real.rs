@@ -109,6 +109,16 @@ real_functions! {
     rewinddir: unsafe extern "C" fn(*mut DIR);
     access: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
     faccessat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int;
+    euidaccess: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+    eaccess: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+    mkstemp: unsafe extern "C" fn(*mut c_char) -> c_int;
+    mkstemp64: unsafe extern "C" fn(*mut c_char) -> c_int;
+    mkostemp: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkostemp64: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkstemps: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkstemps64: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkostemps: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+    mkostemps64: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
     dup: unsafe extern "C" fn(c_int) -> c_int;
     dup2: unsafe extern "C" fn(c_int, c_int) -> c_int;
     dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;

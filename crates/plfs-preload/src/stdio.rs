@@ -82,12 +82,38 @@ extern "C" fn cookie_close(cookie: *mut c_void) -> c_int {
     unsafe { crate::posix::close(cookie_fd(cookie)) }
 }
 
+/// The start of glibc's `struct _IO_FILE`, up to `_fileno`: part of
+/// glibc's ABI (its old `fileno` macro read the field).
+#[repr(C)]
+struct FileStart {
+    flags: c_int,
+    /// `_IO_read_ptr` to `_IO_save_end`.
+    buffer_pointers: [*mut c_char; 11],
+    markers: *mut c_void,
+    chain: *mut c_void,
+    fileno: c_int,
+}
+
 /// A stream over plfs descriptor `fd`; on failure fd stays open.
+///
+/// fopencookie marks its stream "no descriptor" (`_fileno` -2), so
+/// `fileno` failed with EBADF and programs that check what they opened
+/// gave up: `sed -i` ("couldn't edit: not a regular file" after `fstat`
+/// of `fileno`). The stream's `_fileno` is set to `fd`: glibc itself reads
+/// and writes a cookie stream only through the cookie functions and closes
+/// it through them, so the field only answers `fileno`, and the program's
+/// calls on the descriptor (fstat, fsync, ftruncate, isatty) reach the
+/// plfs file through this interposer.
 fn stream(fd: c_int, mode: *const c_char) -> *mut FILE {
     let functions =
         CookieFunctions { read: cookie_read, write: cookie_write, seek: cookie_seek, close: cookie_close };
     // SAFETY: mode is the caller's C string; the cookie is a number.
-    unsafe { fopencookie(fd as usize as *mut c_void, mode, functions) }
+    let file = unsafe { fopencookie(fd as usize as *mut c_void, mode, functions) };
+    if !file.is_null() {
+        // SAFETY: a FILE glibc just made, whose layout starts as FileStart.
+        unsafe { (*file.cast::<FileStart>()).fileno = fd };
+    }
+    file
 }
 
 fn fopen_plfs(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
@@ -177,7 +203,8 @@ fn reopen(logical: std::ffi::CString, mode: *const c_char, stream: *mut FILE) ->
     }
     // SAFETY: the caller's live stream.
     let target = unsafe { libc::fileno(stream) };
-    if target < 0 {
+    // A plfs stream's descriptor is not one glibc reads and writes.
+    if target < 0 || files::lookup(target).is_some() {
         return Err(libc::ENOTSUP);
     }
     // What the stream buffered belongs to its old file.
