@@ -1520,6 +1520,34 @@ fn in_place_editors_work_on_plfs_files() {
     assert!(String::from_utf8_lossy(&expected.stdout).starts_with("A\nA\nb\nc\none\n2\n"));
 }
 
+/// Where memfd_create(2) is refused (a container's seccomp filter), plfs
+/// files still open and a forked child still shares its parent's offset
+/// (the offsets' pages are then anonymous; only a redirection's pump cannot
+/// share them). With offsets only in memfd pages every plfs open failed
+/// with EPERM there.
+#[test]
+fn files_open_and_forks_share_offsets_without_memfd() {
+    let setup = Setup::new();
+    let without = compile(&setup, "without_memfd", include_str!("programs/without_memfd.c"));
+    let file = setup.logical("no-memfd");
+    let script = format!(
+        r#"import os
+fd = os.open('{file}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b'parent one\n')
+pid = os.fork()
+if pid == 0:
+    os.write(fd, b'child\n')
+    os._exit(0)
+assert os.waitpid(pid, 0)[1] == 0
+os.write(fd, b'parent two\n')
+os.close(fd)
+"#
+    );
+    setup.run(&without.display().to_string(), &["python3", "-c", &script]);
+    let read = setup.run("cat", &[&file]);
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "parent one\nchild\nparent two\n");
+}
+
 /// Bytes a process wrote are in the file after it leaves with `_exit` or
 /// `_Exit` (no atexit handler runs) without closing the descriptor, as on
 /// a local file system. Before, the file was empty: nothing published the

@@ -19,6 +19,8 @@
 //! descriptor number, out of the program's way; the program may still
 //! close it or put another file at its number, so its identity (device
 //! and inode) is checked before the pool grows it or a pump is given it.
+//! Where memfd_create is refused (a container's seccomp filter), pages are
+//! anonymous: forked children still share them; pumps cannot.
 //!
 //! Around a fork:
 //! - a slot in use then may be in use in both processes afterwards, and
@@ -187,14 +189,22 @@ impl Drop for Offset {
 /// closed (or replaced) is left alone and a new one made.
 fn add_page(pool: &mut Pool) -> Result<(), Errno> {
     let file = match pool.file.filter(PoolFile::is_open) {
-        Some(file) => file,
+        Some(file) => Some(file),
         None => {
-            let file = create_file()?;
-            pool.file = Some(file);
+            // Where memfd_create is refused (a seccomp filter), the page is
+            // anonymous: forked children still share it, pumps cannot.
+            let file = create_file().ok();
+            pool.file = file;
             pool.pages = 0;
             pool.free.clear();
             file
         }
+    };
+    let Some(file) = file else {
+        pool.page = map_anonymous()?;
+        pool.page_position = 0;
+        pool.taken = 0;
+        return Ok(());
     };
     let position = (pool.pages * PAGE_BYTES) as u64;
     let length = libc::off_t::try_from(position as usize + PAGE_BYTES).map_err(|_| libc::EFBIG)?;
@@ -207,6 +217,24 @@ fn add_page(pool: &mut Pool) -> Result<(), Errno> {
     pool.pages += 1;
     pool.taken = 0;
     Ok(())
+}
+
+fn map_anonymous() -> Result<usize, Errno> {
+    // SAFETY: a new anonymous shared mapping; nothing else refers to it.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if page == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    Ok(page as usize)
 }
 
 fn map(fd: c_int, position: u64) -> Result<usize, Errno> {
