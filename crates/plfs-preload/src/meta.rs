@@ -350,15 +350,19 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
     unsafe { real::rmdir()(path) }
 }
 
+/// access(2) of a plfs path (the ids do not matter: AT_EACCESS,
+/// euidaccess and access ask plfs the same), None for any other path.
+fn plfs_access(dirfd: c_int, path: *const c_char, mode: c_int) -> Option<c_int> {
+    let logical = plfs_path(dirfd, path)?;
+    Some(unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode))))
+}
+
 /// # Safety
 /// The access(2) contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
-        return unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode)));
-    }
     // SAFETY: forwarded unchanged.
-    unsafe { real::access()(path, mode) }
+    plfs_access(libc::AT_FDCWD, path, mode).unwrap_or_else(|| unsafe { real::access()(path, mode) })
 }
 
 /// # Safety
@@ -366,35 +370,26 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
 /// nothing on plfs paths: one owner, no links).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
-    if let Some(logical) = plfs_path(dirfd, path) {
-        return unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode)));
-    }
     // SAFETY: forwarded unchanged.
-    unsafe { real::faccessat()(dirfd, path, mode, flags) }
+    plfs_access(dirfd, path, mode).unwrap_or_else(|| unsafe { real::faccessat()(dirfd, path, mode, flags) })
 }
 
 /// # Safety
-/// The euidaccess(3) contract: access(2) by the effective ids, which on
-/// plfs paths is access(2) (coreutils' `sort` checks its inputs and its
-/// `-o` file so; unseen, it answered for a path outside the mount).
+/// The euidaccess(3) contract: access(2) by the effective ids (coreutils'
+/// `sort` checks its inputs and its `-o` file so; unseen, it answered for
+/// a path outside the mount).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
-        return unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode)));
-    }
     // SAFETY: forwarded unchanged.
-    unsafe { real::euidaccess()(path, mode) }
+    plfs_access(libc::AT_FDCWD, path, mode).unwrap_or_else(|| unsafe { real::euidaccess()(path, mode) })
 }
 
 /// # Safety
 /// The eaccess(3) contract (another name of euidaccess).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
-        return unit_result(plfs_call!(access, "plfs_access"(logical.as_ptr(), mode)));
-    }
     // SAFETY: forwarded unchanged.
-    unsafe { real::eaccess()(path, mode) }
+    plfs_access(libc::AT_FDCWD, path, mode).unwrap_or_else(|| unsafe { real::eaccess()(path, mode) })
 }
 
 fn statvfs_logical(logical: &CStr) -> Result<libc::statvfs, Errno> {
