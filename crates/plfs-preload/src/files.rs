@@ -193,6 +193,11 @@ fn open_described(
     mode: libc::mode_t,
     offset: Option<Offset>,
 ) -> Result<c_int, Errno> {
+    // First, so that nothing is opened when there is no slot for it.
+    let offset = match offset {
+        Some(offset) => offset,
+        None => Offset::new()?,
+    };
     let mut kind = if looks_up_first(flags) { kind_for_open(&path, flags)? } else { Kind::File };
     let mut handle: PlfsFd = std::ptr::null_mut();
     if kind == Kind::File {
@@ -210,19 +215,6 @@ fn open_described(
             Err(error) => return Err(error),
         }
     }
-    let offset = match offset.map_or_else(Offset::new, Ok) {
-        Ok(offset) => offset,
-        Err(error) => {
-            if !handle.is_null() {
-                let mut references: c_int = 0;
-                let _ = plfs_call!(
-                    close,
-                    "plfs_close"(handle, 0, 0, flags, std::ptr::null_mut(), &mut references)
-                );
-            }
-            return Err(error);
-        }
-    };
     let file = Arc::new(OpenFile {
         path,
         kind,
