@@ -1548,6 +1548,61 @@ os.close(fd)
     assert_eq!(String::from_utf8_lossy(&read.stdout), "parent one\nchild\nparent two\n");
 }
 
+const TEMPORARY_PROGRAM: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static int check(const char *what, int fd, const char *name, int suffix) {
+    struct stat st;
+    if (fd < 0) { perror(what); return 1; }
+    if (write(fd, "x", 1) != 1 || fstat(fd, &st) != 0 || st.st_size != 1) { perror(what); return 1; }
+    close(fd);
+    if (stat(name, &st) != 0 || (st.st_mode & 0777) != 0600) { fprintf(stderr, "%s: %s mode %o\n", what, name, st.st_mode & 0777); return 1; }
+    if (suffix && strcmp(name + strlen(name) - 4, ".txt") != 0) { fprintf(stderr, "%s: %s lost its suffix\n", what, name); return 1; }
+    printf("%s\n", what);
+    return 0;
+}
+int main(int argc, char **argv) {
+    char a[4096], b[4096], c[4096], d[4096];
+    snprintf(a, sizeof a, "%s/a.XXXXXX", argv[1]);
+    snprintf(b, sizeof b, "%s/b.XXXXXX.txt", argv[1]);
+    snprintf(c, sizeof c, "%s/c.XXXXXX", argv[1]);
+    snprintf(d, sizeof d, "%s/d.XXXXXX", argv[1]);
+    if (check("mkstemp", mkstemp(a), a, 0) || check("mkstemps", mkstemps(b, 4), b, 1)
+        || check("mkostemp", mkostemp(c, O_CLOEXEC), c, 0)) return 1;
+    struct stat st;
+    if (!mkdtemp(d) || stat(d, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 0777) != 0700) { perror("mkdtemp"); return 1; }
+    printf("mkdtemp\n");
+    char bad[4096];
+    snprintf(bad, sizeof bad, "%s/e.XXXXX", argv[1]);
+    if (mkstemp(bad) != -1) { fprintf(stderr, "five X's accepted\n"); return 1; }
+    printf("einval\n");
+    return 0;
+}
+"#;
+
+/// mkstemp, mkstemps, mkostemp and mkdtemp with a template under a mount
+/// point make a plfs file (mode 0600, usable through the descriptor, the
+/// suffix kept) or a plfs directory (0700); a template without six X's is
+/// EINVAL. glibc's own make them with its internal open and mkdir, which
+/// reached the local directory the mount point names (here missing: every
+/// call failed).
+#[test]
+fn temporary_names_under_a_mount_are_plfs_files() {
+    let setup = Setup::new();
+    let program = compile(&setup, "temporaries", TEMPORARY_PROGRAM);
+    let dir = setup.logical("tmp");
+    setup.run("mkdir", &[&dir]);
+    let output = setup.run(&program.display().to_string(), &[&dir]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "mkstemp\nmkstemps\nmkostemp\nmkdtemp\neinval\n");
+    let listed = setup.run("ls", &[&dir]);
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 4, "four names in the mount");
+}
+
 /// Bytes a process wrote are in the file after it leaves with `_exit` or
 /// `_Exit` (no atexit handler runs) without closing the descriptor, as on
 /// a local file system. Before, the file was empty: nothing published the

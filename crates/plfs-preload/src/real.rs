@@ -119,6 +119,7 @@ real_functions! {
     mkstemps64: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
     mkostemps: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
     mkostemps64: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+    mkdtemp: unsafe extern "C" fn(*mut c_char) -> *mut c_char;
     dup: unsafe extern "C" fn(c_int) -> c_int;
     dup2: unsafe extern "C" fn(c_int, c_int) -> c_int;
     dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;

@@ -1,18 +1,21 @@
-//! mkstemp and its kin on plfs paths.
+//! mkstemp and its kin, and mkdtemp, on plfs paths.
 //!
 //! glibc makes the file with its internal open, which no interposer sees:
 //! a template under a mount point became a file in the directory the mount
 //! point names on the local file system (or failed with ENOENT), and the
 //! program's rename of it into the mount then failed (`sed -i`: "cannot
 //! rename …: No such file or directory"). Here a name is drawn and the file
-//! made with an exclusive plfs open, as glibc does with its own open.
+//! made with an exclusive plfs open, as glibc does with its own open; for
+//! mkdtemp, whose mkdir is glibc's internal one too, the directory with a
+//! plfs mkdir.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{CString, c_char, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::files;
 use crate::libplfs::Errno;
 use crate::paths::plfs_path;
+use crate::plfs_call;
 use crate::posix::int_result;
 use crate::real;
 
@@ -55,12 +58,16 @@ fn next(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Makes the file of a template under a mount point; None for any other
-/// template (the real function's).
+/// Draws names for a template under a mount point until `create` makes
+/// one (anything but EEXIST ends the draw); None for any other template.
 ///
 /// # Safety
 /// `template` is NULL or a writable C string.
-unsafe fn make(template: *mut c_char, suffix: c_int, flags: c_int) -> Option<c_int> {
+unsafe fn draw<T>(
+    template: *mut c_char,
+    suffix: c_int,
+    mut create: impl FnMut(CString) -> Result<T, Errno>,
+) -> Option<Result<T, Errno>> {
     // Only the directory decides; the X's are a name like any other.
     plfs_path(libc::AT_FDCWD, template)?;
     // SAFETY: the caller's writable C string (not NULL: plfs_path took it).
@@ -68,11 +75,10 @@ unsafe fn make(template: *mut c_char, suffix: c_int, flags: c_int) -> Option<c_i
     // SAFETY: as above, `length` bytes, read while nothing else refers to them.
     let written = unsafe { std::slice::from_raw_parts(template.cast::<u8>(), length) };
     let Some(xs) = usize::try_from(suffix).ok().and_then(|suffix| xs_range(written, suffix)) else {
-        return Some(int_result(Err(libc::EINVAL)));
+        return Some(Err(libc::EINVAL));
     };
-    let flags = (flags & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
     let mut state = seed();
-    let mut result: Result<c_int, Errno> = Err(libc::EEXIST);
+    let mut result = Err(libc::EEXIST);
     for _ in 0..ATTEMPTS {
         let mut draw = next(&mut state);
         for index in xs.clone() {
@@ -82,14 +88,44 @@ unsafe fn make(template: *mut c_char, suffix: c_int, flags: c_int) -> Option<c_i
         }
         // plfs_path again, now with the name drawn.
         let Some(logical) = plfs_path(libc::AT_FDCWD, template) else {
-            return Some(int_result(Err(libc::EINVAL)));
+            return Some(Err(libc::EINVAL));
         };
-        result = files::open(logical, flags, 0o600);
-        if result != Err(libc::EEXIST) {
+        result = create(logical);
+        if !matches!(result, Err(libc::EEXIST)) {
             break;
         }
     }
-    Some(int_result(result))
+    Some(result)
+}
+
+/// Makes the file of a template under a mount point (mkstemp and its kin);
+/// None for any other template.
+///
+/// # Safety
+/// `template` is NULL or a writable C string.
+unsafe fn make(template: *mut c_char, suffix: c_int, flags: c_int) -> Option<c_int> {
+    let flags = (flags & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+    // SAFETY: the caller's template.
+    unsafe { draw(template, suffix, |logical| files::open(logical, flags, 0o600)) }.map(int_result)
+}
+
+/// # Safety
+/// The mkdtemp(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
+    let mkdir = |logical: CString| {
+        plfs_call!(mkdir, "plfs_mkdir"(logical.as_ptr(), 0o700 & !crate::umask::current()))
+    };
+    // SAFETY: the caller's template.
+    match unsafe { draw(template, 0, mkdir) } {
+        Some(Ok(())) => template,
+        Some(Err(error)) => {
+            files::set_errno(error);
+            std::ptr::null_mut()
+        }
+        // SAFETY: forwarded unchanged.
+        None => unsafe { real::mkdtemp()(template) },
+    }
 }
 
 /// # Safety
