@@ -1405,6 +1405,44 @@ os.close(fd)
     }
 }
 
+/// Runs `program -c script(path)` on a plain file in the scratch directory
+/// and on the plfs file `name`, checks that the plfs file ends up with the
+/// plain file's bytes, and returns them.
+fn same_as_on_a_plain_file(
+    setup: &Setup,
+    name: &str,
+    program: &str,
+    script: impl Fn(&str) -> String,
+) -> Vec<u8> {
+    fs::create_dir_all(setup.scratch("")).unwrap();
+    let plain = setup.scratch(&format!("plain {name}"));
+    setup.run(program, &["-c", &script(&plain.display().to_string())]);
+    let expected = fs::read(&plain).unwrap();
+    let file = setup.logical(&name.replace(' ', "-"));
+    setup.run(program, &["-c", &script(&file)]);
+    let read = setup.run("cat", &[&file]);
+    assert_eq!(String::from_utf8_lossy(&read.stdout), String::from_utf8_lossy(&expected), "{name}");
+    expected
+}
+
+/// A Python script that writes "parent one", forks a child that writes
+/// "child" and ends with `ending`, then writes "parent two".
+fn forked_writer_script(path: &str, ending: &str) -> String {
+    format!(
+        r#"import os, sys
+fd = os.open('{path}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b'parent one\n')
+pid = os.fork()
+if pid == 0:
+    os.write(fd, b'child\n')
+    {ending}
+assert os.waitpid(pid, 0)[1] == 0
+os.write(fd, b'parent two\n')
+os.close(fd)
+"#
+    )
+}
+
 /// A forked child that writes through a descriptor it inherited moves its
 /// parent's offset, as the kernel's shared open file description does, so
 /// the parent's next write lands after the child's instead of over it; and
@@ -1416,36 +1454,15 @@ os.close(fd)
 #[test]
 fn a_forked_childs_writes_move_its_parents_offset() {
     let setup = Setup::new();
-    fs::create_dir_all(setup.scratch("")).unwrap();
     let endings = [
         ("_exit", "os._exit(0)"),
         ("exit", "sys.exit(0)"),
         ("close then _exit", "os.close(fd)\n    os._exit(0)"),
     ];
     for (name, ending) in endings {
-        let script = |path: &str| {
-            format!(
-                r#"import os, sys
-fd = os.open('{path}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-os.write(fd, b'parent one\n')
-pid = os.fork()
-if pid == 0:
-    os.write(fd, b'child\n')
-    {ending}
-assert os.waitpid(pid, 0)[1] == 0
-os.write(fd, b'parent two\n')
-os.close(fd)
-"#
-            )
-        };
-        let plain = setup.scratch(&format!("plain {name}"));
-        setup.run("python3", &["-c", &script(&plain.display().to_string())]);
-        let expected = fs::read(&plain).unwrap();
+        let expected =
+            same_as_on_a_plain_file(&setup, name, "python3", |path| forked_writer_script(path, ending));
         assert_eq!(expected, b"parent one\nchild\nparent two\n", "on a plain file ({name})");
-        let file = setup.logical(&name.replace(' ', "-"));
-        setup.run("python3", &["-c", &script(&file)]);
-        let read = setup.run("cat", &[&file]);
-        assert_eq!(String::from_utf8_lossy(&read.stdout), String::from_utf8_lossy(&expected), "{name}");
     }
 }
 
@@ -1460,7 +1477,6 @@ os.close(fd)
 #[test]
 fn commands_writing_to_the_programs_file_write_after_it() {
     let setup = Setup::new();
-    fs::create_dir_all(setup.scratch("")).unwrap();
     let python = |path: &str, how: &str| {
         format!(
             r#"import subprocess
@@ -1482,15 +1498,8 @@ with open('{path}', 'w') as f:
         _ => ("bash", shell(path)),
     };
     for name in ["subprocess", "subprocess by fork", "bash"] {
-        let plain = setup.scratch(&format!("plain {name}"));
-        let (program, text) = script(name, &plain.display().to_string());
-        setup.run(program, &["-c", &text]);
-        let expected = fs::read(&plain).unwrap();
-        let file = setup.logical(&name.replace(' ', "-"));
-        let (program, text) = script(name, &file);
-        setup.run(program, &["-c", &text]);
-        let read = setup.run("cat", &[&file]);
-        assert_eq!(String::from_utf8_lossy(&read.stdout), String::from_utf8_lossy(&expected), "{name}");
+        let program = script(name, "").0;
+        same_as_on_a_plain_file(&setup, name, program, |path| script(name, path).1);
     }
 }
 
@@ -1530,19 +1539,7 @@ fn files_open_and_forks_share_offsets_without_memfd() {
     let setup = Setup::new();
     let without = compile(&setup, "without_memfd", include_str!("programs/without_memfd.c"));
     let file = setup.logical("no-memfd");
-    let script = format!(
-        r#"import os
-fd = os.open('{file}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-os.write(fd, b'parent one\n')
-pid = os.fork()
-if pid == 0:
-    os.write(fd, b'child\n')
-    os._exit(0)
-assert os.waitpid(pid, 0)[1] == 0
-os.write(fd, b'parent two\n')
-os.close(fd)
-"#
-    );
+    let script = forked_writer_script(&file, "os._exit(0)");
     setup.run(&without.display().to_string(), &["python3", "-c", &script]);
     let read = setup.run("cat", &[&file]);
     assert_eq!(String::from_utf8_lossy(&read.stdout), "parent one\nchild\nparent two\n");
