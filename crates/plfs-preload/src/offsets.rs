@@ -141,7 +141,7 @@ impl Offset {
         if !within.is_multiple_of(SLOT_BYTES) {
             return Err(libc::EINVAL);
         }
-        let page = map(fd, position - within as u64)?;
+        let page = map(Some((fd, position - within as u64)))?;
         // SAFETY: an aligned slot of a page just mapped read-write, never
         // unmapped.
         let slot = unsafe { &*((page + within) as *const AtomicI64) };
@@ -193,15 +193,15 @@ fn add_page(pool: &mut Pool) -> Result<(), Errno> {
         None => {
             // Where memfd_create is refused (a seccomp filter), the page is
             // anonymous: forked children still share it, pumps cannot.
+            // (The free list is empty here: a page is added only then.)
             let file = create_file().ok();
             pool.file = file;
             pool.pages = 0;
-            pool.free.clear();
             file
         }
     };
     let Some(file) = file else {
-        pool.page = map_anonymous()?;
+        pool.page = map(None)?;
         pool.page_position = 0;
         pool.taken = 0;
         return Ok(());
@@ -212,41 +212,28 @@ fn add_page(pool: &mut Pool) -> Result<(), Errno> {
     if unsafe { real::ftruncate()(file.fd, length) } != 0 {
         return Err(errno());
     }
-    pool.page = map(file.fd, position)?;
+    pool.page = map(Some((file.fd, position)))?;
     pool.page_position = position;
     pool.pages += 1;
     pool.taken = 0;
     Ok(())
 }
 
-fn map_anonymous() -> Result<usize, Errno> {
-    // SAFETY: a new anonymous shared mapping; nothing else refers to it.
-    let page = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            PAGE_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+/// Maps a page shared with whoever maps the same: the page at `position`
+/// of memfd `fd`, or an anonymous one (shared with forked children only).
+fn map(file: Option<(c_int, u64)>) -> Result<usize, Errno> {
+    let (fd, position, anonymous) = match file {
+        Some((fd, position)) => (fd, libc::off_t::try_from(position).map_err(|_| libc::EINVAL)?, 0),
+        None => (-1, 0, libc::MAP_ANONYMOUS),
     };
-    if page == libc::MAP_FAILED {
-        return Err(errno());
-    }
-    Ok(page as usize)
-}
-
-fn map(fd: c_int, position: u64) -> Result<usize, Errno> {
-    let position = libc::off_t::try_from(position).map_err(|_| libc::EINVAL)?;
-    // SAFETY: a new shared mapping of a page of a memfd; nothing else
-    // refers to that address range yet.
+    // SAFETY: a new shared mapping of one page; nothing else refers to that
+    // address range yet.
     let page = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             PAGE_BYTES,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            libc::MAP_SHARED | anonymous,
             fd,
             position,
         )
