@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, Once, RwLock};
 
 use libc::{off_t, ssize_t};
 
+use crate::ends::{self, SharedEnd};
 use crate::guard::inside;
 use crate::libplfs::{Errno, PlfsFd};
 use crate::offsets::Offset;
@@ -51,6 +52,9 @@ pub struct OpenFile {
     /// [`GENERATION`] when it was opened: an older one was inherited
     /// through fork.
     generation: u64,
+    /// For a description opened O_APPEND for writing: the end of file its
+    /// appends share with the node's other appenders (see `ends`).
+    end: Option<SharedEnd>,
 }
 
 impl OpenFile {
@@ -86,17 +90,25 @@ impl OpenFile {
         if handle.is_null() {
             return Ok(());
         }
-        if self.generation != GENERATION.load(Ordering::Acquire) {
-            return plfs_call!(sync, "plfs_sync"(handle));
+        let own = self.generation == GENERATION.load(Ordering::Acquire);
+        let closed = if own {
+            let mut references: c_int = 0;
+            // PLFS 2.5's plfs_close took the closing pid and uid; libplfs
+            // ignores both (a handle knows its writers), so no getpid and
+            // getuid per close.
+            plfs_call!(
+                close,
+                "plfs_close"(handle, 0, 0, self.status_flags(), std::ptr::null_mut(), &mut references)
+            )
+        } else {
+            plfs_call!(sync, "plfs_sync"(handle))
+        };
+        // After the close: what this description appended is published
+        // before another opener may start the end afresh.
+        if let Some(end) = &self.end {
+            end.leave(own);
         }
-        let mut references: c_int = 0;
-        // PLFS 2.5's plfs_close took the closing pid and uid; libplfs
-        // ignores both (a handle knows its writers), so no getpid and
-        // getuid per close.
-        plfs_call!(
-            close,
-            "plfs_close"(handle, 0, 0, self.status_flags(), std::ptr::null_mut(), &mut references)
-        )
+        closed
     }
 }
 
@@ -200,8 +212,24 @@ fn open_described(
     };
     let mut kind = if looks_up_first(flags) { kind_for_open(&path, flags)? } else { Kind::File };
     let mut handle: PlfsFd = std::ptr::null_mut();
+    let mut end = None;
     if kind == Kind::File {
-        match open_handle(&path, flags, mode) {
+        // Joined before libplfs opens the file, so that a first holder's
+        // size includes everything earlier holders published.
+        let appends = flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let joining = if appends { ends::join(&path) } else { None };
+        let opened = open_handle(&path, flags, mode);
+        let truncated = flags & libc::O_TRUNC != 0;
+        match (joining, &opened) {
+            (Some(joining), Ok(handle)) => match handle_size(*handle, &path) {
+                Ok(size) => end = Some(joining.finish(size, truncated)),
+                Err(_) => joining.abandon(),
+            },
+            (Some(joining), Err(_)) => joining.abandon(),
+            (None, Ok(_)) if truncated => ends::truncated(&path, 0),
+            (None, _) => {}
+        }
+        match opened {
             Ok(opened) => handle = opened,
             // Only now is it known to be a directory: decided as before,
             // by its attributes (a read-only open of one is a directory
@@ -223,6 +251,7 @@ fn open_described(
         offset,
         handle: AtomicPtr::new(handle),
         generation: GENERATION.load(Ordering::Acquire),
+        end,
     });
     let fd = reserve(None)?;
     install(fd, file, flags & libc::O_CLOEXEC != 0);
@@ -244,6 +273,14 @@ fn open_handle(path: &CString, flags: c_int, mode: libc::mode_t) -> Result<PlfsF
     let mode = if flags & libc::O_CREAT != 0 { mode & !crate::umask::current() } else { mode };
     plfs_call!(open, "plfs_open"(&mut handle, path.as_ptr(), plfs_flags, pid, mode, std::ptr::null_mut()))?;
     Ok(handle)
+}
+
+/// The size libplfs sees for an open handle.
+fn handle_size(handle: PlfsFd, path: &CString) -> Result<i64, Errno> {
+    // SAFETY: stat is plain data; all-zero is valid.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    plfs_call!(getattr, "plfs_getattr"(handle, path.as_ptr(), &mut stat, 1))?;
+    Ok(stat.st_size)
 }
 
 /// Whether an open must look the path up before plfs_open: only when a
@@ -399,6 +436,9 @@ pub fn pwrite(file: &OpenFile, buffer: &[u8], offset: i64) -> Result<usize, Errn
     // writes its own data log instead of appending to its parent's.
     let pid = crate::writer::current();
     plfs_call!(write, "plfs_write"(handle, buffer.as_ptr().cast(), buffer.len(), offset, pid, &mut count))?;
+    if let Some(end) = &file.end {
+        end.reached(offset + count as off_t);
+    }
     usize::try_from(count).map_err(|_| libc::EIO)
 }
 
@@ -415,13 +455,31 @@ pub fn read(file: &OpenFile, buffer: &mut [u8]) -> Result<usize, Errno> {
 /// advances.
 pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
     let _position = file.position();
+    let length = i64::try_from(buffer.len()).map_err(|_| libc::EINVAL)?;
     if file.status_flags() & libc::O_APPEND != 0 {
-        let offset = size(file)?;
-        let count = pwrite(file, buffer, offset)?;
+        let (offset, written) = match &file.end {
+            // The range is taken at the node's shared end, as the kernel
+            // takes it under the inode lock.
+            Some(end) => {
+                require_file(file)?;
+                check_access(file, true)?;
+                let offset = end.reserve(length);
+                let written = pwrite(file, buffer, offset);
+                let count = written.as_ref().map_or(0, |&count| count as i64);
+                if count < length {
+                    end.give_back(offset + length, offset + count);
+                }
+                (offset, written)
+            }
+            None => {
+                let offset = size(file)?;
+                (offset, pwrite(file, buffer, offset))
+            }
+        };
+        let count = written?;
         file.offset.set(offset + count as i64);
         return Ok(count);
     }
-    let length = i64::try_from(buffer.len()).map_err(|_| libc::EINVAL)?;
     let offset = file.offset.advance(length);
     let written = pwrite(file, buffer, offset);
     let count = written.as_ref().map_or(0, |&count| count as i64);
@@ -503,7 +561,12 @@ pub fn truncate(file: &OpenFile, length: i64) -> Result<(), Errno> {
     let handle = require_file(file)?;
     check_access(file, true).map_err(|_| libc::EINVAL)?;
     let length = off_t::try_from(length).map_err(|_| libc::EINVAL)?;
-    plfs_call!(trunc, "plfs_trunc"(handle, file.path.as_ptr(), length, 1))
+    plfs_call!(trunc, "plfs_trunc"(handle, file.path.as_ptr(), length, 1))?;
+    match &file.end {
+        Some(end) => end.truncated(length),
+        None => ends::truncated(&file.path, length),
+    }
+    Ok(())
 }
 
 pub fn sync(file: &OpenFile) -> Result<(), Errno> {
@@ -534,6 +597,9 @@ extern "C" fn before_fork() {
     }
     for file in open_files() {
         let _ = sync(&file);
+        if let Some(end) = &file.end {
+            end.forking();
+        }
     }
     // The table is held across fork so no other thread can be inside it
     // when the child's copy of the lock is taken: the child would wait on

@@ -14,6 +14,7 @@
 //! - `files`: the descriptor table and open-file state; fork and exit.
 //! - `reserve`: the kernel descriptor numbers plfs descriptors hold.
 //! - `offsets`: file offsets in memory a forked child shares.
+//! - `ends`: the end of file O_APPEND writers on the node share.
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
@@ -32,6 +33,7 @@
 mod attrs;
 mod diagnostics;
 mod dirs;
+mod ends;
 mod files;
 mod guard;
 mod libplfs;

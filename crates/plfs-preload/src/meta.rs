@@ -228,7 +228,7 @@ pub unsafe extern "C" fn statx(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
-        return unit_result(plfs_call!(unlink, "plfs_unlink"(logical.as_ptr())));
+        return unit_result(remove_file(&logical));
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::unlink()(path) }
@@ -242,11 +242,19 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
         return unit_result(if flags & libc::AT_REMOVEDIR != 0 {
             plfs_call!(rmdir, "plfs_rmdir"(logical.as_ptr()))
         } else {
-            plfs_call!(unlink, "plfs_unlink"(logical.as_ptr()))
+            remove_file(&logical)
         });
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::unlinkat()(dirfd, path, flags) }
+}
+
+/// unlink(2) of a plfs file; its appenders' shared end goes with it, so a
+/// file made later under the name starts its own.
+fn remove_file(logical: &CStr) -> Result<(), Errno> {
+    plfs_call!(unlink, "plfs_unlink"(logical.as_ptr()))?;
+    crate::ends::forget(logical);
+    Ok(())
 }
 
 /// A rename with at least one plfs side: both plfs → plfs_rename; one
@@ -257,7 +265,14 @@ fn rename_plfs(from_dirfd: c_int, from: *const c_char, to_dirfd: c_int, to: *con
     match (from_logical, to_logical) {
         (None, None) => None,
         (Some(from), Some(to)) => {
-            Some(unit_result(plfs_call!(rename, "plfs_rename"(from.as_ptr(), to.as_ptr()))))
+            let renamed = plfs_call!(rename, "plfs_rename"(from.as_ptr(), to.as_ptr()));
+            if renamed.is_ok() {
+                // Neither name is the file O_APPEND writers here share an
+                // end for any more.
+                crate::ends::forget(&from);
+                crate::ends::forget(&to);
+            }
+            Some(unit_result(renamed))
         }
         _ => Some(unit_result(Err(libc::EXDEV))),
     }

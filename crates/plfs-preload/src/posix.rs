@@ -583,7 +583,11 @@ fn truncate_path(path: *const c_char, length: i64) -> Option<c_int> {
     if length < 0 {
         return Some(unit_result(Err(libc::EINVAL)));
     }
-    Some(unit_result(plfs_call!(trunc, "plfs_trunc"(std::ptr::null_mut(), logical.as_ptr(), length, 0))))
+    let truncated = plfs_call!(trunc, "plfs_trunc"(std::ptr::null_mut(), logical.as_ptr(), length, 0));
+    if truncated.is_ok() {
+        crate::ends::truncated(&logical, length);
+    }
+    Some(unit_result(truncated))
 }
 
 /// # Safety
