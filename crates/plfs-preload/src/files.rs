@@ -221,8 +221,11 @@ fn open_described(
         let opened = open_handle(&path, flags, mode);
         let truncated = flags & libc::O_TRUNC != 0;
         match (joining, &opened) {
-            (Some(joining), Ok(handle)) => match handle_size(*handle, &path) {
-                Ok(size) => end = Some(joining.finish(size, truncated)),
+            // By path, as a stat sees it: everything published (an open
+            // handle's getattr syncs it first, which would make the
+            // container's creation durable at every open).
+            (Some(joining), Ok(_)) => match stat_path(&path) {
+                Ok(stat) => end = Some(joining.finish(stat.st_size, truncated)),
                 Err(_) => joining.abandon(),
             },
             (Some(joining), Err(_)) => joining.abandon(),
@@ -273,14 +276,6 @@ fn open_handle(path: &CString, flags: c_int, mode: libc::mode_t) -> Result<PlfsF
     let mode = if flags & libc::O_CREAT != 0 { mode & !crate::umask::current() } else { mode };
     plfs_call!(open, "plfs_open"(&mut handle, path.as_ptr(), plfs_flags, pid, mode, std::ptr::null_mut()))?;
     Ok(handle)
-}
-
-/// The size libplfs sees for an open handle.
-fn handle_size(handle: PlfsFd, path: &CString) -> Result<i64, Errno> {
-    // SAFETY: stat is plain data; all-zero is valid.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    plfs_call!(getattr, "plfs_getattr"(handle, path.as_ptr(), &mut stat, 1))?;
-    Ok(stat.st_size)
 }
 
 /// Whether an open must look the path up before plfs_open: only when a
