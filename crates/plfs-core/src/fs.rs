@@ -555,6 +555,9 @@ impl Plfs {
 
     /// Like [`mkdir`](Self::mkdir), owned by `owner` where the stores keep owners.
     pub fn mkdir_as(&self, path: &str, mode: u32, owner: Option<Owner>) -> Result<()> {
+        if StorePath::parse(path)?.is_root() {
+            return Err(Error::new(ErrorKind::AlreadyExists, format!("{path}: the mount root")));
+        }
         let logical = parse_file_path(path)?;
         layout::check_user_path(&logical)?;
         if !self.state.files.files_are_backend_entries() {

@@ -240,6 +240,9 @@ fn directories_are_mirrored_and_listings_merged() {
     let plfs = mount_over(&stores, options(1));
     plfs.mkdir("/dir", 0o750).unwrap();
     assert_eq!(plfs.mkdir("/dir", 0o750).unwrap_err().kind(), ErrorKind::AlreadyExists);
+    // The mount root exists too (`mkdir -p` of a path through the mount
+    // point takes EEXIST, and only EEXIST, for "there already").
+    assert_eq!(plfs.mkdir("/", 0o755).unwrap_err().kind(), ErrorKind::AlreadyExists);
     for store in &stores {
         assert!(store.exists(&StorePath::parse("dir").unwrap()).unwrap(), "{}", store.url());
     }
