@@ -957,6 +957,38 @@ fn rewinddir_lists_the_directory_again() {
     }
 }
 
+/// The rest of the directory-stream calls behave on a plfs directory as on
+/// a plain one, on every workload: readdir returns "." and ".." (`ls -a`
+/// showed neither), telldir/seekdir return to an entry (glibc's took the
+/// interposer's stream for its own: the program hung or crashed),
+/// readdir_r, and scandir (glibc's lists with an internal opendir no
+/// interposer sees: it failed with ENOENT).
+#[test]
+fn directory_streams_behave_as_on_a_plain_directory() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let program = compile(&setup, "directory_streams", include_str!("programs/directory_streams.c"));
+        let plain = setup.scratch("plain");
+        let dir = setup.logical("d");
+        for directory in [s(&plain), dir.as_str()] {
+            setup.run("mkdir", &[directory, &format!("{directory}/sub")]);
+            for name in ["b", "a", ".hidden", "c"] {
+                setup.run("cp", &["/etc/hostname", &format!("{directory}/{name}")]);
+            }
+        }
+        let expected = setup.run(s(&program), &[s(&plain)]);
+        let listed = setup.run("timeout", &["20", s(&program), &dir]);
+        assert_eq!(
+            String::from_utf8_lossy(&listed.stdout),
+            String::from_utf8_lossy(&expected.stdout),
+            "{workload}"
+        );
+        assert!(String::from_utf8_lossy(&expected.stdout).starts_with("readdir: . .. .hidden a b c sub\n"));
+        let shown = setup.run("ls", &["-a", &dir]);
+        assert_eq!(String::from_utf8_lossy(&shown.stdout), ".\n..\n.hidden\na\nb\nc\nsub\n", "{workload}");
+    }
+}
+
 /// Shell redirections onto plfs files (README "Redirections"): bash's
 /// builtins (echo, printf, read, while-read loops, `exec 3>`), external
 /// commands writing and reading through a redirected 0, 1 or 2, a group

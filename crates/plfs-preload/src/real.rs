@@ -2,10 +2,15 @@
 //! and cached. Variadic functions (open, openat, fcntl) keep their variadic
 //! type so the call follows the C calling convention for `...`.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_long, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{DIR, FILE, dirent, dirent64, gid_t, iovec, mode_t, off_t, off64_t, size_t, ssize_t, uid_t};
+
+/// scandir's filter: nonzero keeps the entry.
+pub type DirentFilter = Option<unsafe extern "C" fn(*const dirent) -> c_int>;
+/// scandir's order (alphasort, versionsort or the program's own).
+pub type DirentOrder = Option<unsafe extern "C" fn(*mut *const dirent, *mut *const dirent) -> c_int>;
 
 /// The address of `name` in the objects loaded after this one. A libc
 /// function that cannot be found ends the process: continuing would call
@@ -107,6 +112,11 @@ real_functions! {
     closedir: unsafe extern "C" fn(*mut DIR) -> c_int;
     dirfd: unsafe extern "C" fn(*mut DIR) -> c_int;
     rewinddir: unsafe extern "C" fn(*mut DIR);
+    telldir: unsafe extern "C" fn(*mut DIR) -> c_long;
+    seekdir: unsafe extern "C" fn(*mut DIR, c_long);
+    readdir_r: unsafe extern "C" fn(*mut DIR, *mut dirent, *mut *mut dirent) -> c_int;
+    readdir64_r: unsafe extern "C" fn(*mut DIR, *mut dirent64, *mut *mut dirent64) -> c_int;
+    scandirat: unsafe extern "C" fn(c_int, *const c_char, *mut *mut *mut dirent, DirentFilter, DirentOrder) -> c_int;
     access: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
     faccessat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int;
     euidaccess: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
