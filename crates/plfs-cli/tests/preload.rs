@@ -989,6 +989,37 @@ fn directory_streams_behave_as_on_a_plain_directory() {
     }
 }
 
+/// Paths of plfs files resolve, and links are refused by name: `readlink
+/// -f` and `realpath` (gnulib walks with readlink, which said ENOENT about
+/// the mount point libc cannot see), C's realpath and
+/// canonicalize_file_name (glibc reads links internally), and `ln` / `ln
+/// -s`, refused with EPERM (EXDEV out of the mount) instead of ENOENT.
+#[test]
+fn real_paths_resolve_and_links_are_refused_clearly() {
+    let setup = Setup::new();
+    let d = setup.logical("d");
+    let f = format!("{d}/f");
+    setup.run("mkdir", &[&d]);
+    setup.run("cp", &["/etc/hostname", &f]);
+    let program = compile(
+        &setup,
+        "realpath",
+        "#define _GNU_SOURCE\n#include <limits.h>\n#include <stdio.h>\n#include <stdlib.h>\nint main(int c, char **v) {\n  char buffer[PATH_MAX];\n  char *a = realpath(v[1], NULL), *b = realpath(v[1], buffer), *e = canonicalize_file_name(v[1]), *m = realpath(v[2], NULL);\n  printf(\"%s %s %s %s\\n\", a, b, e, m ? m : \"missing\");\n  return 0;\n}\n",
+    );
+    let script = format!(
+        "readlink -f {d}/../d/f; realpath {d}/./f; readlink {f}; echo readlink=$?; ln -s f {d}/l 2>&1 | sed 's/.*: //'; ln {f} {d}/h 2>&1 | sed 's/.*: //'; ln {f} {} 2>&1 | sed 's/.*: //'; {} {d}/../d/f {d}/none",
+        s(&setup.scratch("h")),
+        s(&program)
+    );
+    let output = setup.run("bash", &["-c", &script]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!(
+            "{f}\n{f}\nreadlink=1\nOperation not permitted\nOperation not permitted\nInvalid cross-device link\n{f} {f} {f} missing\n"
+        )
+    );
+}
+
 /// Shell redirections onto plfs files (README "Redirections"): bash's
 /// builtins (echo, printf, read, while-read loops, `exec 3>`), external
 /// commands writing and reading through a redirected 0, 1 or 2, a group

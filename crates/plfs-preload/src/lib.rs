@@ -19,6 +19,7 @@
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
 //! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
+//! - `links`: readlink, symlink, link and realpath (plfs keeps no links).
 //! - `stdio`: fopen, fdopen (fopencookie streams), freopen.
 //! - `temp`: mkstemp and its kin.
 //! - `pump`: plfs files redirected onto 0, 1, 2 (or freopen'd): pipes a
@@ -37,6 +38,7 @@ mod ends;
 mod files;
 mod guard;
 mod libplfs;
+mod links;
 mod meta;
 mod mounts;
 mod offsets;

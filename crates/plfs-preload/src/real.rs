@@ -112,6 +112,15 @@ real_functions! {
     closedir: unsafe extern "C" fn(*mut DIR) -> c_int;
     dirfd: unsafe extern "C" fn(*mut DIR) -> c_int;
     rewinddir: unsafe extern "C" fn(*mut DIR);
+    readlink: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t;
+    readlinkat: unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t;
+    symlink: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
+    symlinkat: unsafe extern "C" fn(*const c_char, c_int, *const c_char) -> c_int;
+    link: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
+    linkat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int;
+    realpath: unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_char;
+    canonicalize_file_name: unsafe extern "C" fn(*const c_char) -> *mut c_char;
+    __realpath_chk: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
     telldir: unsafe extern "C" fn(*mut DIR) -> c_long;
     seekdir: unsafe extern "C" fn(*mut DIR, c_long);
     readdir_r: unsafe extern "C" fn(*mut DIR, *mut dirent, *mut *mut dirent) -> c_int;
