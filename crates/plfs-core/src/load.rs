@@ -258,6 +258,12 @@ pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<Loa
     let mut attempt = 1;
     loop {
         let logs = container::file_logs(mount, path)?;
+        // Before the index logs: a writer renames its open record to its
+        // size record only after its last frame is appended, so every size
+        // record seen now is matched by the index log read next. Read
+        // after, it could count a frame appended since that read (a writer
+        // closing meanwhile), which looked like lost records.
+        let meta = container::read_meta(mount, path)?;
         match read_all_index_logs(mount, path, &logs) {
             // An index log with data records whose data log the listing
             // missed: a rename moving the logs had moved the data log and
@@ -268,7 +274,7 @@ pub(crate) fn load_from_logs(mount: &MountState, path: &StorePath) -> Result<Loa
                 attempt += 1
             }
             Ok(decoded) => {
-                check_nothing_lost(mount, path, &logs, &decoded)?;
+                check_nothing_lost(mount, path, &meta, &logs, &decoded)?;
                 return LoadedIndex::from_records(mount, path, logs, &decoded);
             }
             // A log listed a moment ago is gone: a rename replaced the file
@@ -297,10 +303,10 @@ fn without_data_log<'a>(logs: &'a [LogLocation], decoded: &[Vec<Record>]) -> Opt
 fn check_nothing_lost(
     mount: &MountState,
     path: &StorePath,
+    meta: &container::MetaRecords,
     logs: &[LogLocation],
     decoded: &[Vec<Record>],
 ) -> Result<()> {
-    let meta = container::read_meta(mount, path)?;
     if meta.sizes.is_empty() {
         return Ok(());
     }
@@ -390,7 +396,7 @@ pub(crate) fn flatten_with_records(
         .iter()
         .map(|log| known.remove(&log.id).unwrap_or_else(|| read.next().unwrap_or_default()))
         .collect();
-    check_nothing_lost(mount, path, &logs, &decoded)?;
+    check_nothing_lost(mount, path, &meta, &logs, &decoded)?;
     let loaded = LoadedIndex::from_records(mount, path, logs, &decoded)?;
     let global = loaded.to_global();
     publish_global(mount, path, &global)?;
