@@ -1020,6 +1020,58 @@ fn real_paths_resolve_and_links_are_refused_clearly() {
     );
 }
 
+/// flock, fcntl record locks and lockf on a plfs file exclude the node's
+/// other processes (of the same user), as on a local file system: four
+/// processes each add 1 to a counter file 50 times under an exclusive lock
+/// and it ends at 200, and `flock -n` fails while another process holds
+/// the lock. Before, the locks succeeded and did nothing: the counter
+/// ended near 70, and `flock -n` took a lock already held.
+#[test]
+fn locks_exclude_the_nodes_other_processes() {
+    let setup = Setup::new();
+    let counter = r#"import fcntl, os, sys
+path, how = sys.argv[1], sys.argv[2]
+for _ in range(50):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if how == 'flock':
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_EX)  # fcntl(F_SETLKW) on the whole file
+    value = int(os.pread(fd, 32, 0) or b'0')
+    os.pwrite(fd, b'%016d' % (value + 1), 0)
+    os.close(fd)
+"#;
+    // lockf(3) itself, which glibc implements with its internal fcntl.
+    let lockf = compile(
+        &setup,
+        "lockf_counter",
+        "#include <fcntl.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\nint main(int c, char **v) {\n  for (int i = 0; i < 50; i++) {\n    int fd = open(v[1], O_RDWR | O_CREAT, 0644);\n    char text[17] = {0};\n    if (fd < 0 || lockf(fd, F_LOCK, 0) != 0) { perror(\"lockf\"); return 1; }\n    long value = pread(fd, text, 16, 0) > 0 ? atol(text) : 0;\n    snprintf(text, sizeof text, \"%016ld\", value + 1);\n    if (pwrite(fd, text, 16, 0) != 16 || close(fd) != 0) { perror(\"write\"); return 1; }\n  }\n  return 0;\n}\n",
+    );
+    for how in ["flock", "fcntl", "lockf"] {
+        let file = setup.logical(&format!("counter-{how}"));
+        let script = if how == "lockf" {
+            format!("for i in 1 2 3 4; do '{}' '{file}' & done; wait", s(&lockf))
+        } else {
+            format!("for i in 1 2 3 4; do python3 -c \"$0\" '{file}' {how} & done; wait")
+        };
+        setup.run("bash", &["-c", &script, counter]);
+        let read = setup.run("cat", &[&file]);
+        assert_eq!(String::from_utf8_lossy(&read.stdout), "0000000000000200", "{how}");
+    }
+    let file = setup.logical("held");
+    let script = format!(
+        "flock -x '{file}' -c 'sleep 2' & sleep 0.5; flock -n '{file}' true; echo held=$?; wait; flock -n '{file}' true; echo free=$?"
+    );
+    let output = setup.run("bash", &["-c", &script]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "held=1\nfree=0\n");
+    // One file per locked path stays (see `locks`); not left by every run.
+    let kept = node_files_of(&setup, "lock");
+    assert_eq!(kept.len(), 4, "{kept:?}");
+    for file in kept {
+        fs::remove_file(file).unwrap();
+    }
+}
+
 /// Shell redirections onto plfs files (README "Redirections"): bash's
 /// builtins (echo, printf, read, while-read loops, `exec 3>`), external
 /// commands writing and reading through a redirected 0, 1 or 2, a group
@@ -1694,19 +1746,19 @@ fn appends_from_several_processes_all_land() {
         let missing = expected.iter().filter(|line| lines.binary_search(line).is_err()).count();
         assert_eq!(lines.len(), expected.len(), "{workload}: {missing} lines missing");
         assert_eq!(lines, expected, "{workload}");
-        let left = shared_ends_of(&setup);
+        let left = node_files_of(&setup, "end");
         assert!(left.is_empty(), "{workload}: {left:?} left for files no one appends to");
     }
 }
 
-/// The files on /dev/shm holding the shared end of a file under the
+/// The files on /dev/shm of `kind` (`end`, `lock`) for files under the
 /// setup's mount (each holds its file's logical path).
-fn shared_ends_of(setup: &Setup) -> Vec<PathBuf> {
+fn node_files_of(setup: &Setup, kind: &str) -> Vec<PathBuf> {
     let mount = setup.mount.display().to_string();
     let Ok(entries) = fs::read_dir("/dev/shm") else { return Vec::new() };
     entries
         .flatten()
-        .filter(|entry| entry.file_name().to_string_lossy().starts_with("plfs-end."))
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&format!("plfs-{kind}.")))
         .filter(|entry| {
             let held = fs::read(entry.path()).unwrap_or_default();
             held.windows(mount.len()).any(|window| window == mount.as_bytes())
@@ -1761,7 +1813,7 @@ assert os.waitpid(pid, 0)[1] == 0
     assert_eq!(lines, expected);
     // Kept for a description open at a fork (see `ends`); not left behind
     // by every test run.
-    for left in shared_ends_of(&setup) {
+    for left in node_files_of(&setup, "end") {
         let _ = fs::remove_file(left);
     }
 }

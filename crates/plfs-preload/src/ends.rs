@@ -201,7 +201,7 @@ pub fn join(path: &CStr) -> Option<Joining> {
     if key.len() > KEY_LIMIT {
         return None;
     }
-    let name = name_of(key);
+    let name = name_of("end", key);
     // A file removed by its last holder between our open and our lock is
     // reopened under its name; a few rounds at most, as each needs a
     // holder leaving at that instant.
@@ -234,7 +234,7 @@ pub fn truncated(path: &CStr, length: i64) {
     if key.len() > KEY_LIMIT {
         return;
     }
-    let name = name_of(key);
+    let name = name_of("end", key);
     // SAFETY: a C string and valid flags; no file is made.
     let fd = unsafe { real::open()(name.as_ptr(), libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
     if fd < 0 {
@@ -257,12 +257,13 @@ pub fn forget(path: &CStr) {
     let key = path.to_bytes();
     if key.len() <= KEY_LIMIT {
         // SAFETY: a C string; in a sticky directory only our own file goes.
-        unsafe { real::unlink()(name_of(key).as_ptr()) };
+        unsafe { real::unlink()(name_of("end", key).as_ptr()) };
     }
 }
 
-/// `/dev/shm/plfs-end.<euid>.<hash of the path>`.
-fn name_of(key: &[u8]) -> CString {
+/// `/dev/shm/plfs-<kind>.<euid>.<hash of the path>` (kind: `end` here,
+/// `lock` for `locks`).
+pub(crate) fn name_of(kind: &str, key: &[u8]) -> CString {
     // FNV-1a: a stable hash across builds (the name must be the same in
     // every process), and collisions are caught by the stored key.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -272,11 +273,11 @@ fn name_of(key: &[u8]) -> CString {
     }
     // SAFETY: geteuid cannot fail.
     let user = unsafe { libc::geteuid() };
-    CString::new(format!("{DIRECTORY}/plfs-end.{user}.{hash:016x}")).expect("no NUL in the name")
+    CString::new(format!("{DIRECTORY}/plfs-{kind}.{user}.{hash:016x}")).expect("no NUL in the name")
 }
 
 /// Opens (or makes) the file at `name`, at a high descriptor number.
-fn open_high(name: &CStr) -> Option<c_int> {
+pub(crate) fn open_high(name: &CStr) -> Option<c_int> {
     // SAFETY: a C string and valid flags; mode for a new file.
     let fd = unsafe {
         real::open()(name.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o600)
@@ -297,7 +298,7 @@ fn open_high(name: &CStr) -> Option<c_int> {
 /// The identity of `fd` if it is a regular file of ours that no one else
 /// can open (/dev/shm is writable by all: a file another user made under
 /// our name is not trusted).
-fn owned_identity(fd: c_int) -> Option<(u64, u64)> {
+pub(crate) fn owned_identity(fd: c_int) -> Option<(u64, u64)> {
     let stat = fstat(fd)?;
     // SAFETY: geteuid cannot fail.
     let ours = stat.st_uid == unsafe { libc::geteuid() };
@@ -372,7 +373,12 @@ fn fstat(fd: c_int) -> Option<libc::stat> {
     (unsafe { real::fstat()(fd, &mut stat) } == 0).then_some(stat)
 }
 
-fn identity_of(fd: c_int) -> Option<(u64, u64)> {
+/// The size of the file `fd` refers to.
+pub(crate) fn file_size(fd: c_int) -> Option<i64> {
+    fstat(fd).map(|stat| stat.st_size)
+}
+
+pub(crate) fn identity_of(fd: c_int) -> Option<(u64, u64)> {
     fstat(fd).map(|stat| (stat.st_dev, stat.st_ino))
 }
 
@@ -391,7 +397,7 @@ fn remove_if_ours(name: &CStr, identity: (u64, u64)) {
     }
 }
 
-fn close(fd: c_int) {
+pub(crate) fn close(fd: c_int) {
     // SAFETY: only called with descriptors this module opened.
     unsafe { real::close()(fd) };
 }
@@ -412,7 +418,7 @@ mod tests {
     #[test]
     fn holders_share_one_end_and_the_last_to_leave_removes_it() {
         let path = key("shared");
-        let name = name_of(path.to_bytes());
+        let name = name_of("end", path.to_bytes());
         // Two descriptions (in one process here; their locks conflict as
         // two processes' would).
         let first = join(&path).expect("/dev/shm takes the file");
@@ -450,7 +456,7 @@ mod tests {
     #[test]
     fn a_file_others_could_open_or_another_paths_file_is_not_joined() {
         let path = key("refused");
-        let name = name_of(path.to_bytes());
+        let name = name_of("end", path.to_bytes());
         let made = join(&path).unwrap().finish(0, false);
         made.leave(false);
         // Readable by the group: someone else may have made or opened it.

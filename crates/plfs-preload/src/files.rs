@@ -12,13 +12,14 @@
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once, RwLock};
+use std::sync::{Arc, Mutex, Once, OnceLock, RwLock};
 
 use libc::{off_t, ssize_t};
 
 use crate::ends::{self, SharedEnd};
 use crate::guard::inside;
 use crate::libplfs::{Errno, PlfsFd};
+use crate::locks::{self, LockFile};
 use crate::offsets::Offset;
 use crate::plfs_call;
 use crate::real;
@@ -55,6 +56,9 @@ pub struct OpenFile {
     /// For a description opened O_APPEND for writing: the end of file its
     /// appends share with the node's other appenders (see `ends`).
     end: Option<SharedEnd>,
+    /// The lock file flock and record locks go to, from the first such
+    /// call (see `locks`).
+    locks: OnceLock<Result<LockFile, Errno>>,
 }
 
 impl OpenFile {
@@ -255,6 +259,7 @@ fn open_described(
         handle: AtomicPtr::new(handle),
         generation: GENERATION.load(Ordering::Acquire),
         end,
+        locks: OnceLock::new(),
     });
     let fd = reserve(None)?;
     install(fd, file, flags & libc::O_CLOEXEC != 0);
@@ -505,6 +510,37 @@ pub fn set_offset(file: &OpenFile, offset: i64) {
 /// with its copy).
 pub fn close_description(file: &OpenFile) -> Result<(), Errno> {
     file.close_now()
+}
+
+fn lock_file(file: &OpenFile) -> Result<&LockFile, Errno> {
+    file.locks.get_or_init(|| LockFile::open(&file.path)).as_ref().map_err(|&error| error)
+}
+
+/// flock(2) on a plfs description.
+pub fn flock(file: &OpenFile, operation: c_int) -> Result<(), Errno> {
+    lock_file(file)?.flock(operation)
+}
+
+/// fcntl's record-lock commands on a plfs description; `lock` is the
+/// caller's struct flock, which F_GETLK fills in.
+pub fn record_lock(file: &OpenFile, command: c_int, lock: *mut libc::flock) -> Result<(), Errno> {
+    // SAFETY: the caller passed a struct flock, or NULL.
+    let given = unsafe { lock.as_mut() }.ok_or(libc::EFAULT)?;
+    let setting = !matches!(command, libc::F_GETLK | libc::F_OFD_GETLK);
+    // As the kernel: a read lock needs a description open for reading, a
+    // write lock one open for writing.
+    match c_int::from(given.l_type) {
+        libc::F_RDLCK if setting => check_access(file, false)?,
+        libc::F_WRLCK if setting => check_access(file, true)?,
+        libc::F_RDLCK | libc::F_WRLCK | libc::F_UNLCK => {}
+        _ => return Err(libc::EINVAL),
+    }
+    let mut absolute = locks::absolute(given, file.offset.get(), || size(file))?;
+    lock_file(file)?.fcntl(command, &mut absolute)?;
+    if !setting {
+        *given = absolute;
+    }
+    Ok(())
 }
 
 pub fn size(file: &OpenFile) -> Result<i64, Errno> {

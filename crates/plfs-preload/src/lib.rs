@@ -15,6 +15,7 @@
 //! - `reserve`: the kernel descriptor numbers plfs descriptors hold.
 //! - `offsets`: file offsets in memory a forked child shares.
 //! - `ends`: the end of file O_APPEND writers on the node share.
+//! - `locks`: flock, record locks and lockf between the node's processes.
 //! - `posix`: open, read, write, lseek, dup, fcntl, copy_file_range, …
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
@@ -39,6 +40,7 @@ mod files;
 mod guard;
 mod libplfs;
 mod links;
+mod locks;
 mod meta;
 mod mounts;
 mod offsets;

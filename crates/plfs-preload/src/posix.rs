@@ -705,9 +705,8 @@ pub unsafe extern "C" fn dup3(fd: c_int, target: c_int, flags: c_int) -> c_int {
     duplicate_real(fd, target, || unsafe { real::dup3()(fd, target, flags) })
 }
 
-/// fcntl on a plfs descriptor. Record locks are accepted and do nothing:
-/// plfs files have no lock manager, and MPI-IO libraries lock around
-/// writes that plfs already keeps apart (every writer has its own log).
+/// fcntl on a plfs descriptor. Record locks are taken between the
+/// node's processes of one user (see `locks`).
 fn fcntl_plfs(fd: c_int, file: std::sync::Arc<OpenFile>, command: c_int, argument: c_ulong) -> c_int {
     match command {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
@@ -724,16 +723,12 @@ fn fcntl_plfs(fd: c_int, file: std::sync::Arc<OpenFile>, command: c_int, argumen
             files::set_close_on_exec(fd, argument as c_int & libc::FD_CLOEXEC != 0);
             0
         }
-        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => 0,
-        libc::F_GETLK | libc::F_OFD_GETLK => {
-            let lock = argument as *mut libc::flock;
-            if lock.is_null() {
-                return int_result(Err(libc::EFAULT));
-            }
-            // SAFETY: F_GETLK passes a struct flock; no lock is ever held.
-            unsafe { (*lock).l_type = libc::F_UNLCK as libc::c_short };
-            0
-        }
+        libc::F_SETLK
+        | libc::F_SETLKW
+        | libc::F_OFD_SETLK
+        | libc::F_OFD_SETLKW
+        | libc::F_GETLK
+        | libc::F_OFD_GETLK => unit_result(files::record_lock(&file, command, argument as *mut libc::flock)),
         _ => int_result(Err(libc::EINVAL)),
     }
 }
@@ -781,14 +776,50 @@ pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
 }
 
 /// # Safety
-/// The flock(2) contract. On plfs files a no-op, like fcntl locks.
+/// The flock(2) contract (see `locks` for plfs files).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn flock(fd: c_int, operation: c_int) -> c_int {
-    if files::lookup(fd).is_some() {
-        return 0;
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::flock(&file, operation));
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::flock()(fd, operation) }
+}
+
+/// lockf on a plfs descriptor: glibc's calls its internal fcntl, which no
+/// interposer sees (it failed with EBADF on the reserved descriptor).
+fn lockf_plfs(file: &OpenFile, command: c_int, length: off64_t) -> c_int {
+    let result = crate::locks::lockf_as_fcntl(command, length).and_then(|(fcntl_command, mut lock)| {
+        files::record_lock(file, fcntl_command, &mut lock)?;
+        // F_TEST: locked by another process is EACCES.
+        if fcntl_command == libc::F_GETLK && c_int::from(lock.l_type) != libc::F_UNLCK {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    });
+    unit_result(result)
+}
+
+/// # Safety
+/// The lockf(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lockf(fd: c_int, command: c_int, length: off_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return lockf_plfs(&file, command, length);
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::lockf()(fd, command, length) }
+}
+
+/// # Safety
+/// The lockf64(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lockf64(fd: c_int, command: c_int, length: off64_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return lockf_plfs(&file, command, length);
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::lockf64()(fd, command, length) }
 }
 
 /// # Safety

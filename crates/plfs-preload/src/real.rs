@@ -163,6 +163,8 @@ real_functions! {
     fstatvfs64: unsafe extern "C" fn(c_int, *mut libc::statvfs64) -> c_int;
     isatty: unsafe extern "C" fn(c_int) -> c_int;
     flock: unsafe extern "C" fn(c_int, c_int) -> c_int;
+    lockf: unsafe extern "C" fn(c_int, c_int, off_t) -> c_int;
+    lockf64: unsafe extern "C" fn(c_int, c_int, off64_t) -> c_int;
     posix_fadvise: unsafe extern "C" fn(c_int, off_t, off_t, c_int) -> c_int;
     posix_fadvise64: unsafe extern "C" fn(c_int, off64_t, off64_t, c_int) -> c_int;
     chmod: unsafe extern "C" fn(*const c_char, mode_t) -> c_int;
