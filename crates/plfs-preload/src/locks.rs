@@ -5,8 +5,8 @@
 //! nothing: two processes that each took an exclusive lock before
 //! rewriting a file (sqlite, a lock-protected log or counter) both went
 //! ahead. Each plfs description now holds, from its first lock call on,
-//! a descriptor of an empty file on /dev/shm named by the user and the
-//! logical path, and every lock call is made on that descriptor, so the
+//! a descriptor of a file on /dev/shm named by the user and the logical
+//! path, and every lock call is made on that descriptor, so the
 //! kernel's own rules apply: flock and OFD locks belong to the description
 //! (shared by dup and fork), record locks to the process (released when it
 //! closes the file, not inherited by fork), F_GETLK names the holder's
@@ -16,9 +16,9 @@
 //! Not covered: processes of other users and on other nodes (as with a
 //! local lock manager), and FUSE mounts (the kernel locks those itself).
 //! The files (each holds only its path) stay on /dev/shm, one per locked
-//! path and user: removing
-//! one while another process may be about to lock it would let two
-//! processes hold "exclusive" locks on two files of one name.
+//! path and user: removing one while another process may be about to lock
+//! it would let two processes hold "exclusive" locks on two files of one
+//! name.
 
 use std::ffi::{CStr, c_int};
 
