@@ -38,6 +38,7 @@ use std::ffi::{CStr, CString, c_int};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, Ordering};
 
 use crate::real;
+use crate::reserve::identity;
 
 /// Where the files live: a tmpfs every process of the node sees.
 const DIRECTORY: &str = "/dev/shm";
@@ -143,7 +144,7 @@ impl SharedEnd {
     /// it.
     pub fn leave(&self, last_chance: bool) {
         let fd = self.fd.swap(-1, Ordering::AcqRel);
-        if fd < 0 || identity_of(fd) != Some(self.identity) {
+        if fd < 0 || identity(fd) != Some(self.identity) {
             return;
         }
         let last_chance = last_chance && !self.forked.load(Ordering::Acquire);
@@ -282,17 +283,7 @@ pub(crate) fn open_high(name: &CStr) -> Option<c_int> {
     let fd = unsafe {
         real::open()(name.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o600)
     };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: ours; F_DUPFD_CLOEXEC takes an int.
-    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, FILE_NUMBER) };
-    if moved < 0 {
-        // A descriptor limit under FILE_NUMBER: it stays where it is.
-        return Some(fd);
-    }
-    close(fd);
-    Some(moved)
+    (fd >= 0).then(|| crate::reserve::move_up(fd, FILE_NUMBER))
 }
 
 /// The identity of `fd` if it is a regular file of ours that no one else
@@ -376,10 +367,6 @@ fn fstat(fd: c_int) -> Option<libc::stat> {
 /// The size of the file `fd` refers to.
 pub(crate) fn file_size(fd: c_int) -> Option<i64> {
     fstat(fd).map(|stat| stat.st_size)
-}
-
-pub(crate) fn identity_of(fd: c_int) -> Option<(u64, u64)> {
-    fstat(fd).map(|stat| (stat.st_dev, stat.st_ino))
 }
 
 fn name_identity(name: &CStr) -> Option<(u64, u64)> {

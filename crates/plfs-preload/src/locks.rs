@@ -62,7 +62,7 @@ impl LockFile {
     }
 
     fn fd(&self) -> Result<c_int, Errno> {
-        if ends::identity_of(self.fd) == Some(self.identity) { Ok(self.fd) } else { Err(libc::ENOLCK) }
+        if crate::reserve::identity(self.fd) == Some(self.identity) { Ok(self.fd) } else { Err(libc::ENOLCK) }
     }
 
     /// flock(2) on the description.
@@ -89,7 +89,7 @@ impl Drop for LockFile {
     /// Closing it lets go of what the description holds, as closing the
     /// file would.
     fn drop(&mut self) {
-        if ends::identity_of(self.fd) == Some(self.identity) {
+        if crate::reserve::identity(self.fd) == Some(self.identity) {
             ends::close(self.fd);
         }
     }

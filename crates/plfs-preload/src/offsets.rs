@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use crate::files::errno;
 use crate::libplfs::Errno;
 use crate::real;
+use crate::reserve::identity;
 
 const PAGE_BYTES: usize = 4096;
 const SLOT_BYTES: usize = std::mem::size_of::<AtomicI64>();
@@ -250,16 +251,7 @@ fn create_file() -> Result<PoolFile, Errno> {
     if fd < 0 {
         return Err(errno());
     }
-    // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes an int.
-    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, FILE_NUMBER) };
-    let fd = if moved >= 0 {
-        // SAFETY: fd is ours, replaced by moved.
-        unsafe { real::close()(fd) };
-        moved
-    } else {
-        // A descriptor limit under 1000: it stays where memfd_create put it.
-        fd
-    };
+    let fd = crate::reserve::move_up(fd, FILE_NUMBER);
     match identity(fd) {
         Some(identity) => Ok(PoolFile { fd, identity }),
         None => {
@@ -269,17 +261,6 @@ fn create_file() -> Result<PoolFile, Errno> {
             Err(error)
         }
     }
-}
-
-/// The device and inode `fd` refers to, None when it is not open.
-fn identity(fd: c_int) -> Option<(u64, u64)> {
-    // SAFETY: stat is plain data, filled by fstat.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid stat buffer.
-    if unsafe { real::fstat()(fd, &mut stat) } != 0 {
-        return None;
-    }
-    Some((stat.st_dev, stat.st_ino))
 }
 
 /// Before fork, in the parent: every slot in use is from now on shared.

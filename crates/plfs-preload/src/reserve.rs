@@ -78,14 +78,34 @@ fn open_source() -> Result<c_int, Errno> {
     if fd < 0 {
         return Err(errno());
     }
+    Ok(move_up(fd, SOURCE_NUMBER))
+}
+
+/// Moves `fd` (ours) to the lowest free number from `minimum`, close-on-
+/// exec, out of the way of the numbers programs count on; where the
+/// descriptor limit does not allow it, it stays where it is.
+pub fn move_up(fd: c_int, minimum: c_int) -> c_int {
     // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes an int.
-    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, SOURCE_NUMBER) };
+    let moved = unsafe { real::fcntl()(fd, libc::F_DUPFD_CLOEXEC, minimum) };
     if moved < 0 {
-        return Ok(fd);
+        return fd;
     }
     // SAFETY: fd is ours, replaced by moved.
     unsafe { real::close()(fd) };
-    Ok(moved)
+    moved
+}
+
+/// The device and inode `fd` refers to, None when it is not open: what a
+/// descriptor the interposer keeps is checked against before it is used,
+/// since the program may have closed that number or put another file there.
+pub fn identity(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: stat is plain data, filled by fstat.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid stat buffer.
+    if unsafe { real::fstat()(fd, &mut stat) } != 0 {
+        return None;
+    }
+    Some((stat.st_dev, stat.st_ino))
 }
 
 /// The program is about to close `first..=last`, or to make one of them a
