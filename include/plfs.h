@@ -125,7 +125,7 @@ plfs_error_t plfs_create(const char *path, mode_t mode, int flags, pid_t pid);
  * later readers open it instead of every index log. */
 plfs_error_t plfs_flatten_index(Plfs_fd *fd, const char *path);
 
-/* Attributes of fd's file (fd is synced first) or, when fd is NULL, of
+/* Attributes of fd's file (fd's buffered index records flushed first) or, when fd is NULL, of
  * path (a directory above a mount point: as for plfs_access). Every field
  * is filled whatever size_only says. st_ino is a hash of
  * the logical path (plfs has no inode numbers). */
@@ -216,8 +216,21 @@ plfs_error_t plfs_symlink(const char *path, const char *to);
 /* Makes what was written through fd durable, data and index. */
 plfs_error_t plfs_sync(Plfs_fd *fd);
 
-/* Small-file (1-N) caches of dir. Container mounts keep none: success, as
- * in 2.5. This build serves no small_file mounts (PLFS_ENOTSUP). */
+/* Not in PLFS 2.5: publishes what fd's writes left buffered (a container's
+ * index records, a small file's directory records), so other processes
+ * reading the file after plfs_refresh or an open see it; a container makes
+ * nothing durable here (plfs_sync does). The interposer calls it before a
+ * lock is released. */
+plfs_error_t plfs_flush(Plfs_fd *fd);
+
+/* Not in PLFS 2.5: drops this process's cached view of fd's file (merged
+ * index, size, a small file's directory), so the next read and stat see
+ * what other processes published since; fd's own writes stay. No I/O until
+ * then. The interposer calls it when a lock is granted. */
+plfs_error_t plfs_refresh(Plfs_fd *fd);
+
+/* Small-file (1-N) caches of dir: publish this process's buffered records,
+ * drop its cached view. Container mounts keep none: success, as in 2.5. */
 plfs_error_t plfs_flush_writes(const char *dir);
 plfs_error_t plfs_invalidate_read_cache(const char *dir);
 

@@ -273,6 +273,38 @@ pub unsafe extern "C" fn plfs_sync(fd: *mut PlfsFd) -> PlfsError {
     })
 }
 
+/// Not in PLFS 2.5: publishes what fd's writes left buffered (a
+/// container's index records, a small file's directory records), so other
+/// processes that read the file after a refresh or an open see it. A
+/// container makes nothing durable here (plfs_sync does). The interposer
+/// calls it before a lock is released.
+///
+/// # Safety
+/// `fd` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_flush(fd: *mut PlfsFd) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or live.
+        let fd = unsafe { fd.as_ref() }.ok_or(PLFS_EBADF)?;
+        fd.handle.flush().map_err(report)
+    })
+}
+
+/// Not in PLFS 2.5: drops this process's cached view of fd's file, so its
+/// next read and size see what other processes published since (its own
+/// writes stay). The interposer calls it when a lock is granted.
+///
+/// # Safety
+/// `fd` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn plfs_refresh(fd: *mut PlfsFd) -> PlfsError {
+    guard(|| {
+        // SAFETY: NULL or live.
+        let fd = unsafe { fd.as_ref() }.ok_or(PLFS_EBADF)?;
+        fd.handle.refresh().map_err(report)
+    })
+}
+
 /// Sets a file's size. With an fd open for writing the fd truncates (its
 /// writers see the new size at once); otherwise `path` is truncated, as
 /// 2.5 did when the fd was NULL. `open_file` is 2.5's hint that the file

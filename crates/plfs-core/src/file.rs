@@ -168,10 +168,19 @@ pub(crate) struct OpenFile {
     /// The file size as this process knows it: disk state when first
     /// needed, then moved by local writes and truncates (lazy stat).
     known: Mutex<Option<SizeSummary>>,
+    /// A lock was granted since the cached view was built ([`refresh`](Self::refresh)):
+    /// before its next use it is checked against the store.
+    stale: AtomicBool,
+    /// Other writers' index logs, as a check found them before the view
+    /// now cached was loaded (None: not taken yet).
+    others_seen: Mutex<Option<Vec<LogLength>>>,
     /// The container's creation is known durable (`container::sync_creation`
     /// ran in this process since the open).
     creation_synced: AtomicBool,
 }
+
+/// An index log and its length in bytes.
+type LogLength = (LogId, u64);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -198,6 +207,8 @@ impl OpenFile {
             runs: Mutex::new(RunTracker::default()),
             prepared: AtomicBool::new(false),
             known: Mutex::new(None),
+            stale: AtomicBool::new(false),
+            others_seen: Mutex::new(None),
             creation_synced: AtomicBool::new(false),
         }
     }
@@ -892,6 +903,7 @@ impl OpenFile {
     }
 
     fn ensure_read_state(&self) -> Result<()> {
+        self.revalidate()?;
         if read_lock(&self.read_state).is_some() {
             return Ok(());
         }
@@ -922,6 +934,7 @@ impl OpenFile {
     /// lazy stat of a file open for writing). Data bytes are exact only
     /// until the first truncate.
     pub(crate) fn known_summary(&self) -> Result<SizeSummary> {
+        self.revalidate()?;
         if let Some(known) = *lock(&self.known) {
             return Ok(known);
         }
@@ -972,6 +985,77 @@ impl OpenFile {
 
     pub(crate) fn invalidate_read_state(&self) {
         *write_lock(&self.read_state) = None;
+    }
+
+    /// Makes the next read and size see what other processes published
+    /// since (a lock was granted: what its holder before wrote must be
+    /// seen). No I/O here; see [`revalidate`](Self::revalidate).
+    pub(crate) fn refresh(&self) {
+        self.stale.store(true, Ordering::Release);
+    }
+
+    /// After a [`refresh`](Self::refresh): forgets the merged index and the
+    /// size this process knows if another writer's index log appeared,
+    /// grew or went since they were loaded. Reloading them every time cost
+    /// a process taking turns under a lock a whole index load per turn,
+    /// growing with the file's history, although only its own writes
+    /// (already applied here) had changed it. Local writes are never lost:
+    /// both are rebuilt after flushing them.
+    fn revalidate(&self) -> Result<()> {
+        if !self.stale.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let (others, own) = match self.other_writers_logs() {
+            Ok(found) => found,
+            Err(error) => {
+                self.stale.store(true, Ordering::Release);
+                return Err(error);
+            }
+        };
+        let mut seen = lock(&self.others_seen);
+        // A log this process started while the last check listed (another
+        // thread's first write) may be among what it saw: not a change.
+        let unchanged = seen
+            .as_ref()
+            .is_some_and(|seen| seen.iter().filter(|(id, _)| !own.contains(id)).eq(others.iter()));
+        if !unchanged {
+            // Taken before the reload, so what changes after it is caught
+            // by the next check (at worst one reload too many).
+            *seen = Some(others);
+            drop(seen);
+            let _gate = write_lock(&self.write_gate);
+            self.prepared.store(false, Ordering::Release);
+            *write_lock(&self.read_state) = None;
+            *lock(&self.known) = None;
+        }
+        Ok(())
+    }
+
+    /// The index logs of writers other than this open file's own, with
+    /// their lengths, in a stable order; and the own ones.
+    fn other_writers_logs(&self) -> Result<(Vec<LogLength>, Vec<LogId>)> {
+        let path = self.path();
+        let mut own: Vec<LogId> = Vec::new();
+        for slot in self.slots() {
+            let slot = lock(&slot);
+            own.extend(slot.logs.as_ref().map(|logs| logs.id));
+            own.extend(slot.retired.iter().map(|retired| retired.log));
+        }
+        let mut others = Vec::new();
+        for log in container::file_logs(&self.mount, &path)? {
+            if !log.has_index || own.contains(&log.id) {
+                continue;
+            }
+            let length = match self.mount.store(log.backend).metadata(&log.path(&path, LogKind::Index)) {
+                Ok(metadata) => metadata.size,
+                // Gone since the listing: changed.
+                Err(error) if error.kind() == ErrorKind::NotFound => u64::MAX,
+                Err(error) => return Err(error),
+            };
+            others.push((log.id, length));
+        }
+        others.sort_unstable();
+        Ok((others, own))
     }
 
     /// Appends every writer's buffered records to its index log (no

@@ -891,6 +891,17 @@ impl FileHandle {
         self.file.flush()
     }
 
+    /// Drops this process's cached view of the file (a container's merged
+    /// index and size, a small file's directory view), so the next read
+    /// and stat see what other processes published since; this process's
+    /// own writes stay. No I/O until then. The interposer calls it when a
+    /// lock is granted, as an NFS client revalidates its cache there: a
+    /// process that takes a lock must see what the holder before it wrote.
+    pub fn refresh(&self) -> Result<()> {
+        let _gate = self.entry.gated();
+        self.file.refresh()
+    }
+
     /// Makes everything written through this process's handles durable
     /// (for a small file: publishes its directory, `flush_writes`).
     pub fn sync(&self) -> Result<()> {

@@ -326,6 +326,18 @@ impl SmallFileStore {
         }
     }
 
+    /// Marks the cached view of `dir` for a check against the store before
+    /// its next use, which drops it if another process published since (as
+    /// [`refresh`](Self::refresh), but no I/O now): a lock was granted, and
+    /// whatever its holder before published must be seen. Unflushed changes
+    /// of this process are kept.
+    pub fn revalidate(&self, dir: &StorePath) {
+        let slot = self.lock().peek(dir).cloned();
+        if let Some(slot) = slot {
+            slot.lock().stale = true;
+        }
+    }
+
     /// Whether `name` exists in this process's knowledge of `dir`: the
     /// cached view plus this process's unflushed changes (what `write`,
     /// `unlink` and friends require).
@@ -531,6 +543,9 @@ struct DirContainer {
     /// Backends on which the container directory is known to exist.
     prepared: HashSet<usize>,
     view: Option<Arc<DirView>>,
+    /// A lock was granted since `view` was loaded ([`SmallFileStore::revalidate`]):
+    /// it is checked against the store before its next use.
+    stale: bool,
     /// Views loaded so far: a flush folds its records into the view only
     /// if none was loaded while it ran (such a view may hold them already).
     view_loads: u64,
@@ -620,6 +635,7 @@ impl DirContainer {
             sessions: HashMap::new(),
             prepared: HashSet::new(),
             view: None,
+            stale: false,
             view_loads: 0,
             known: HashMap::new(),
             pending: Vec::new(),
@@ -655,6 +671,10 @@ impl DirContainer {
     }
 
     fn view(&mut self, store: &SmallFileStore) -> Result<Arc<DirView>> {
+        if self.stale {
+            self.refresh()?;
+            self.stale = false;
+        }
         if let Some(view) = &self.view {
             return Ok(view.clone());
         }

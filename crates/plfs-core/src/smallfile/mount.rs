@@ -303,11 +303,20 @@ pub(crate) struct SmallFile {
     size: Mutex<u64>,
     /// Records of this handle not yet published.
     dirty: AtomicBool,
+    /// `size` may miss what other processes published: a lock was
+    /// granted since ([`refresh`](Self::refresh)).
+    size_stale: AtomicBool,
 }
 
 impl SmallFile {
     fn new(dir: StorePath, name: String) -> SmallFile {
-        SmallFile { dir, name, size: Mutex::new(0), dirty: AtomicBool::new(false) }
+        SmallFile {
+            dir,
+            name,
+            size: Mutex::new(0),
+            dirty: AtomicBool::new(false),
+            size_stale: AtomicBool::new(false),
+        }
     }
 
     fn lock_size(&self) -> std::sync::MutexGuard<'_, u64> {
@@ -347,15 +356,38 @@ impl SmallFile {
         engine.read(&self.dir, &self.name, offset, buf)
     }
 
-    pub(crate) fn size(&self) -> u64 {
-        *self.lock_size()
+    /// The size tracked since the open, or after a [`refresh`](Self::refresh)
+    /// the published one (this handle's own changes published first).
+    pub(crate) fn size(&self, engine: &SmallFileStore) -> Result<u64> {
+        if self.size_stale.load(Ordering::Acquire) {
+            if self.dirty.load(Ordering::Relaxed) {
+                self.sync(engine)?;
+            }
+            match engine.stat(&self.dir, &self.name) {
+                Ok(stat) => *self.lock_size() = stat.size,
+                // Removed by another process: the size this handle knew.
+                Err(error) if error.kind() == ErrorKind::NotFound => {}
+                Err(error) => return Err(error.context(self.context())),
+            }
+            self.size_stale.store(false, Ordering::Release);
+        }
+        Ok(*self.lock_size())
     }
 
     pub(crate) fn truncate(&self, engine: &SmallFileStore, size: u64, writer: WriterId) -> Result<()> {
         engine.truncate(&self.dir, &self.name, writer, size)?;
         self.dirty.store(true, Ordering::Relaxed);
+        self.size_stale.store(false, Ordering::Release);
         *self.lock_size() = size;
         Ok(())
+    }
+
+    /// What other processes published since becomes visible to the next
+    /// read and size (a lock was granted). No I/O here: the directory's
+    /// view is checked at its next use.
+    pub(crate) fn refresh(&self, engine: &SmallFileStore) {
+        engine.revalidate(&self.dir);
+        self.size_stale.store(true, Ordering::Release);
     }
 
     /// Publishes (appends and fsyncs) this process's pending records of the

@@ -161,6 +161,11 @@ impl WorkloadFile for PlainFile {
         self.0.truncate(size)
     }
 
+    /// Nothing is cached: the backend file is the file.
+    fn refresh(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The descriptor closes when the handle is dropped.
     fn close(&self) -> Result<()> {
         Ok(())

@@ -398,6 +398,11 @@ pub(crate) trait WorkloadFile: Debug + Send + Sync {
 
     fn truncate(&self, size: u64, writer: WriterId) -> Result<()>;
 
+    /// Drops what this process cached of the file, so the next read and
+    /// size see what other processes published since; its own writes stay.
+    /// No I/O: the cache is rebuilt at its next use.
+    fn refresh(&self) -> Result<()>;
+
     /// This open ends (a shared state's own close follows at the last
     /// close of the file here).
     fn close(&self) -> Result<()>;

@@ -113,6 +113,11 @@ impl WorkloadFile for File25 {
         Err(plfs25::read_only(&format!("/{}", self.path)))
     }
 
+    /// A PLFS 2.5 container is only read here: nothing changes it.
+    fn refresh(&self) -> Result<()> {
+        Ok(())
+    }
+
     fn close(&self) -> Result<()> {
         Ok(())
     }

@@ -466,6 +466,11 @@ impl WorkloadFile for ContainerFile {
         Ok(())
     }
 
+    fn refresh(&self) -> Result<()> {
+        self.shared.file.refresh();
+        Ok(())
+    }
+
     /// The shared open file finishes at the last close (`SharedFile::close`).
     fn close(&self) -> Result<()> {
         Ok(())

@@ -195,7 +195,12 @@ impl WorkloadFile for SmallHandle {
     }
 
     fn size(&self) -> Result<u64> {
-        Ok(self.file.size())
+        self.file.size(&self.engine.engine)
+    }
+
+    fn refresh(&self) -> Result<()> {
+        self.file.refresh(&self.engine.engine);
+        Ok(())
     }
 
     fn truncate(&self, size: u64, writer: WriterId) -> Result<()> {
