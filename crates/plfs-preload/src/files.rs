@@ -516,9 +516,53 @@ fn lock_file(file: &OpenFile) -> Result<&LockFile, Errno> {
     file.locks.get_or_init(|| LockFile::open(&file.path)).as_ref().map_err(|&error| error)
 }
 
+/// Before a lock is released or downgraded: what this process wrote to
+/// the file and libplfs still buffers is published, so the next holder,
+/// refreshed, reads it (an NFS client flushes at unlock).
+fn publish(file: &OpenFile) -> Result<(), Errno> {
+    match file.kind {
+        Kind::Directory => Ok(()),
+        Kind::File => plfs_call!(flush, "plfs_flush"(require_file(file)?)),
+    }
+}
+
+/// After a lock is granted: the file's cached view is dropped, so reads
+/// and stats see what the holders before published (an NFS client
+/// revalidates its cache at lock). No I/O until the next read.
+fn refresh(file: &OpenFile) -> Result<(), Errno> {
+    match file.kind {
+        Kind::Directory => Ok(()),
+        Kind::File => plfs_call!(refresh, "plfs_refresh"(require_file(file)?)),
+    }
+}
+
+/// Runs `lock`, which releases a lock when `releases` and grants one when
+/// `grants` (a downgrade does both), with this process's writes published
+/// before a release and its view refreshed after a grant. A failed
+/// publish does not keep the lock (whoever waits would wait for nothing):
+/// it is released and the failure reported.
+fn coherent(
+    file: &OpenFile,
+    releases: bool,
+    grants: bool,
+    lock: impl FnOnce() -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    let published = if releases { publish(file) } else { Ok(()) };
+    lock()?;
+    if grants {
+        refresh(file)?;
+    }
+    published
+}
+
 /// flock(2) on a plfs description.
 pub fn flock(file: &OpenFile, operation: c_int) -> Result<(), Errno> {
-    lock_file(file)?.flock(operation)
+    let locks = lock_file(file)?;
+    let kind = operation & !libc::LOCK_NB;
+    // LOCK_SH may downgrade an exclusive lock.
+    let releases = kind == libc::LOCK_UN || kind == libc::LOCK_SH;
+    let grants = kind == libc::LOCK_SH || kind == libc::LOCK_EX;
+    coherent(file, releases, grants, || locks.flock(operation))
 }
 
 /// fcntl's record-lock commands on a plfs description; `lock` is the
@@ -536,11 +580,17 @@ pub fn record_lock(file: &OpenFile, command: c_int, lock: *mut libc::flock) -> R
         _ => return Err(libc::EINVAL),
     }
     let mut absolute = locks::absolute(given, file.offset.get(), || size(file))?;
-    lock_file(file)?.fcntl(command, &mut absolute)?;
+    let locks = lock_file(file)?;
     if !setting {
+        locks.fcntl(command, &mut absolute)?;
         *given = absolute;
+        return Ok(());
     }
-    Ok(())
+    let kind = c_int::from(absolute.l_type);
+    // A read lock may downgrade a write lock.
+    let releases = kind == libc::F_UNLCK || kind == libc::F_RDLCK;
+    let grants = kind != libc::F_UNLCK;
+    coherent(file, releases, grants, || locks.fcntl(command, &mut absolute))
 }
 
 pub fn size(file: &OpenFile) -> Result<i64, Errno> {

@@ -13,6 +13,14 @@
 //! pid, F_SETLKW waits and detects deadlocks. Offsets relative to the
 //! current position or the end are turned into absolute ones first.
 //!
+//! A lock is also where processes expect to see each other's writes, so
+//! (`files::coherent`) a release publishes what libplfs buffers of the
+//! file and a grant drops this process's cached view of it, as an NFS
+//! client flushes at unlock and revalidates at lock. Without that, four
+//! processes bumping a counter through descriptors they kept open each
+//! went on from its own stale value, and sqlite lost committed
+//! transactions.
+//!
 //! Not covered: processes of other users and on other nodes (as with a
 //! local lock manager), and FUSE mounts (the kernel locks those itself).
 //! The files (each holds only its path) stay on /dev/shm, one per locked
