@@ -1149,6 +1149,26 @@ db.close()
     }
 }
 
+/// `tail -f` follows a file other processes append to, on every workload:
+/// an open file's size and a read at its cached end look at the store
+/// again after a second. Before, tail printed the first line and nothing
+/// more on shared_file and small_file.
+#[test]
+fn tail_follows_what_other_processes_append() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let log = setup.logical("log");
+        let followed = setup.dir.path().join("followed");
+        let script = format!(
+            "echo first >> '{log}'\ntimeout 5 tail -f '{log}' > '{}' &\nsleep 1\nfor i in 1 2 3; do echo line$i >> '{log}'; sleep 0.3; done\nwait\n",
+            followed.display()
+        );
+        setup.run("bash", &["-c", &script]);
+        let seen = fs::read_to_string(&followed).unwrap();
+        assert_eq!(seen, "first\nline1\nline2\nline3\n", "{workload}");
+    }
+}
+
 /// Shell redirections onto plfs files (README "Redirections"): bash's
 /// builtins (echo, printf, read, while-read loops, `exec 3>`), external
 /// commands writing and reading through a redirected 0, 1 or 2, a group

@@ -115,6 +115,40 @@ pub fn system_time_to_ns(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, saturating_ns)
 }
 
+/// How long a cached view of a file serves sizes and reads at its end
+/// before they check it against the store on their own, as an NFS
+/// client's attribute cache does (3 s at least there). A process holding a
+/// file open while others write it then sees their published writes within
+/// about this long, lock or not: `tail -f` and `less +F`, which poll the
+/// size every second, followed nothing before. Reads inside the cached end
+/// never check.
+pub const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
+/// When a cached view was last checked on its own account, on the mount's
+/// clock (so a simulation's manual clock decides it too).
+#[derive(Debug, Default)]
+pub struct LookAgain {
+    /// Nanoseconds of the last check; 0 before the first call.
+    last: AtomicU64,
+}
+
+impl LookAgain {
+    /// Whether a check is due at `now_ns`: [`LOOK_AGAIN_AFTER`] has passed
+    /// since the last one (the first call only starts the clock). Due, it
+    /// restarts it, so of callers racing one gets true.
+    pub fn due(&self, now_ns: u64) -> bool {
+        let last = self.last.load(Ordering::Acquire);
+        if last == 0 {
+            let _ = self.last.compare_exchange(0, now_ns.max(1), Ordering::AcqRel, Ordering::Acquire);
+            return false;
+        }
+        if now_ns.saturating_sub(last) < saturating_ns(LOOK_AGAIN_AFTER) {
+            return false;
+        }
+        self.last.compare_exchange(last, now_ns.max(1), Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +165,17 @@ mod tests {
         assert_eq!(stamper.next(), 5_000);
         stamper.observe(9_000);
         assert_eq!(stamper.next(), 9_001);
+    }
+
+    #[test]
+    fn a_look_again_is_due_once_a_second_from_the_first_call() {
+        let second = saturating_ns(LOOK_AGAIN_AFTER);
+        let look = LookAgain::default();
+        assert!(!look.due(5_000), "the first call starts the clock");
+        assert!(!look.due(5_000 + second - 1));
+        assert!(look.due(5_000 + second));
+        assert!(!look.due(5_000 + second), "due once, then the clock restarts");
+        assert!(look.due(5_000 + 3 * second));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checksums::{LogChecksums, PIECE_BYTES};
+use crate::clock::LookAgain;
 use crate::config::VerifyReads;
 
 use crate::container::{self, SizeSummary};
@@ -174,6 +175,8 @@ pub(crate) struct OpenFile {
     /// Other writers' index logs, as a check found them before the view
     /// now cached was loaded (None: not taken yet).
     others_seen: Mutex<Option<Vec<LogLength>>>,
+    /// Paces the checks a size or a read at the cached end makes on its own.
+    look_again: LookAgain,
     /// The container's creation is known durable (`container::sync_creation`
     /// ran in this process since the open).
     creation_synced: AtomicBool,
@@ -209,6 +212,7 @@ impl OpenFile {
             known: Mutex::new(None),
             stale: AtomicBool::new(false),
             others_seen: Mutex::new(None),
+            look_again: LookAgain::default(),
             creation_synced: AtomicBool::new(false),
         }
     }
@@ -654,6 +658,17 @@ impl OpenFile {
     /// read_ahead.rs), and takes its own bytes from what earlier reads
     /// fetched.
     pub(crate) fn read_with(&self, buf: &mut [u8], offset: u64, ahead: Option<&ReadAhead>) -> Result<usize> {
+        let count = self.read_from_view(buf, offset, ahead)?;
+        // A read that ends at the end of the file as cached: another process
+        // may have written past it (`tail -f`, a reader following a log).
+        if count < buf.len() && self.look_again.due(self.mount.stamper.now_ns()) {
+            self.refresh();
+            return self.read_from_view(buf, offset, ahead);
+        }
+        Ok(count)
+    }
+
+    fn read_from_view(&self, buf: &mut [u8], offset: u64, ahead: Option<&ReadAhead>) -> Result<usize> {
         /// Index reloads of one read whose logs vanish under it.
         const READ_ATTEMPTS_MAX: usize = 4;
         /// Reloads of one read that found the file replaced again (the
@@ -934,6 +949,9 @@ impl OpenFile {
     /// lazy stat of a file open for writing). Data bytes are exact only
     /// until the first truncate.
     pub(crate) fn known_summary(&self) -> Result<SizeSummary> {
+        if self.look_again.due(self.mount.stamper.now_ns()) {
+            self.refresh();
+        }
         self.revalidate()?;
         if let Some(known) = *lock(&self.known) {
             return Ok(known);

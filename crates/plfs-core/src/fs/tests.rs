@@ -130,6 +130,51 @@ fn a_refresh_reloads_the_index_only_when_another_writer_changed_it() {
     b.close().unwrap();
 }
 
+/// A process holding a file open follows what others append and flush
+/// within a second on its clock, without a lock, as `tail -f` and
+/// `less +F` expect: a size, a stat, and a read at the end as cached look
+/// at the store again once `LOOK_AGAIN_AFTER` has passed. Before, the
+/// size and end known at the first look were kept until the file was
+/// reopened.
+#[test]
+fn an_open_reader_follows_appends_within_a_second() {
+    use crate::clock::{LOOK_AGAIN_AFTER, saturating_ns};
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let stores = memory_stores(2);
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let mount = |pid| {
+            let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+            let options = Options { stamper: Stamper::new(clock.clone()), ..options(pid) };
+            Plfs::with_workload(backends, options, workload).unwrap()
+        };
+        let (writing, following) = (mount(3), mount(4));
+        let writer = writing.open("/log", OpenFlags::WRONLY.create(), 0o644, 3).unwrap();
+        writer.write(b"one\n", 0).unwrap();
+        writer.flush().unwrap();
+        let reader = following.open("/log", OpenFlags::RDONLY, 0, 4).unwrap();
+        assert_eq!(read_all(&reader), b"one\n", "{workload:?}");
+        // The size first (a poll of fstat), then a read first (a reader
+        // looping on read at the end).
+        for (at, line, size_first) in [(4u64, &b"two\n"[..], true), (8, b"three\n", false)] {
+            writer.write(line, at).unwrap();
+            writer.flush().unwrap();
+            clock.advance(saturating_ns(LOOK_AGAIN_AFTER));
+            let end = at + line.len() as u64;
+            if size_first {
+                assert_eq!(reader.size().unwrap(), end, "{workload:?}");
+            }
+            let mut buf = [0u8; 16];
+            let count = reader.read(&mut buf, at).unwrap();
+            assert_eq!(&buf[..count], line, "{workload:?}");
+            assert_eq!(reader.size().unwrap(), end, "{workload:?}");
+            // fstat through the C API and the preload: a stat by path.
+            assert_eq!(following.stat("/log").unwrap().size, end, "{workload:?}");
+        }
+        writer.close().unwrap();
+        reader.close().unwrap();
+    }
+}
+
 #[test]
 fn write_close_reopen_read() {
     let plfs = memory_mount(3);

@@ -44,7 +44,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use lru::LruCache;
 
-use crate::clock::Stamper;
+use crate::clock::{LookAgain, Stamper};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::LogHeader;
 use crate::layout::LogId;
@@ -448,6 +448,11 @@ impl SmallFileStore {
         &self.options.stamper
     }
 
+    /// Now on the mount's clock.
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.options.stamper.now_ns()
+    }
+
     fn lock(&self) -> MutexGuard<'_, LruCache<StorePath, Arc<ContainerSlot>>> {
         self.containers.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -546,6 +551,11 @@ struct DirContainer {
     /// A lock was granted since `view` was loaded ([`SmallFileStore::revalidate`]):
     /// it is checked against the store before its next use.
     stale: bool,
+    /// Paces the checks the view gets on its own: one a use once
+    /// [`LOOK_AGAIN_AFTER`](crate::clock::LOOK_AGAIN_AFTER) has passed, as an
+    /// NFS client's attribute cache, so a stat by path or a read of a file
+    /// another process rewrote is at most about that stale.
+    look_again: LookAgain,
     /// Views loaded so far: a flush folds its records into the view only
     /// if none was loaded while it ran (such a view may hold them already).
     view_loads: u64,
@@ -636,6 +646,7 @@ impl DirContainer {
             prepared: HashSet::new(),
             view: None,
             stale: false,
+            look_again: LookAgain::default(),
             view_loads: 0,
             known: HashMap::new(),
             pending: Vec::new(),
@@ -671,7 +682,7 @@ impl DirContainer {
     }
 
     fn view(&mut self, store: &SmallFileStore) -> Result<Arc<DirView>> {
-        if self.stale {
+        if self.view.is_some() && (self.stale || self.look_again.due(store.now_ns())) {
             self.refresh()?;
             self.stale = false;
         }

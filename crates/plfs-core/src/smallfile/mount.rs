@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use crate::attr::{FileAttr, FileKind};
-use crate::clock::{ns_to_system_time, system_time_to_ns};
+use crate::clock::{LookAgain, ns_to_system_time, system_time_to_ns};
 use crate::container;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::layout;
@@ -306,6 +306,9 @@ pub(crate) struct SmallFile {
     /// `size` may miss what other processes published: a lock was
     /// granted since ([`refresh`](Self::refresh)).
     size_stale: AtomicBool,
+    /// Paces the refreshes a size or a read at the end makes on its own
+    /// (see [`LOOK_AGAIN_AFTER`](crate::clock::LOOK_AGAIN_AFTER)).
+    look_again: LookAgain,
 }
 
 impl SmallFile {
@@ -316,6 +319,7 @@ impl SmallFile {
             size: Mutex::new(0),
             dirty: AtomicBool::new(false),
             size_stale: AtomicBool::new(false),
+            look_again: LookAgain::default(),
         }
     }
 
@@ -353,12 +357,21 @@ impl SmallFile {
         if self.dirty.load(Ordering::Relaxed) {
             self.sync(engine)?;
         }
-        engine.read(&self.dir, &self.name, offset, buf)
+        let count = engine.read(&self.dir, &self.name, offset, buf)?;
+        // At the end as cached: another process may have written past it.
+        if count < buf.len() && self.look_again.due(engine.now_ns()) {
+            self.refresh(engine);
+            return engine.read(&self.dir, &self.name, offset, buf);
+        }
+        Ok(count)
     }
 
     /// The size tracked since the open, or after a [`refresh`](Self::refresh)
     /// the published one (this handle's own changes published first).
     pub(crate) fn size(&self, engine: &SmallFileStore) -> Result<u64> {
+        if self.look_again.due(engine.now_ns()) {
+            self.refresh(engine);
+        }
         if self.size_stale.load(Ordering::Acquire) {
             if self.dirty.load(Ordering::Relaxed) {
                 self.sync(engine)?;
