@@ -1151,8 +1151,10 @@ db.close()
 
 /// `tail -f` follows a file other processes append to, on every workload:
 /// an open file's size and a read at its cached end look at the store
-/// again after a second. Before, tail printed the first line and nothing
-/// more on shared_file and small_file.
+/// again after a second, and a writer holding its file open publishes
+/// what it wrote a second before at its next write. Before, tail printed
+/// the first line and nothing more on shared_file and small_file, and
+/// nothing of the held-open writer's.
 #[test]
 fn tail_follows_what_other_processes_append() {
     for workload in ["shared_file", "file_per_proc", "small_file"] {
@@ -1166,6 +1168,22 @@ fn tail_follows_what_other_processes_append() {
         setup.run("bash", &["-c", &script]);
         let seen = fs::read_to_string(&followed).unwrap();
         assert_eq!(seen, "first\nline1\nline2\nline3\n", "{workload}");
+        // A writer that holds its file open and writes a line every 0.3 s
+        // publishes within about a second of writing; tail stops before it
+        // closes. (Which lines make it depends on timing; the first must.
+        // `-F`: on small_file the name itself is published with the lines.)
+        let job = setup.logical("job");
+        let writer = format!(
+            "import os, time\nfd = os.open('{job}', os.O_WRONLY | os.O_CREAT, 0o644)\nfor i in range(8):\n    os.write(fd, b'held %d\\n' % i)\n    time.sleep(0.3)\ntime.sleep(2.5)\nos.close(fd)\n"
+        );
+        let script = format!(
+            "python3 -c \"$0\" &\nsleep 1\ntimeout 3 tail -F '{job}' > '{}' 2>/dev/null\nwait\n",
+            followed.display()
+        );
+        setup.run("bash", &["-c", &script, &writer]);
+        let seen = fs::read_to_string(&followed).unwrap();
+        let all: String = (0..8).map(|i| format!("held {i}\n")).collect();
+        assert!(seen.starts_with("held 0\n") && all.starts_with(&seen), "{workload}: tail saw {seen:?}");
     }
 }
 

@@ -124,6 +124,12 @@ pub fn system_time_to_ns(time: SystemTime) -> u64 {
 /// never check.
 pub const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a writer's index records may wait in its buffer once it
+/// writes again: at a write that finds its last append (or its start) this
+/// long ago, the buffered frame is appended, so a reader following the file
+/// ([`LOOK_AGAIN_AFTER`]) sees a slow writer's progress about this late.
+pub const PUBLISH_AFTER: Duration = Duration::from_secs(1);
+
 /// When a cached view was last checked on its own account, on the mount's
 /// clock (so a simulation's manual clock decides it too).
 #[derive(Debug, Default)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checksums::{LogChecksums, PIECE_BYTES};
-use crate::clock::LookAgain;
+use crate::clock::{LookAgain, PUBLISH_AFTER, saturating_ns};
 use crate::config::VerifyReads;
 
 use crate::container::{self, SizeSummary};
@@ -61,6 +61,9 @@ struct WriterLogs {
     /// Every frame appended to the index log, while the file's retention
     /// for a collective flatten on close has room (see `retained`).
     retained: Option<(Arc<Retention>, Vec<u8>)>,
+    /// When the pair was made or last appended a frame (mount clock), so a
+    /// slow writer publishes its records within about `PUBLISH_AFTER`.
+    flushed_ns: u64,
 }
 
 #[derive(Debug, Default)]
@@ -398,10 +401,17 @@ impl OpenFile {
 
     /// A pending run counts as the records it replaces, so patterns reach
     /// the index log (and survive a crash) as often as plain records would.
+    /// Also appends a frame that has waited `PUBLISH_AFTER`: a writer
+    /// logging a line now and then filled its 256 KiB frame after hours,
+    /// and until then no reader saw a byte it wrote (`tail -f` on a job's
+    /// log). A writer that stops writing keeps its last records until it
+    /// flushes, syncs or closes.
     fn flush_if_full(&self, slot: &mut WriterSlot) -> Result<()> {
         let logs = slot.logs.as_ref().expect("caller ensured logs");
         let pending = logs.patterns.pending_writes() as usize * WRITE_RECORD_BYTES;
-        if logs.frame.len() + pending >= self.mount.tuning.index_flush_bytes {
+        if logs.frame.len() + pending >= self.mount.tuning.index_flush_bytes
+            || self.mount.stamper.now_ns().saturating_sub(logs.flushed_ns) >= saturating_ns(PUBLISH_AFTER)
+        {
             self.flush_frame(slot)?;
         }
         Ok(())
@@ -426,6 +436,7 @@ impl OpenFile {
         logs.frame.clear();
         match result {
             Ok(()) => {
+                logs.flushed_ns = self.mount.stamper.now_ns();
                 logs.index_dirty = true;
                 logs.indexed = logs.summary;
                 Ok(())
@@ -629,6 +640,7 @@ impl OpenFile {
             index_dirty: true,
             announced: false,
             retained: mount.retained.retention(path).map(|retention| (retention, Vec::new())),
+            flushed_ns: mount.stamper.now_ns(),
         })
     }
 

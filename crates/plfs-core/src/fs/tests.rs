@@ -175,6 +175,36 @@ fn an_open_reader_follows_appends_within_a_second() {
     }
 }
 
+/// A writer that keeps writing publishes its buffered records at its
+/// first write a second (`PUBLISH_AFTER`, mount clock) after they began to
+/// pile up, so a reader sees a slow writer's progress without waiting for
+/// it to close. Before, a line written now and then stayed invisible until
+/// 256 KiB of container index records (1 MiB of small-file records) had
+/// piled up.
+#[test]
+fn a_slow_writer_publishes_within_a_second() {
+    use crate::clock::{PUBLISH_AFTER, saturating_ns};
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let stores = memory_stores(2);
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let mount = |pid| {
+            let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+            let options = Options { stamper: Stamper::new(clock.clone()), ..options(pid) };
+            Plfs::with_workload(backends, options, workload).unwrap()
+        };
+        let (writing, reading) = (mount(3), mount(4));
+        let writer = writing.open("/job.log", OpenFlags::WRONLY.create(), 0o644, 3).unwrap();
+        writer.write(b"step 1\n", 0).unwrap();
+        writer.write(b"step 2\n", 7).unwrap();
+        clock.advance(saturating_ns(PUBLISH_AFTER));
+        writer.write(b"step 3\n", 14).unwrap();
+        let reader = reading.open("/job.log", OpenFlags::RDONLY, 0, 4).unwrap();
+        assert_eq!(read_all(&reader), b"step 1\nstep 2\nstep 3\n", "{workload:?}");
+        reader.close().unwrap();
+        writer.close().unwrap();
+    }
+}
+
 #[test]
 fn write_close_reopen_read() {
     let plfs = memory_mount(3);

@@ -44,7 +44,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use lru::LruCache;
 
-use crate::clock::{LookAgain, Stamper};
+use crate::clock::{LookAgain, PUBLISH_AFTER, Stamper, saturating_ns};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::format::data_log::LogHeader;
 use crate::layout::LogId;
@@ -551,6 +551,9 @@ struct DirContainer {
     /// A lock was granted since `view` was loaded ([`SmallFileStore::revalidate`]):
     /// it is checked against the store before its next use.
     stale: bool,
+    /// When the oldest record no flush has taken yet was pushed (mount
+    /// clock; 0: none since the last flush started).
+    buffered_since_ns: u64,
     /// Paces the checks the view gets on its own: one a use once
     /// [`LOOK_AGAIN_AFTER`](crate::clock::LOOK_AGAIN_AFTER) has passed, as an
     /// NFS client's attribute cache, so a stat by path or a read of a file
@@ -646,6 +649,7 @@ impl DirContainer {
             prepared: HashSet::new(),
             view: None,
             stale: false,
+            buffered_since_ns: 0,
             look_again: LookAgain::default(),
             view_loads: 0,
             known: HashMap::new(),
@@ -739,9 +743,18 @@ impl DirContainer {
     /// one: folding into the view is exact only when every record before
     /// the last folded one is folded too (a write of one writer may name a
     /// file another one's unflushed create made).
-    fn after_record(&self, store: &SmallFileStore, writer: u64) -> bool {
+    /// Also true once `PUBLISH_AFTER` has passed since the last flush (or
+    /// the first record after it): a process writing a little now and then
+    /// published nothing until its buffer filled or it closed, so no other
+    /// process could follow the file (`tail -f` on a job's log).
+    fn after_record(&mut self, store: &SmallFileStore, writer: u64) -> bool {
         let session = self.sessions.get(&writer).expect("a record was just pushed");
-        session.name_frame.len() + session.index_frame.len() >= store.options.record_buffer_bytes
+        let full = session.name_frame.len() + session.index_frame.len() >= store.options.record_buffer_bytes;
+        let now = store.now_ns();
+        if self.buffered_since_ns == 0 {
+            self.buffered_since_ns = now.max(1);
+        }
+        full || now.saturating_sub(self.buffered_since_ns) >= saturating_ns(PUBLISH_AFTER)
     }
 
     /// The failure that lost (or may have lost) record `ticket`, if any.
@@ -759,6 +772,7 @@ impl DirContainer {
     /// them, are the batch's, without the lock.
     fn start_batch(&mut self) -> Batch {
         self.flushing = true;
+        self.buffered_since_ns = 0;
         let mut sessions = Vec::new();
         let mut failed = Vec::new();
         for (&writer, session) in &mut self.sessions {
