@@ -130,6 +130,20 @@ fn a_refresh_reloads_the_index_only_when_another_writer_changed_it() {
     b.close().unwrap();
 }
 
+/// Two mounts of `workload` ("processes" 3 and 4) over the same two
+/// memory backends, on one manual clock.
+fn two_processes(workload: Workload) -> (Arc<ManualClock>, Plfs, Plfs) {
+    let stores = memory_stores(2);
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let mount = |pid| {
+        let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+        let options = Options { stamper: Stamper::new(clock.clone()), ..options(pid) };
+        Plfs::with_workload(backends, options, workload).unwrap()
+    };
+    let (first, second) = (mount(3), mount(4));
+    (clock, first, second)
+}
+
 /// A process holding a file open follows what others append and flush
 /// within a second on its clock, without a lock, as `tail -f` and
 /// `less +F` expect: a size, a stat, and a read at the end as cached look
@@ -140,14 +154,7 @@ fn a_refresh_reloads_the_index_only_when_another_writer_changed_it() {
 fn an_open_reader_follows_appends_within_a_second() {
     use crate::clock::{LOOK_AGAIN_AFTER, saturating_ns};
     for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
-        let stores = memory_stores(2);
-        let clock = Arc::new(ManualClock::new(1_000_000));
-        let mount = |pid| {
-            let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
-            let options = Options { stamper: Stamper::new(clock.clone()), ..options(pid) };
-            Plfs::with_workload(backends, options, workload).unwrap()
-        };
-        let (writing, following) = (mount(3), mount(4));
+        let (clock, writing, following) = two_processes(workload);
         let writer = writing.open("/log", OpenFlags::WRONLY.create(), 0o644, 3).unwrap();
         writer.write(b"one\n", 0).unwrap();
         writer.flush().unwrap();
@@ -185,14 +192,7 @@ fn an_open_reader_follows_appends_within_a_second() {
 fn a_slow_writer_publishes_within_a_second() {
     use crate::clock::{PUBLISH_AFTER, saturating_ns};
     for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
-        let stores = memory_stores(2);
-        let clock = Arc::new(ManualClock::new(1_000_000));
-        let mount = |pid| {
-            let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
-            let options = Options { stamper: Stamper::new(clock.clone()), ..options(pid) };
-            Plfs::with_workload(backends, options, workload).unwrap()
-        };
-        let (writing, reading) = (mount(3), mount(4));
+        let (clock, writing, reading) = two_processes(workload);
         let writer = writing.open("/job.log", OpenFlags::WRONLY.create(), 0o644, 3).unwrap();
         writer.write(b"step 1\n", 0).unwrap();
         writer.write(b"step 2\n", 7).unwrap();
