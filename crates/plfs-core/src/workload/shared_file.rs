@@ -71,7 +71,8 @@ impl SharedFile for ContainerShared {
     fn size_for_stat(&self, lazy: bool) -> Result<Option<SizeSummary>> {
         // Lazy stat (PLFS's default): a file this process is writing
         // answers from memory, without reading any index log; writes
-        // other processes made since it was opened show at close.
+        // other processes published since show after a refresh (a lock
+        // granted) or the check `known_summary` makes once a second.
         if lazy && self.file.has_written() {
             return self.file.known_summary().map(Some);
         }
