@@ -119,8 +119,8 @@ pub fn system_time_to_ns(time: SystemTime) -> u64 {
 /// before they check it against the store on their own, as an NFS
 /// client's attribute cache does (3 s at least there). A process holding a
 /// file open while others write it then sees their published writes within
-/// about this long, lock or not: `tail -f` and `less +F`, which poll the
-/// size every second, followed nothing before. Reads inside the cached end
+/// about this long, lock or not: `tail -f`, which polls the size every
+/// second, followed nothing before. Reads inside the cached end
 /// never check.
 pub const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 

@@ -145,8 +145,8 @@ fn two_processes(workload: Workload) -> (Arc<ManualClock>, Plfs, Plfs) {
 }
 
 /// A process holding a file open follows what others append and flush
-/// within a second on its clock, without a lock, as `tail -f` and
-/// `less +F` expect: a size, a stat, and a read at the end as cached look
+/// within a second on its clock, without a lock, as `tail -f` expects:
+/// a size, a stat, and a read at the end as cached look
 /// at the store again once `LOOK_AGAIN_AFTER` has passed. Before, the
 /// size and end known at the first look were kept until the file was
 /// reopened.
