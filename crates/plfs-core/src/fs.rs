@@ -2,8 +2,8 @@
 //! the preload call. Paths are relative to the mount point ("/dir/file").
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLockReadGuard};
 use std::time::SystemTime;
 
 use crate::attr::{Credentials, DirEntryInfo, FileAttr, FileKind, Owner, R_OK, W_OK, X_OK};
@@ -270,7 +270,8 @@ impl Plfs {
         writer: WriterId,
     ) -> FileHandle {
         let (entry, file) = self.state.open_files.join(&self.state.shared, logical, opened, index);
-        FileHandle { mount: self.state.clone(), entry, file, flags, writer, closed: false }
+        let moves_seen = AtomicU64::new(entry.moves());
+        FileHandle { mount: self.state.clone(), entry, file, flags, writer, moves_seen, closed: false }
     }
 
     /// What is at `logical`, as the mount's workload sees it.
@@ -415,12 +416,50 @@ impl Plfs {
             Found::File(file) => {
                 let (_claim, open) = self.state.open_files.claim_move(&[&logical]);
                 let _gates = hold_gates(&open);
-                // Handles still open here (an interface that does not hide
-                // such a file first) keep their file, detached.
+                if !open.is_empty() {
+                    // POSIX: the handles open here keep the file, whole and
+                    // writable, until their last close removes it (NFS's
+                    // "silly rename"). Processes elsewhere do not count.
+                    match self.hide_open(&logical) {
+                        Ok(()) => return Ok(()),
+                        Err(error) => tracing::debug!("{path}: unlinked while open, not hidden: {error}"),
+                    }
+                }
+                // Handles still open here, where the file could not be
+                // hidden, keep their entry, detached.
                 self.state.open_files.detach(&logical);
                 self.state.files.unlink(&self.state, &logical, &file).context(path.to_owned())
             }
         }
+    }
+
+    /// Moves a file open in this process to a hidden name beside it, whose
+    /// last close here removes it. Its gates are held by the caller.
+    fn hide_open(&self, logical: &StorePath) -> Result<()> {
+        let hidden = self.hidden_path(logical, self.state.stamper.next())?;
+        self.state.files.rename_file(&self.state, logical, &hidden, false)?;
+        self.state.open_files.unlinked(logical, hidden);
+        Ok(())
+    }
+
+    /// The hidden name `logical` takes while unlinked but open: reserved
+    /// (hidden from listings, cleared by `plfs recover`), unique by
+    /// `unique` and this process, and placed on the same backend as the
+    /// name it replaces, so hiding never moves data between backends.
+    fn hidden_path(&self, logical: &StorePath, unique: u64) -> Result<StorePath> {
+        let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+        let placement = &self.state.placement;
+        let home = placement.canonical_backend(name);
+        // One backend in K takes a given name: K tries on average.
+        let mut unique = unique;
+        let hidden = loop {
+            let hidden = layout::removed_container_name(name, unique, self.state.pid);
+            if placement.canonical_backend(&hidden) == home {
+                break hidden;
+            }
+            unique = unique.wrapping_add(1);
+        };
+        logical.parent().unwrap_or_default().join(&hidden)
     }
 
     /// Like [`rename`](Self::rename) but fails with `AlreadyExists` if
@@ -447,14 +486,7 @@ impl Plfs {
     /// last close unlinks the hidden path. `unique` tells apart the names
     /// one process hides; `plfs recover` clears what a crash leaves hidden.
     pub fn hide(&self, path: &str, unique: u64) -> Result<String> {
-        let logical = parse_file_path(path)?;
-        let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
-        let hidden = logical.parent().unwrap_or_default().join(&layout::removed_container_name(
-            name,
-            unique,
-            self.state.pid,
-        ))?;
-        let hidden = format!("/{hidden}");
+        let hidden = format!("/{}", self.hidden_path(&parse_file_path(path)?, unique)?);
         self.rename_keeping(path, &hidden)?;
         Ok(hidden)
     }
@@ -852,10 +884,36 @@ pub struct FileHandle {
     file: Box<dyn WorkloadFile>,
     flags: OpenFlags,
     writer: WriterId,
+    /// The entry's moves this handle's file has been told of.
+    moves_seen: AtomicU64,
     closed: bool,
 }
 
 impl FileHandle {
+    /// Holds the file's gate for one call (no rename or unlink moves it
+    /// meanwhile) and first tells the handle where a move since its last
+    /// call put the file.
+    fn gated(&self) -> RwLockReadGuard<'_, ()> {
+        let gate = self.entry.gated();
+        let moves = self.entry.moves();
+        if self.moves_seen.swap(moves, Ordering::AcqRel) != moves {
+            self.file.moved(&self.entry.path());
+        }
+        gate
+    }
+
+    /// The file's path now: where a rename moved it, or its hidden name
+    /// once an unlink removed its name while this handle kept it open.
+    pub fn path(&self) -> String {
+        format!("/{}", self.entry.path())
+    }
+
+    /// Whether an unlink removed the file's name while it was open here:
+    /// it lives on at a hidden name (what fstat reports as no links).
+    pub fn unlinked(&self) -> bool {
+        self.entry.path().file_name().is_some_and(layout::is_removed)
+    }
+
     fn refuse_unless(&self, allowed: bool, what: &str) -> Result<()> {
         if allowed {
             Ok(())
@@ -873,13 +931,13 @@ impl FileHandle {
     /// container; an n-n file has no logs and ignores it).
     pub fn write_as(&self, buf: &[u8], offset: u64, writer: WriterId) -> Result<usize> {
         self.refuse_unless(self.flags.write, "writing")?;
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.write(buf, offset, writer)
     }
 
     pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.refuse_unless(self.flags.read, "reading")?;
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.read(buf, offset)
     }
 
@@ -887,7 +945,7 @@ impl FileHandle {
     /// processes elsewhere see what was written once they reopen. An n-n
     /// file buffers nothing; a small file publishes its directory's records.
     pub fn flush(&self) -> Result<()> {
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.flush()
     }
 
@@ -898,27 +956,27 @@ impl FileHandle {
     /// lock is granted, as an NFS client revalidates its cache there: a
     /// process that takes a lock must see what the holder before it wrote.
     pub fn refresh(&self) -> Result<()> {
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.refresh()
     }
 
     /// Makes everything written through this process's handles durable
     /// (for a small file: publishes its directory, `flush_writes`).
     pub fn sync(&self) -> Result<()> {
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.sync()
     }
 
     /// The size as this process sees it (no I/O once known for a
     /// container; an n-n file asks its backend file).
     pub fn size(&self) -> Result<u64> {
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.size()
     }
 
     pub fn truncate(&self, size: u64) -> Result<()> {
         self.refuse_unless(self.flags.write, "writing")?;
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         self.file.truncate(size, self.writer)
     }
 
@@ -937,7 +995,7 @@ impl FileHandle {
     /// the last close's size records the gate is held: they go into the
     /// container at the file's path, which no move may change meanwhile.
     fn finish(&self) -> Result<()> {
-        let _gate = self.entry.gated();
+        let _gate = self.gated();
         let closed = self.file.close();
         let Release::Last { replaced } = self.mount.open_files.release(&self.entry) else {
             return closed;

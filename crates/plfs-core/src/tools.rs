@@ -467,6 +467,18 @@ impl Plfs {
         let mut recovery =
             Recovery { state: self.state(), path: &logical, fix, verify: false, report: Default::default() };
         recovery.debris_in(&logical).context(path.to_owned())?;
+        // Small files unlinked while open live on in their directory's
+        // container, not as backend entries.
+        let (files, state) = (self.files(), self.state());
+        for name in files.hidden_files(state, &logical).context(path.to_owned())? {
+            let hidden = logical.join(&name)?;
+            let fixed = fix && {
+                files.remove_replaced(state, &hidden).context(path.to_owned())?;
+                true
+            };
+            let what = "a file unlinked while open, left by a crash".to_owned();
+            recovery.note(Problem::Debris, format!("/{hidden}"), what, fixed);
+        }
         Ok(recovery.report)
     }
 
@@ -1007,7 +1019,12 @@ impl Recovery<'_> {
                     continue;
                 }
                 let fixed = self.fix && {
-                    container::remove_tree(store, &debris)?;
+                    // An n-n file unlinked while open is a plain file.
+                    if entry.kind == EntryKind::File {
+                        container::ignore_missing(store.remove_file(&debris))?;
+                    } else {
+                        container::remove_tree(store, &debris)?;
+                    }
                     true
                 };
                 self.note(

@@ -13,6 +13,7 @@
 //! logs that had moved (ENOENT on an open descriptor).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::load::LoadedIndex;
@@ -29,6 +30,9 @@ pub(super) struct OpenEntry {
     path: Mutex<StorePath>,
     /// The workload's state of the file, where its opens share one.
     shared: Option<Arc<dyn SharedFile>>,
+    /// How many times the file moved: a handle of its own (a small file's)
+    /// learns its new path at its next call (see `FileHandle::gated`).
+    moves: AtomicU64,
 }
 
 impl OpenEntry {
@@ -46,11 +50,17 @@ impl OpenEntry {
         lock(&self.path).clone()
     }
 
+    /// Moves so far; a handle that saw fewer asks [`path`](Self::path).
+    pub(super) fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Acquire)
+    }
+
     fn set_path(&self, path: StorePath) {
         if let Some(shared) = &self.shared {
             shared.moved(&path);
         }
         *lock(&self.path) = path;
+        self.moves.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -58,14 +68,20 @@ impl OpenEntry {
 struct Slot {
     entry: Arc<OpenEntry>,
     opens: usize,
-    /// A rename replaced this file while it was open here: it lives on at
-    /// a hidden name until its last close here removes it.
+    /// A rename replaced this file, or an unlink removed its name, while
+    /// it was open here: it lives on at a hidden name until its last close
+    /// here removes it.
     doomed: bool,
 }
 
 impl Slot {
     fn new(path: &StorePath, shared: Option<Arc<dyn SharedFile>>) -> Slot {
-        let entry = OpenEntry { gate: RwLock::new(()), path: Mutex::new(path.clone()), shared };
+        let entry = OpenEntry {
+            gate: RwLock::new(()),
+            path: Mutex::new(path.clone()),
+            shared,
+            moves: AtomicU64::new(0),
+        };
         Slot { entry: Arc::new(entry), opens: 0, doomed: false }
     }
 }
@@ -258,6 +274,17 @@ impl OpenFiles {
         if let Some(slot) = tables.slots.remove(source) {
             slot.entry.set_path(target.clone());
             tables.slots.insert(target.clone(), slot);
+        }
+    }
+
+    /// An unlink hid the file open at `path` at `hidden`: its handles
+    /// follow it there, and its last close here removes it.
+    pub(super) fn unlinked(&self, path: &StorePath, hidden: StorePath) {
+        let mut tables = self.lock();
+        if let Some(mut slot) = tables.slots.remove(path) {
+            slot.entry.set_path(hidden.clone());
+            slot.doomed = true;
+            tables.slots.insert(hidden, slot);
         }
     }
 

@@ -205,6 +205,70 @@ fn a_slow_writer_publishes_within_a_second() {
     }
 }
 
+/// Names on any backend in the mount root that a file unlinked while
+/// open would leave (hidden names).
+fn hidden_backend_names(stores: &[SharedStore]) -> Vec<String> {
+    let root = StorePath::parse("").unwrap();
+    let names = stores.iter().flat_map(|store| store.list(&root).unwrap_or_default());
+    names.map(|entry| entry.name).filter(|name| crate::layout::is_removed(name)).collect()
+}
+
+/// POSIX: a file renamed or unlinked while this process holds it open
+/// stays the handle's, readable and writable, until the last close, and
+/// fstat follows it. Before, on small_file a rename or unlink left the
+/// handle with ENOENT, an unlinked container read back empty, and fstat
+/// (the C API's) looked up the old name.
+#[test]
+fn an_open_file_follows_its_rename_and_outlives_its_unlink() {
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let stores = memory_stores(3);
+        let backends = || stores.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+        let plfs = Plfs::with_workload(backends(), options(3), workload).unwrap();
+        let handle = plfs.open("/f", OpenFlags::RDWR.create(), 0o644, 3).unwrap();
+        handle.write(b"hello", 0).unwrap();
+        plfs.rename("/f", "/renamed").unwrap();
+        assert_eq!(read_all(&handle), b"hello", "{workload:?}");
+        handle.write(b"HE", 0).unwrap();
+        assert_eq!(handle.path(), "/renamed", "{workload:?}");
+        assert_eq!(plfs.stat(&handle.path()).unwrap().size, 5, "{workload:?}");
+
+        plfs.unlink("/renamed").unwrap();
+        assert_eq!(plfs.stat("/renamed").unwrap_err().kind(), ErrorKind::NotFound, "{workload:?}");
+        assert!(plfs.readdir("/").unwrap().is_empty(), "{workload:?}: the hidden name is not listed");
+        assert!(handle.unlinked(), "{workload:?}");
+        assert_eq!(read_all(&handle), b"HEllo", "{workload:?}");
+        handle.write(b"xy", 5).unwrap();
+        assert_eq!(read_all(&handle), b"HElloxy", "{workload:?}");
+        assert_eq!(plfs.stat(&handle.path()).unwrap().size, 7, "{workload:?}");
+        // A new file may take the name meanwhile; it is a file of its own.
+        let other = plfs.open("/renamed", OpenFlags::RDWR.create(), 0o644, 3).unwrap();
+        other.write(b"new", 0).unwrap();
+        other.close().unwrap();
+        assert_eq!(read_all(&handle), b"HElloxy", "{workload:?}");
+        handle.close().unwrap();
+        plfs.finish_removals();
+        let names: Vec<String> = plfs.readdir("/").unwrap().into_iter().map(|entry| entry.name).collect();
+        assert_eq!(names, ["renamed"], "{workload:?}");
+        assert!(hidden_backend_names(&stores).is_empty(), "{workload:?}");
+        assert!(plfs.recover_directory("/", false).unwrap().findings.is_empty(), "{workload:?}");
+
+        // A process that dies holding it leaves the hidden file for
+        // `plfs recover --fix`, which removes it.
+        let dying = Plfs::with_workload(backends(), options(4), workload).unwrap();
+        let held = dying.open("/held", OpenFlags::RDWR.create(), 0o644, 4).unwrap();
+        held.write(b"bytes", 0).unwrap();
+        dying.unlink("/held").unwrap();
+        std::mem::forget(held);
+        std::mem::forget(dying);
+        let survivor = Plfs::with_workload(backends(), options(5), workload).unwrap();
+        let found = survivor.recover_directory("/", true).unwrap();
+        assert_eq!(found.findings.len(), 1, "{workload:?}: {found:?}");
+        assert_eq!(found.unfixed(), 0, "{workload:?}: {found:?}");
+        assert!(hidden_backend_names(&stores).is_empty(), "{workload:?}");
+        assert!(survivor.recover_directory("/", false).unwrap().findings.is_empty(), "{workload:?}");
+    }
+}
+
 #[test]
 fn write_close_reopen_read() {
     let plfs = memory_mount(3);

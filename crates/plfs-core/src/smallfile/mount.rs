@@ -34,8 +34,8 @@
 //!   publishes them, then unlinks the source (a crash in between leaves a
 //!   copy, never a loss).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
 use crate::attr::{FileAttr, FileKind};
@@ -77,7 +77,12 @@ fn writer_of(mount: &MountState) -> u64 {
 /// else a small file of its parent's container. This process's own
 /// unflushed files are published first, so they are found.
 pub(crate) fn lookup(mount: &MountState, engine: &SmallFileStore, path: &StorePath) -> Result<SmallLookup> {
-    if path.components().any(layout::is_reserved) {
+    // Except a file unlinked while open, at its hidden name (the name its
+    // handles' fstat and FUSE's node of it look up).
+    let last = path.components().count().saturating_sub(1);
+    let refused =
+        |(at, name): (usize, &str)| layout::is_reserved(name) && !(at == last && layout::is_removed(name));
+    if path.components().enumerate().any(refused) {
         return Err(Error::new(ErrorKind::NotFound, format!("/{path}: a reserved plfs name")));
     }
     let (backend, _) = container::canonical(mount, path);
@@ -208,7 +213,19 @@ pub(crate) fn open(
 /// it, whichever process did it).
 pub(crate) fn list(engine: &SmallFileStore, dir: &StorePath) -> Result<Vec<String>> {
     engine.refresh(dir)?;
-    engine.list(dir)
+    let mut names = engine.list(dir)?;
+    // Files unlinked while open live on under hidden names.
+    names.retain(|name| !layout::is_reserved(name));
+    Ok(names)
+}
+
+/// The hidden names of files unlinked while open in `dir` (what a crash
+/// before their last close leaves for `plfs recover`).
+pub(crate) fn hidden(engine: &SmallFileStore, dir: &StorePath) -> Result<Vec<String>> {
+    engine.refresh(dir)?;
+    let mut names = engine.list(dir)?;
+    names.retain(|name| layout::is_removed(name));
+    Ok(names)
 }
 
 pub(crate) fn unlink(mount: &MountState, engine: &SmallFileStore, logical: &StorePath) -> Result<()> {
@@ -244,7 +261,8 @@ pub(crate) fn rename_file(
 ) -> Result<()> {
     let (from_dir, from) = split(source)?;
     let (to_dir, to) = split(target)?;
-    if layout::is_reserved(to) {
+    // A hidden name is the façade's, for a file unlinked while open.
+    if layout::is_reserved(to) && !layout::is_removed(to) {
         return Err(Error::invalid(format!(
             "/{target}: names starting {} are plfs's",
             layout::RESERVED_PREFIX
@@ -293,13 +311,21 @@ pub(crate) fn close_under(engine: &SmallFileStore, dir: &StorePath) -> Result<()
     engine.close_under(dir)
 }
 
+/// A small file's directory and name.
+#[derive(Debug)]
+struct Location {
+    dir: StorePath,
+    name: String,
+}
+
 /// One open of a small file. The size is tracked from the open on (the
 /// view's size, or 0 when the open created or truncated it) through this
 /// handle's writes and truncates, so `size` costs no I/O.
 #[derive(Debug)]
 pub(crate) struct SmallFile {
-    dir: StorePath,
-    name: String,
+    /// Where the file is; a rename (or an unlink that hides the open file)
+    /// moves it ([`moved`](Self::moved)).
+    at: RwLock<Location>,
     size: Mutex<u64>,
     /// Records of this handle not yet published.
     dirty: AtomicBool,
@@ -314,8 +340,7 @@ pub(crate) struct SmallFile {
 impl SmallFile {
     fn new(dir: StorePath, name: String) -> SmallFile {
         SmallFile {
-            dir,
-            name,
+            at: RwLock::new(Location { dir, name }),
             size: Mutex::new(0),
             dirty: AtomicBool::new(false),
             size_stale: AtomicBool::new(false),
@@ -327,8 +352,22 @@ impl SmallFile {
         self.size.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn at(&self) -> RwLockReadGuard<'_, Location> {
+        self.at.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(crate) fn path(&self) -> StorePath {
-        self.dir.join(&self.name).unwrap_or_else(|_| self.dir.clone())
+        let at = self.at();
+        at.dir.join(&at.name).unwrap_or_else(|_| at.dir.clone())
+    }
+
+    /// The file now lives at `path`: the façade calls this before the
+    /// handle's next call after a move.
+    pub(crate) fn moved(&self, path: &StorePath) {
+        if let Ok((dir, name)) = split(path) {
+            let name = name.to_owned();
+            *self.at.write().unwrap_or_else(PoisonError::into_inner) = Location { dir, name };
+        }
     }
 
     fn context(&self) -> String {
@@ -342,7 +381,8 @@ impl SmallFile {
         offset: u64,
         writer: WriterId,
     ) -> Result<usize> {
-        engine.write(&self.dir, &self.name, writer, offset, buf)?;
+        let at = self.at();
+        engine.write(&at.dir, &at.name, writer, offset, buf)?;
         self.dirty.store(true, Ordering::Relaxed);
         if !buf.is_empty() {
             let mut size = self.lock_size();
@@ -357,11 +397,13 @@ impl SmallFile {
         if self.dirty.load(Ordering::Relaxed) {
             self.sync(engine)?;
         }
-        let count = engine.read(&self.dir, &self.name, offset, buf)?;
+        let at = self.at();
+        let count = engine.read(&at.dir, &at.name, offset, buf)?;
         // At the end as cached: another process may have written past it.
         if count < buf.len() && self.look_again.due(engine.now_ns()) {
-            self.refresh(engine);
-            return engine.read(&self.dir, &self.name, offset, buf);
+            engine.revalidate(&at.dir);
+            self.size_stale.store(true, Ordering::Release);
+            return engine.read(&at.dir, &at.name, offset, buf);
         }
         Ok(count)
     }
@@ -376,7 +418,11 @@ impl SmallFile {
             if self.dirty.load(Ordering::Relaxed) {
                 self.sync(engine)?;
             }
-            match engine.stat(&self.dir, &self.name) {
+            let stat = {
+                let at = self.at();
+                engine.stat(&at.dir, &at.name)
+            };
+            match stat {
                 Ok(stat) => *self.lock_size() = stat.size,
                 // Removed by another process: the size this handle knew.
                 Err(error) if error.kind() == ErrorKind::NotFound => {}
@@ -388,7 +434,8 @@ impl SmallFile {
     }
 
     pub(crate) fn truncate(&self, engine: &SmallFileStore, size: u64, writer: WriterId) -> Result<()> {
-        engine.truncate(&self.dir, &self.name, writer, size)?;
+        let at = self.at();
+        engine.truncate(&at.dir, &at.name, writer, size)?;
         self.dirty.store(true, Ordering::Relaxed);
         self.size_stale.store(false, Ordering::Release);
         *self.lock_size() = size;
@@ -399,7 +446,7 @@ impl SmallFile {
     /// read and size (a lock was granted). No I/O here: the directory's
     /// view is checked at its next use.
     pub(crate) fn refresh(&self, engine: &SmallFileStore) {
-        engine.revalidate(&self.dir);
+        engine.revalidate(&self.at().dir);
         self.size_stale.store(true, Ordering::Release);
     }
 
@@ -407,7 +454,8 @@ impl SmallFile {
     /// file's directory.
     pub(crate) fn sync(&self, engine: &SmallFileStore) -> Result<()> {
         self.dirty.store(false, Ordering::Relaxed);
-        let result = engine.flush_writes(&self.dir).with_context(|| self.context());
+        let dir = self.at().dir.clone();
+        let result = engine.flush_writes(&dir).with_context(|| self.context());
         if result.is_err() {
             self.dirty.store(true, Ordering::Relaxed);
         }

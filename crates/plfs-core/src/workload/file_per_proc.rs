@@ -83,6 +83,12 @@ impl Workload for FilePerProc {
         flat::rename_file(mount, source, target).map(|()| None)
     }
 
+    /// A file unlinked while open, at its hidden name (on the backend of
+    /// its old name, so the open descriptors are still its).
+    fn remove_replaced(&self, mount: &MountState, path: &StorePath) -> Result<()> {
+        mount.store(flat::backend(mount, path)).remove_file(path)
+    }
+
     fn replaces_atomically(&self) -> bool {
         false
     }

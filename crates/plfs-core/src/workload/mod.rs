@@ -224,6 +224,13 @@ pub(crate) trait Workload: Debug + Send + Sync {
         Ok(())
     }
 
+    /// Hidden files in `dir` that are no backend entry of their own (a
+    /// small file unlinked while open): `plfs recover` removes what a
+    /// crash left of them with [`remove_replaced`](Self::remove_replaced).
+    fn hidden_files(&self, _mount: &MountState, _dir: &StorePath) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// Whether a rename onto an existing file is one atomic switch for its
     /// readers; otherwise the façade removes the target first.
     fn replaces_atomically(&self) -> bool;
@@ -406,6 +413,12 @@ pub(crate) trait WorkloadFile: Debug + Send + Sync {
     /// This open ends (a shared state's own close follows at the last
     /// close of the file here).
     fn close(&self) -> Result<()>;
+
+    /// The file now lives at `path` (renamed, or hidden by an unlink while
+    /// open). Only a handle that names its file itself (a small file's)
+    /// has anything to do: shared states learn it from the registry and a
+    /// plain file's descriptor follows its inode.
+    fn moved(&self, _path: &StorePath) {}
 }
 
 /// The workload of a mount configured for `name`, over `mount`'s stores.

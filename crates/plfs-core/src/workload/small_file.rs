@@ -93,6 +93,15 @@ impl Workload for SmallFile {
         small::rename_file(mount, self.engine(), source, target).map(|()| None)
     }
 
+    /// A file unlinked while open, at its hidden name.
+    fn remove_replaced(&self, mount: &MountState, path: &StorePath) -> Result<()> {
+        small::unlink(mount, self.engine(), path)
+    }
+
+    fn hidden_files(&self, _mount: &MountState, dir: &StorePath) -> Result<Vec<String>> {
+        small::hidden(self.engine(), dir)
+    }
+
     fn replaces_atomically(&self) -> bool {
         false
     }
@@ -210,5 +219,9 @@ impl WorkloadFile for SmallHandle {
     /// Close-to-open: what this handle changed is published.
     fn close(&self) -> Result<()> {
         self.file.close(&self.engine.engine)
+    }
+
+    fn moved(&self, path: &StorePath) {
+        self.file.moved(path);
     }
 }
