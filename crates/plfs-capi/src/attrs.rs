@@ -41,7 +41,12 @@ pub unsafe extern "C" fn plfs_getattr(
                 // every fstat of a file being written cost two (about
                 // 700 µs a write + fstat through the preload).
                 fd.handle.flush().map_err(report)?;
-                to_stat(&fd.plfs.stat(&fd.path).map_err(report)?, &fd.path)
+                let path = fd.path();
+                let mut st = to_stat(&fd.plfs.stat(&path).map_err(report)?, &path);
+                if fd.handle.unlinked() {
+                    st.st_nlink = 0;
+                }
+                st
             }
             // SAFETY: the caller's contract.
             None => match unsafe { place_argument(path) }? {

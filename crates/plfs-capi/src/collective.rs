@@ -120,7 +120,7 @@ fn open_on_ranks(
         let writer = writer_of(pid)?;
         let (plfs, inner) = resolve(path)?;
         let handle = open_collective(&plfs, &inner, comm, strategy, writer).map_err(report)?;
-        return Ok(PlfsFd::new(plfs, inner, handle, open_flags));
+        return Ok(PlfsFd::new(plfs, handle, open_flags));
     }
     // Writers share no index; only creation is ordered: rank 0 makes the
     // file before the others look for it. Each rank's own error is its

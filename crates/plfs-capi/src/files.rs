@@ -17,8 +17,6 @@ use crate::plfs::open::{OpenFlags, WriterId};
 #[derive(Debug)]
 pub struct PlfsFd {
     pub(crate) plfs: Plfs,
-    /// The path inside the mount.
-    pub(crate) path: String,
     pub(crate) handle: FileHandle,
     /// How the first open opened it (plfs_query reports readers/writers).
     flags: OpenFlags,
@@ -28,15 +26,14 @@ pub struct PlfsFd {
 }
 
 impl PlfsFd {
-    pub fn new(plfs: Plfs, path: String, handle: FileHandle, flags: OpenFlags) -> PlfsFd {
-        PlfsFd {
-            plfs,
-            path,
-            handle,
-            flags,
-            references: AtomicUsize::new(1),
-            bytes_written: AtomicU64::new(0),
-        }
+    pub fn new(plfs: Plfs, handle: FileHandle, flags: OpenFlags) -> PlfsFd {
+        PlfsFd { plfs, handle, flags, references: AtomicUsize::new(1), bytes_written: AtomicU64::new(0) }
+    }
+
+    /// The file's path inside the mount now: a rename in this process
+    /// moves it, and an unlink while open hides it (see `FileHandle::path`).
+    pub(crate) fn path(&self) -> String {
+        self.handle.path()
     }
 }
 
@@ -122,7 +119,7 @@ pub fn open_one(path: &str, flags: c_int, pid: libc::pid_t, mode: libc::mode_t) 
         Ok(attr) if attr.kind == crate::plfs::attr::FileKind::Symlink => libc::ELOOP,
         _ => not_found(&plfs, &inner, error),
     })?;
-    Ok(PlfsFd::new(plfs, inner, handle, flags))
+    Ok(PlfsFd::new(plfs, handle, flags))
 }
 
 /// # Safety
@@ -234,7 +231,7 @@ pub unsafe extern "C" fn plfs_flatten_index(fd: *mut PlfsFd, path: *const c_char
         let fd = unsafe { fd.as_ref() }.ok_or(PLFS_EBADF)?;
         // SAFETY: the caller's contract.
         unsafe { path_argument(path) }?;
-        fd.plfs.flatten(&fd.path).map(drop).map_err(report)
+        fd.plfs.flatten(&fd.path()).map(drop).map_err(report)
     })
 }
 
@@ -326,7 +323,8 @@ pub unsafe extern "C" fn plfs_trunc(
             if fd.flags.write {
                 return fd.handle.truncate(size).map_err(report);
             }
-            return fd.plfs.truncate(&fd.path, size).map_err(|error| not_found(&fd.plfs, &fd.path, error));
+            let path = fd.path();
+            return fd.plfs.truncate(&path, size).map_err(|error| not_found(&fd.plfs, &path, error));
         }
         // SAFETY: the caller's contract.
         let (plfs, inner) = unsafe { crate::mounts::resolve_argument(path) }?;

@@ -36,7 +36,7 @@ pub unsafe extern "C" fn plfs_getxattr(
         if value.is_null() && len > 0 {
             return Err(PLFS_EINVAL);
         }
-        let stored = fd.plfs.get_xattr(&fd.path, key).map_err(report)?;
+        let stored = fd.plfs.get_xattr(&fd.path(), key).map_err(report)?;
         if len == 0 {
             return Ok(());
         }
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn plfs_setxattr_len(
             // SAFETY: value is readable for len bytes.
             (false, _) => unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len) },
         };
-        fd.plfs.set_xattr(&fd.path, key, bytes, XattrMode::Any).map_err(report)
+        fd.plfs.set_xattr(&fd.path(), key, bytes, XattrMode::Any).map_err(report)
     })
 }
 
