@@ -328,6 +328,36 @@ fn dd_with_odd_block_sizes_notrunc_and_seek() {
     assert!(fs::read(back).unwrap() == expected);
 }
 
+/// A file this process renames and then unlinks while it holds it open
+/// reads, writes and fstats as on a plain directory, on every workload,
+/// and nothing is left once it closes. Before: on small_file every call
+/// through the descriptor failed with ENOENT after the rename; on
+/// shared_file reads after the unlink returned nothing (silently empty)
+/// and writes ENOENT; fstat after the rename failed with ENOENT on
+/// shared_file and file_per_proc. (Another process unlinking it is not
+/// seen: each process's libplfs knows only its own descriptors.)
+#[test]
+fn a_file_renamed_and_unlinked_while_open_stays_usable() {
+    let script = include_str!("programs/open_across_unlink.py");
+    let plain = tempfile::tempdir().unwrap();
+    let control =
+        Command::new("python3").arg("-c").arg(script).arg(plain.path()).arg("one").output().unwrap();
+    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let output = setup.run("python3", &["-c", script, &dir, "one"]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&control.stdout),
+            "{workload}"
+        );
+        let found = setup.plfs(&["recover", &dir]);
+        assert!(found.contains("no problems found"), "{workload}: {found}");
+    }
+}
+
 #[test]
 fn python_file_io_listdir_stat_rename_remove() {
     let setup = Setup::new();
