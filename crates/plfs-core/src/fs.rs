@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLockReadGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLockReadGuard};
 use std::time::SystemTime;
 
 use crate::attr::{Credentials, DirEntryInfo, FileAttr, FileKind, Owner, R_OK, W_OK, X_OK};
@@ -271,7 +271,16 @@ impl Plfs {
     ) -> FileHandle {
         let (entry, file) = self.state.open_files.join(&self.state.shared, logical, opened, index);
         let moves_seen = AtomicU64::new(entry.moves());
-        FileHandle { mount: self.state.clone(), entry, file, flags, writer, moves_seen, closed: false }
+        FileHandle {
+            mount: self.state.clone(),
+            entry,
+            file,
+            flags,
+            writer,
+            moves_seen,
+            telling: Mutex::new(()),
+            closed: false,
+        }
     }
 
     /// What is at `logical`, as the mount's workload sees it.
@@ -886,6 +895,8 @@ pub struct FileHandle {
     writer: WriterId,
     /// The entry's moves this handle's file has been told of.
     moves_seen: AtomicU64,
+    /// Held while the file is told of a move.
+    telling: Mutex<()>,
     closed: bool,
 }
 
@@ -896,8 +907,14 @@ impl FileHandle {
     fn gated(&self) -> RwLockReadGuard<'_, ()> {
         let gate = self.entry.gated();
         let moves = self.entry.moves();
-        if self.moves_seen.swap(moves, Ordering::AcqRel) != moves {
-            self.file.moved(&self.entry.path());
+        if self.moves_seen.load(Ordering::Acquire) != moves {
+            // Other threads of this handle wait here until the handle knows:
+            // none may write to where the file was.
+            let _telling = self.telling.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.moves_seen.load(Ordering::Acquire) != moves {
+                self.file.moved(&self.entry.path());
+                self.moves_seen.store(moves, Ordering::Release);
+            }
         }
         gate
     }

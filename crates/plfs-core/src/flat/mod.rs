@@ -83,12 +83,13 @@ pub(crate) fn open(
     mode: u32,
     owner: Owner,
 ) -> Result<FlatFile> {
-    let store = mount.store(backend(mount, logical));
+    let home = backend(mount, logical);
+    let store = mount.store(home);
     if flags.create {
         match store.open_write(logical, WriteOpen::CreateNew { mode: mode & 0o7777 }) {
             Ok(file) => {
                 set_new_attributes(mount, store, logical, mode, owner)?;
-                return Ok(FlatFile::writable(logical.clone(), file));
+                return Ok(FlatFile::writable(logical.clone(), home, file));
             }
             Err(error) if error.kind() == ErrorKind::AlreadyExists && !flags.exclusive => {}
             Err(error) => return Err(error),
@@ -99,7 +100,7 @@ pub(crate) fn open(
     {
         // A regular file, opened without a lookup first; anything else is
         // looked up below to say what it is.
-        return Ok(FlatFile::readable(logical.clone(), file));
+        return Ok(FlatFile::readable(logical.clone(), home, file));
     }
     match lookup(mount, logical)?.kind {
         EntryKind::File => {}
@@ -111,13 +112,13 @@ pub(crate) fn open(
         }
     }
     let file = if flags.write {
-        let file = FlatFile::writable(logical.clone(), store.open_write(logical, WriteOpen::Existing)?);
+        let file = FlatFile::writable(logical.clone(), home, store.open_write(logical, WriteOpen::Existing)?);
         if flags.truncate {
             file.truncate(0)?;
         }
         file
     } else {
-        FlatFile::readable(logical.clone(), store.open_read(logical)?)
+        FlatFile::readable(logical.clone(), home, store.open_read(logical)?)
     };
     Ok(file)
 }

@@ -269,6 +269,31 @@ fn an_open_file_follows_its_rename_and_outlives_its_unlink() {
     }
 }
 
+/// Writes through a descriptor after its file was renamed reach the file
+/// at its new name, also when the name lives on another backend. Before,
+/// an n-n file's rename to another backend copied it and removed the
+/// descriptor's copy, so later writes through it were lost (2 of these 6
+/// names, silently).
+#[test]
+fn writes_after_an_open_files_rename_reach_it_on_its_new_backend() {
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let stores = memory_stores(3);
+        let backends = stores.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+        let plfs = Plfs::with_workload(backends, options(3), workload).unwrap();
+        for round in 0..6 {
+            let (from, to) = (format!("/a{round}"), format!("/zz{round}"));
+            let handle = plfs.open(&from, OpenFlags::RDWR.create(), 0o644, 3).unwrap();
+            handle.write(b"hello", 0).unwrap();
+            plfs.rename(&from, &to).unwrap();
+            handle.write(b"HE", 0).unwrap();
+            handle.close().unwrap();
+            let reader = plfs.open(&to, OpenFlags::RDONLY, 0, 3).unwrap();
+            assert_eq!(read_all(&reader), b"HEllo", "{workload:?} {to}");
+            reader.close().unwrap();
+        }
+    }
+}
+
 #[test]
 fn write_close_reopen_read() {
     let plfs = memory_mount(3);

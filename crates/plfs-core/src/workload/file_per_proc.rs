@@ -66,7 +66,7 @@ impl Workload for FilePerProc {
     fn open(&self, mount: &Arc<MountState>, path: &StorePath, request: &OpenRequest<'_>) -> Result<Opened> {
         let file = flat::open(mount, path, request.flags, request.mode, request.owner)
             .context(request.shown.to_owned())?;
-        Ok(Opened::Own(Box::new(PlainFile(file))))
+        Ok(Opened::Own(Box::new(PlainFile { file, mount: mount.clone() })))
     }
 
     fn unlink(&self, mount: &MountState, path: &StorePath, _file: &FoundFile) -> Result<()> {
@@ -136,18 +136,22 @@ impl Workload for FilePerProc {
     }
 }
 
-/// One open of an n-n file: its own backend descriptor.
+/// One open of an n-n file: its own backend descriptor, and the mount
+/// where a rename may move it to another backend.
 #[derive(Debug)]
-struct PlainFile(FlatFile);
+struct PlainFile {
+    file: FlatFile,
+    mount: Arc<MountState>,
+}
 
 impl WorkloadFile for PlainFile {
     /// An n-n file has no logs: the writer is not recorded.
     fn write(&self, buf: &[u8], offset: u64, _writer: WriterId) -> Result<usize> {
-        self.0.write(buf, offset)
+        self.file.write(buf, offset)
     }
 
     fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.0.read(buf, offset)
+        self.file.read(buf, offset)
     }
 
     /// Nothing is buffered.
@@ -156,15 +160,15 @@ impl WorkloadFile for PlainFile {
     }
 
     fn sync(&self) -> Result<()> {
-        self.0.sync()
+        self.file.sync()
     }
 
     fn size(&self) -> Result<u64> {
-        self.0.size()
+        self.file.size()
     }
 
     fn truncate(&self, size: u64, _writer: WriterId) -> Result<()> {
-        self.0.truncate(size)
+        self.file.truncate(size)
     }
 
     /// Nothing is cached: the backend file is the file.
@@ -175,5 +179,9 @@ impl WorkloadFile for PlainFile {
     /// The descriptor closes when the handle is dropped.
     fn close(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn moved(&self, path: &StorePath) {
+        self.file.moved(&self.mount, path);
     }
 }
