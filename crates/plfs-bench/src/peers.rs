@@ -58,6 +58,35 @@ pub(crate) const MPIRUN_ARGS: [&str; 2] = ["--allow-run-as-root", "--oversubscri
 /// `plfs-nodes mpirun`) may pass this one itself; its `--mca` then wins.
 pub(crate) const MPIRUN_ENV: [(&str, &str); 1] = [("OMPI_MCA_mpi_yield_when_idle", "1")];
 
+/// A session directory of its own for one Open MPI job, removed when the
+/// job is done. Jobs started together on one node otherwise share
+/// `$TMPDIR/ompi.<host>.<uid>`, and one job removing it as it ends while
+/// another creates it fails the other's start ("A call to mkdir was unable
+/// to create the desired directory … File exists", open-mpi/ompi#8510):
+/// seen once when the suite ran three restart benches at a time.
+pub(crate) struct OmpiSession(PathBuf);
+
+impl OmpiSession {
+    pub(crate) fn new() -> Result<OmpiSession> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let job = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("plfs-ompi.{}.{job}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(BenchError::io("creating", &dir))?;
+        Ok(OmpiSession(dir))
+    }
+
+    /// Open MPI's variable for it (an `--mca` on a wrapper's command line wins).
+    pub(crate) fn env(&self) -> (&'static str, &Path) {
+        ("OMPI_MCA_orte_tmpdir_base", &self.0)
+    }
+}
+
+impl Drop for OmpiSession {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Each variable of the Pixie3D-like data (restart_common.h's NVARS).
 pub const VARIABLES: u64 = 8;
 
@@ -351,9 +380,12 @@ impl PeerProgram {
     }
 
     fn mpirun(&self, ranks: usize, args: &[String], name: &str) -> Result<std::process::Output> {
+        let session = OmpiSession::new()?;
+        let (key, dir) = session.env();
         Command::new(&self.mpirun)
             .args(MPIRUN_ARGS)
             .envs(MPIRUN_ENV)
+            .env(key, dir)
             .args(["-np", &ranks.to_string()])
             .arg(&self.program)
             .args(args)

@@ -450,10 +450,12 @@ fn run_mpi_phase(
         ),
     };
     let mut command = Command::new(&setup.mpirun);
+    let session = crate::peers::OmpiSession::new()?;
     if setup.flavor == "openmpi" {
         // As the restart bench's phases: waiting ranks yield their core
         // however many ranks share it (peers.rs says why).
-        command.args(crate::peers::MPIRUN_ARGS).envs(crate::peers::MPIRUN_ENV);
+        let (key, dir) = session.env();
+        command.args(crate::peers::MPIRUN_ARGS).envs(crate::peers::MPIRUN_ENV).env(key, dir);
         for (key, value) in environment {
             command.arg("-x").arg(format!("{key}={value}"));
         }
