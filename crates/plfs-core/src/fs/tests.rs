@@ -2447,11 +2447,12 @@ fn open_handles_keep_their_file_while_other_threads_rename_over_it() {
 /// A directory renamed while files below it are open here: their handles
 /// follow the files to the new path, so reads, writes, stat and the last
 /// close (its size records) reach the renamed files. (The handles of open
-/// containers kept the old path: a read after the rename found nothing.) A small-file handle
-/// names its directory itself and does not follow yet.
+/// containers kept the old path: a read after the rename found nothing; a
+/// small-file handle, which names its directory itself, failed with
+/// NotFound until it learnt of moves at its next call.)
 #[test]
 fn open_handles_follow_their_file_when_its_directory_is_renamed() {
-    for workload in [Workload::SharedFile, Workload::FilePerProc] {
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
         let root = tempfile::tempdir().unwrap();
         let (_stores, plfs) = posix_mount(root.path(), 3, workload);
         plfs.mkdir("/d", 0o755).unwrap();
