@@ -1,7 +1,8 @@
 # A file renamed, then unlinked, while a descriptor holds it open: POSIX
 # keeps it readable and writable through the descriptor until the last
 # close, and fstat follows it (sqlite's journals, temporary files, log
-# rotation). Prints a transcript to compare with a plain directory's.
+# rotation), and writes through it after a rename reach the file at its
+# new name. Prints a transcript to compare with a plain directory's.
 # Usage: open_across_unlink.py DIR one|two ("two": another process holds
 # the descriptor while this one renames and unlinks).
 import os
@@ -55,4 +56,16 @@ else:
     step("fstat", lambda: (os.fstat(fd).st_size, os.fstat(fd).st_nlink))
     step("exists", lambda: os.path.exists(second))
     os.close(fd)
+    # Renamed, written through the descriptor, closed, read by name: some
+    # of these names live on another backend than their old ones (n-n).
+    for turn in range(6):
+        old, new = os.path.join(directory, f"a{turn}"), os.path.join(directory, f"zz{turn}")
+        with open(old, "wb") as f:
+            f.write(b"hello")
+        fd = os.open(old, os.O_RDWR)
+        os.rename(old, new)
+        step(f"write {turn}", lambda: os.pwrite(fd, b"HE", 0))
+        os.close(fd)
+        step(f"by name {turn}", lambda: open(new, "rb").read())
+        os.unlink(new)
 step("listed", lambda: sorted(os.listdir(directory)))
