@@ -75,9 +75,11 @@ impl OmpiSession {
         Ok(OmpiSession(dir))
     }
 
-    /// Open MPI's variable for it (an `--mca` on a wrapper's command line wins).
-    pub(crate) fn env(&self) -> (&'static str, &Path) {
-        ("OMPI_MCA_orte_tmpdir_base", &self.0)
+    /// Gives `command` (an Open MPI mpirun) the options and environment of
+    /// every bench job, and this directory (an `--mca` on a wrapper's
+    /// command line wins).
+    pub(crate) fn apply<'a>(&self, command: &'a mut Command) -> &'a mut Command {
+        command.args(MPIRUN_ARGS).envs(MPIRUN_ENV).env("OMPI_MCA_orte_tmpdir_base", &self.0)
     }
 }
 
@@ -381,11 +383,8 @@ impl PeerProgram {
 
     fn mpirun(&self, ranks: usize, args: &[String], name: &str) -> Result<std::process::Output> {
         let session = OmpiSession::new()?;
-        let (key, dir) = session.env();
-        Command::new(&self.mpirun)
-            .args(MPIRUN_ARGS)
-            .envs(MPIRUN_ENV)
-            .env(key, dir)
+        session
+            .apply(&mut Command::new(&self.mpirun))
             .args(["-np", &ranks.to_string()])
             .arg(&self.program)
             .args(args)

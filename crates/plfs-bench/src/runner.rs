@@ -450,12 +450,13 @@ fn run_mpi_phase(
         ),
     };
     let mut command = Command::new(&setup.mpirun);
-    let session = crate::peers::OmpiSession::new()?;
+    // Held until the job is done.
+    let mut session = None;
     if setup.flavor == "openmpi" {
         // As the restart bench's phases: waiting ranks yield their core
-        // however many ranks share it (peers.rs says why).
-        let (key, dir) = session.env();
-        command.args(crate::peers::MPIRUN_ARGS).envs(crate::peers::MPIRUN_ENV).env(key, dir);
+        // however many ranks share it, in a session directory of their own
+        // (peers.rs says why).
+        session.insert(crate::peers::OmpiSession::new()?).apply(&mut command);
         for (key, value) in environment {
             command.arg("-x").arg(format!("{key}={value}"));
         }

@@ -892,12 +892,9 @@ fn run_mpi_phase(
     let json = serde_json::to_string(spec)
         .map_err(|source| BenchError::Json { what: format!("{name}: the rank spec"), source })?;
     let session = crate::peers::OmpiSession::new()?;
-    let (key, dir) = session.env();
     let mut command = std::process::Command::new(&mpirun);
-    command
-        .args(crate::peers::MPIRUN_ARGS)
-        .envs(crate::peers::MPIRUN_ENV)
-        .env(key, dir)
+    session
+        .apply(&mut command)
         .args(["-np", &spec.processes.to_string()])
         .arg(&workers.program)
         .args(&workers.args_prefix)

@@ -212,19 +212,20 @@ pub(crate) fn open(
 /// opendir sees every file closed before it, and not one unlinked before
 /// it, whichever process did it).
 pub(crate) fn list(engine: &SmallFileStore, dir: &StorePath) -> Result<Vec<String>> {
-    engine.refresh(dir)?;
-    let mut names = engine.list(dir)?;
     // Files unlinked while open live on under hidden names.
-    names.retain(|name| !layout::is_reserved(name));
-    Ok(names)
+    names_where(engine, dir, |name| !layout::is_reserved(name))
 }
 
 /// The hidden names of files unlinked while open in `dir` (what a crash
 /// before their last close leaves for `plfs recover`).
 pub(crate) fn hidden(engine: &SmallFileStore, dir: &StorePath) -> Result<Vec<String>> {
+    names_where(engine, dir, layout::is_removed)
+}
+
+fn names_where(engine: &SmallFileStore, dir: &StorePath, keep: impl Fn(&str) -> bool) -> Result<Vec<String>> {
     engine.refresh(dir)?;
     let mut names = engine.list(dir)?;
-    names.retain(|name| layout::is_removed(name));
+    names.retain(|name| keep(name));
     Ok(names)
 }
 
