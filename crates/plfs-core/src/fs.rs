@@ -462,7 +462,7 @@ impl Plfs {
         // One backend in K takes a given name: K tries on average.
         let mut unique = unique;
         let hidden = loop {
-            let hidden = layout::removed_container_name(name, unique, self.state.pid);
+            let hidden = layout::removed_container_name(name, unique, self.state.pid, &self.state.hostname);
             if placement.canonical_backend(&hidden) == home {
                 break hidden;
             }

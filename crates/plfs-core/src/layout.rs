@@ -17,8 +17,8 @@
 //!     hostdir.<N>/data.<log>       data log of writer <log>
 //! <dir>/<file>/hostdir.<M>/...     on other backends: shadow containers
 //! <dir>/.plfs-new.<hash>.<...>     a container being created
-//! <dir>/.plfs-gone.<hash>.<...>    a container being removed, or a file
-//!                                  unlinked while open (FUSE)
+//! <dir>/.plfs-gone.<hash>.<...>    a file unlinked while open, or one a
+//!                                  rename displaced
 //! <dir>/.plfs-reclaim.<hash>.<...> a removed container whose pieces are
 //!                                  still being deleted (on every backend)
 //! <dir>/.plfs-swap.<hash>.<...>    a container being renamed onto <dir>/<name>,
@@ -299,10 +299,24 @@ pub fn new_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
     format!("{NEW_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
 }
 
-/// Name a container is renamed to when it is unlinked, so it disappears in
-/// one step before its pieces are deleted.
-pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32) -> String {
-    format!("{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
+/// Name a file takes when it is unlinked while open, or when a rename
+/// displaces it (a container, an n-n file; a small file's is a name in its
+/// directory's records). Process and host say whether its holder may still
+/// be running ([`removed_owner`]): until its last close it is that
+/// process's file, not crash debris.
+pub fn removed_container_name(file_name: &str, stamp: u64, pid: u32, hostname: &str) -> String {
+    format!(
+        "{REMOVED_CONTAINER_PREFIX}{:08x}.{stamp:016x}.{pid:08x}.{:08x}",
+        name_hash(file_name),
+        name_hash(hostname)
+    )
+}
+
+/// The process that gave a file its removed name (stamp, pid and host, as
+/// a log id with writer 0). None for a name plfs did not write, or one
+/// written before names carried the host (nothing tells its holder then).
+pub fn removed_owner(name: &str) -> Option<LogId> {
+    owner_fields(name.strip_prefix(REMOVED_CONTAINER_PREFIX)?)
 }
 
 /// Name an unlinked container (and its shadows on other backends) takes
@@ -347,7 +361,12 @@ pub fn is_swap_for(path: &str, file_name: &str) -> bool {
 /// The process that made a swap name, as a log id (stamp, pid and host;
 /// writer 0) so [`LogId::writer_may_be_alive`] can judge it.
 pub fn swap_owner(name: &str) -> Option<LogId> {
-    let fields: Vec<&str> = name.strip_prefix(SWAP_CONTAINER_PREFIX)?.split('.').collect();
+    owner_fields(name.strip_prefix(SWAP_CONTAINER_PREFIX)?)
+}
+
+/// `<hash>.<stamp>.<pid>.<host>` after a swap or removed name's prefix.
+fn owner_fields(rest: &str) -> Option<LogId> {
+    let fields: Vec<&str> = rest.split('.').collect();
     let [_, stamp, pid, host] = fields[..] else { return None };
     Some(LogId {
         stamp: hex_u64(stamp, 16)?,
@@ -637,13 +656,19 @@ mod tests {
         assert!(is_reserved(&swap) && is_swap(&swap) && !is_removed(&swap));
         assert_eq!(swap_owner(&swap), Some(LogId::new(7, 0, 8, "host.a")));
         assert_eq!(swap_owner(".plfs-swap.garbage"), None);
+        let removed = removed_container_name(&"x".repeat(255), 7, 8, "host.a");
+        assert!(is_reserved(&removed) && is_removed(&removed) && !is_swap(&removed));
+        assert_eq!(removed_owner(&removed), Some(LogId::new(7, 0, 8, "host.a")));
+        // Names from before the host field: no owner to ask about.
+        assert_eq!(removed_owner(".plfs-gone.0000002a.0000000000000007.00000008"), None);
+        assert_eq!(removed_owner(".plfs-gone.0"), None);
     }
 
     #[test]
     fn every_hidden_name_is_reserved_and_refused_for_users() {
         let hidden = [
             new_container_name("f", 1, 2),
-            removed_container_name("f", 1, 2),
+            removed_container_name("f", 1, 2, "host.a"),
             reclaim_name("f", 1, 2),
             moving_file_name("f", 1, 2),
             dir_xattr_name("user.a").unwrap(),

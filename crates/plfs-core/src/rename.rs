@@ -312,7 +312,8 @@ fn switch(mount: &MountState, plan: &Plan, b: BackendId) -> Result<Option<StoreP
             true if store.capabilities().exchange => continue, // it came back: exchange again
             true => {
                 let name = plan.target.file_name().unwrap_or_default();
-                let gone = layout::removed_container_name(name, mount.stamper.next(), mount.pid);
+                let gone =
+                    layout::removed_container_name(name, mount.stamper.next(), mount.pid, &mount.hostname);
                 let gone = plan.target.parent().unwrap_or_default().join(&gone)?;
                 match store.rename(&plan.target, &gone) {
                     Ok(()) => Some(gone),

@@ -21,8 +21,8 @@ use crate::layout::{self, ContainerEntry, MetaEntry};
 pub use crate::layout::{LogId, LogKind};
 use crate::load::{self, Prefer};
 use crate::mount_state::MountState;
-use crate::placement::BackendId;
 pub use crate::placement::HostdirId;
+use crate::placement::{BackendId, name_hash};
 use crate::plfs25::{self, Found25};
 use crate::rename::HeldIntent;
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
@@ -172,6 +172,11 @@ pub enum Problem {
     /// returned) a crash or exit cut short: not damage but work left, which
     /// recover finishes, with or without the fix.
     PendingReclaim,
+    /// A file unlinked (or displaced by a rename) while open, whose holder
+    /// may still be running: on this host its process exists, or it is on
+    /// another host. Not damage: its last close removes it, so the fix
+    /// leaves it (deleting it would take the holder's data).
+    HeldOpen,
     /// A rename onto a name that a crash cut short (finished by the fix),
     /// or one still running (left alone).
     InterruptedRename,
@@ -472,6 +477,10 @@ impl Plfs {
         let (files, state) = (self.files(), self.state());
         for name in files.hidden_files(state, &logical).context(path.to_owned())? {
             let hidden = logical.join(&name)?;
+            if let Some(detail) = held_open(state, &name) {
+                recovery.note(Problem::HeldOpen, format!("/{hidden}"), detail, false);
+                continue;
+            }
             let fixed = fix && {
                 files.remove_replaced(state, &hidden).context(path.to_owned())?;
                 true
@@ -531,6 +540,25 @@ const VERIFY_CHUNK_BYTES: u64 = 8 << 20;
 /// Checks every write's data against its CRC32C; returns one line per
 /// mismatch naming the logical and physical offsets.
 /// Where a record's bytes end in its data log (0 for a truncate).
+/// For a removed name (`.plfs-gone.*`) whose holder may still be running,
+/// what to tell about it; None when it is debris (its process is gone, or
+/// the name does not say whose it is).
+fn held_open(state: &MountState, name: &str) -> Option<String> {
+    let owner = layout::removed_owner(name)?;
+    if !owner.writer_may_be_alive(&state.hostname) {
+        return None;
+    }
+    Some(if owner.host == name_hash(&state.hostname) {
+        format!("a file unlinked while open by pid {}, still running: its last close removes it", owner.pid)
+    } else {
+        format!(
+            "a file unlinked while open by pid {} on another host (hash {:08x}), which may still be running: \
+             run recover there",
+            owner.pid, owner.host
+        )
+    })
+}
+
 fn physical_end(record: &index_log::Record) -> u64 {
     match record {
         index_log::Record::Write(write) => write.physical + write.length,
@@ -1018,6 +1046,10 @@ impl Recovery<'_> {
                 if !layout::is_new_container(&entry.name) && !layout::is_removed(&entry.name) {
                     continue;
                 }
+                if let Some(detail) = held_open(self.state, &entry.name) {
+                    self.note(Problem::HeldOpen, format!("{}/{debris}", store.url()), detail, false);
+                    continue;
+                }
                 let fixed = self.fix && {
                     // An n-n file unlinked while open is a plain file.
                     if entry.kind == EntryKind::File {
@@ -1415,7 +1447,7 @@ impl Recovery<'_> {
     /// (A log naming this very process on this host was written by an
     /// earlier process that had the same pid: the tool writes no logs.)
     fn writer_alive(&self, id: &LogId) -> bool {
-        let same_host = id.host == crate::placement::name_hash(&self.state.hostname);
+        let same_host = id.host == name_hash(&self.state.hostname);
         if same_host && id.pid == self.state.pid {
             return false;
         }

@@ -253,8 +253,8 @@ fn an_open_file_follows_its_rename_and_outlives_its_unlink() {
         assert!(plfs.recover_directory("/", false).unwrap().findings.is_empty(), "{workload:?}");
 
         // A process that dies holding it leaves the hidden file for
-        // `plfs recover --fix`, which removes it.
-        let dying = Plfs::with_workload(backends(), options(4), workload).unwrap();
+        // `plfs recover --fix`, which removes it (no process has this pid).
+        let dying = Plfs::with_workload(backends(), options(DEAD_PID), workload).unwrap();
         let held = dying.open("/held", OpenFlags::RDWR.create(), 0o644, 4).unwrap();
         held.write(b"bytes", 0).unwrap();
         dying.unlink("/held").unwrap();
@@ -266,6 +266,54 @@ fn an_open_file_follows_its_rename_and_outlives_its_unlink() {
         assert_eq!(found.unfixed(), 0, "{workload:?}: {found:?}");
         assert!(hidden_backend_names(&stores).is_empty(), "{workload:?}");
         assert!(survivor.recover_directory("/", false).unwrap().findings.is_empty(), "{workload:?}");
+    }
+}
+
+/// A pid no process can have (Linux pids stay below 2^22).
+const DEAD_PID: u32 = 1 << 30;
+
+/// `plfs recover --fix` of a directory leaves a file unlinked while open
+/// alone while its holder may still be running (a live process on this
+/// host, or any on another host), and removes it once that process is
+/// gone. Before, the fix deleted every hidden file, so a recover run while
+/// a FUSE daemon or a program held an unlinked temporary file took its
+/// data: the holder's next read found nothing.
+#[test]
+fn recover_leaves_a_file_unlinked_while_open_to_its_living_holder() {
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let stores = memory_stores(3);
+        let backends = || stores.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+        let here = options(std::process::id());
+        let mut elsewhere = options(DEAD_PID);
+        elsewhere.hostname = "node1".into();
+        let holders = [("here", here), ("elsewhere", elsewhere)];
+        let mut held = Vec::new();
+        for (name, holder_options) in holders {
+            let holder = Plfs::with_workload(backends(), holder_options, workload).unwrap();
+            let path = format!("/{name}");
+            let handle = holder.open(&path, OpenFlags::RDWR.create(), 0o644, 4).unwrap();
+            handle.write(name.as_bytes(), 0).unwrap();
+            holder.unlink(&path).unwrap();
+            held.push((holder, handle, name));
+        }
+        let recovering = Plfs::with_workload(backends(), options(DEAD_PID - 1), workload).unwrap();
+        let found = recovering.recover_directory("/", true).unwrap();
+        // A container written elsewhere has a shadow on its host's backend too.
+        assert!(found.findings.len() >= 2, "{workload:?}: {found:?}");
+        assert!(found.findings.iter().any(|f| f.detail.contains("still running")), "{workload:?}: {found:?}");
+        assert!(
+            found.findings.iter().all(|f| f.problem == crate::tools::Problem::HeldOpen && !f.fixed),
+            "{workload:?}: {found:?}"
+        );
+        assert!(found.findings.iter().any(|f| f.detail.contains("another host")), "{workload:?}: {found:?}");
+        for (holder, handle, name) in held {
+            assert_eq!(read_all(&handle), name.as_bytes(), "{workload:?}: {name}'s file was taken");
+            handle.write(b"!", name.len() as u64).unwrap();
+            handle.close().unwrap();
+            holder.finish_removals();
+        }
+        assert!(hidden_backend_names(&stores).is_empty(), "{workload:?}");
+        assert!(recovering.recover_directory("/", false).unwrap().findings.is_empty(), "{workload:?}");
     }
 }
 
