@@ -358,6 +358,65 @@ fn a_file_renamed_and_unlinked_while_open_stays_usable() {
     }
 }
 
+/// `plfs recover --fix` of a directory while a program holds a file there
+/// that it unlinked (a temporary file): the file is its holder's, so
+/// recover reports it and leaves it, and the holder reads and writes on.
+/// Before, the fix deleted it as crash debris: the holder's next read got
+/// 0 bytes on shared_file (silently) and ENOENT on small_file, and writes
+/// failed with ENOENT on every workload.
+#[test]
+fn recover_leaves_a_running_programs_unlinked_file_alone() {
+    use std::io::{BufRead, BufReader};
+    let script = r#"
+import os, sys
+path = sys.argv[1] + "/scratch-file"
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, b"x" * 100000)
+os.unlink(path)
+print("held", flush=True)
+sys.stdin.readline()
+print("read", len(os.pread(fd, 200000, 0)))
+os.pwrite(fd, b"y", 100000)
+print("size", os.fstat(fd).st_size)
+os.close(fd)
+"#;
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let mut holder = setup
+            .preloaded("python3", &["-c", script, &dir])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("held"), "{workload}");
+        let recover = Command::new(BIN)
+            .args(["--config", setup.config.to_str().unwrap(), "recover", "--fix", &dir])
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&recover.stdout);
+        assert_eq!(
+            recover.status.code(),
+            Some(1),
+            "{workload}: a held file is reported as remaining: {report}"
+        );
+        assert!(report.contains("held-open") && report.contains("still running"), "{workload}: {report}");
+        holder.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        let status = holder.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut holder.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(status.success(), "{workload}: {rest:?} {stderr}");
+        assert_eq!(rest, ["read 100000", "size 100001"], "{workload}");
+        let found = setup.plfs(&["recover", &dir]);
+        assert!(found.contains("no problems found"), "{workload}: {found}");
+    }
+}
+
 #[test]
 fn python_file_io_listdir_stat_rename_remove() {
     let setup = Setup::new();
