@@ -1277,12 +1277,24 @@ fn tail_follows_what_other_processes_append() {
 }
 
 /// Shell redirections onto plfs files (README "Redirections"): bash's
-/// builtins (echo, printf, read, while-read loops, `exec 3>`), external
+/// builtins (echo, printf, read, while-read loops, `exec 3>`, `exec 4<`), external
 /// commands writing and reading through a redirected 0, 1 or 2, a group
 /// mixing both in order, and a command killed after writing, whose bytes
-/// still reach the file. Each line is checked through the library.
+/// still reach the file. Each line is checked through the library. The
+/// same script runs in dash, Debian's /bin/sh: it closes 0 before moving
+/// an input file onto it, so the redirection's pipe lands on 0 by itself.
+/// Before, the interposer then closed it (`dup3(0, 0)` failed): every
+/// `cmd < plfs-file` in a sh script read EBADF. In both shells `exec 4<
+/// file` failed the same way (EINVAL in bash, EBADF at the first read in
+/// dash): the descriptor reserved for 4 was 4 itself.
 #[test]
 fn shell_redirections_onto_plfs_files() {
+    for shell in ["bash", "dash"] {
+        shell_redirections_in(shell);
+    }
+}
+
+fn shell_redirections_in(shell: &str) {
     let setup = Setup::new();
     let m = setup.logical("");
     let crash = compile(&setup, "crash", CRASH_PROGRAM);
@@ -1301,6 +1313,11 @@ exec 3>&-
 cat {m}g
 cat < {m}f > {m}copy
 wc -l < {m}copy
+exec 4< {m}f
+read first <&4
+echo "fd 4: $first"
+cat <&4
+exec 4<&-
 ls -d / > {m}ls
 ls /no/such/path 2> {m}err || true
 {{ echo a; ls -d /; echo b; }} > {m}group
@@ -1309,11 +1326,11 @@ echo done
 "#,
         crash = s(&crash)
     );
-    let output = setup.run("bash", &["-c", &script]);
+    let output = setup.run(shell, &["-c", &script]);
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        "read: x\nloop: x\nloop: y\nloop: z\none\ntwo\n3\ndone\n",
-        "stderr: {}",
+        "read: x\nloop: x\nloop: y\nloop: z\none\ntwo\n3\nfd 4: x\ny\nz\ndone\n",
+        "{shell}: stderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(setup.contents("f"), b"x\ny\nz\n");

@@ -374,13 +374,18 @@ pub fn duplicate_onto(file: Arc<OpenFile>, target: c_int, close_on_exec: bool) -
     // The interposer's own source descriptor at target is replaced too.
     crate::reserve::forget_within(target, target);
     let fd = reserve(None)?;
-    // SAFETY: both are descriptors; dup3 closes a real target atomically.
-    let placed = unsafe { real::dup3()(fd, target, libc::O_CLOEXEC) };
-    let error = errno();
-    // SAFETY: fd was only a source for dup3.
-    unsafe { real::close()(fd) };
-    if placed < 0 {
-        return Err(error);
+    // A free target is often the lowest free number, which the
+    // reservation then took itself (`exec 4< file` in bash and dash):
+    // dup3 onto itself would fail with EINVAL.
+    if fd != target {
+        // SAFETY: both are descriptors; dup3 closes a real target atomically.
+        let placed = unsafe { real::dup3()(fd, target, libc::O_CLOEXEC) };
+        let error = errno();
+        // SAFETY: fd was only a source for dup3.
+        unsafe { real::close()(fd) };
+        if placed < 0 {
+            return Err(error);
+        }
     }
     install(target, file, close_on_exec);
     Ok(target)

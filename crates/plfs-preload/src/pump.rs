@@ -246,13 +246,28 @@ pub fn start(file: &Arc<OpenFile>, target: c_int, close_on_exec: bool) -> Result
             "libplfs_preload: closing descriptor {target} before redirecting it: errno {error}"
         ));
     }
-    let flags = if close_on_exec { libc::O_CLOEXEC } else { 0 };
-    // SAFETY: both are descriptors; dup3 closes a real target atomically.
-    let placed = unsafe { real::dup3()(ours, target, flags) };
-    let error = errno();
-    close_fd(ours);
-    if placed < 0 {
-        return Err(error);
+    if ours == target {
+        // `target` was free, so the pipe took its number (dash closes 0
+        // before moving a `< file` onto it): the end is in place already,
+        // and dup3 onto itself would fail with EINVAL. Only its flag is
+        // dup2's: close-on-exec unless asked for.
+        if !close_on_exec {
+            // SAFETY: clearing a descriptor flag of our own pipe end.
+            if unsafe { real::fcntl()(target, libc::F_SETFD, 0) } < 0 {
+                let error = errno();
+                close_fd(target);
+                return Err(error);
+            }
+        }
+    } else {
+        let flags = if close_on_exec { libc::O_CLOEXEC } else { 0 };
+        // SAFETY: both are descriptors; dup3 closes a real target atomically.
+        let placed = unsafe { real::dup3()(ours, target, flags) };
+        let error = errno();
+        close_fd(ours);
+        if placed < 0 {
+            return Err(error);
+        }
     }
     register_exit_hook();
     let redirect = Redirect {
