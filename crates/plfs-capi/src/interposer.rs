@@ -8,6 +8,10 @@
 use std::ffi::c_int;
 use std::sync::OnceLock;
 
+/// Where the backend descriptors this library keeps open go when the
+/// interposer is loaded ([`crate::plfs::store::posix::keep_descriptors_above`]).
+const KEPT_DESCRIPTORS_FLOOR: c_int = 768;
+
 type Enter = extern "C" fn() -> c_int;
 type Leave = extern "C" fn(c_int);
 
@@ -24,6 +28,11 @@ fn hooks() -> Option<(Enter, Leave)> {
         if enter.is_null() || leave.is_null() {
             return None;
         }
+        // The program under the interposer owns the low descriptor numbers
+        // (a shell's `exec 5<>file` closes whatever is at 5): the backend
+        // files this library keeps open go above them, below the
+        // interposer's own (1000 and up) and select's 1024.
+        crate::plfs::store::posix::keep_descriptors_above(KEPT_DESCRIPTORS_FLOOR);
         // SAFETY: the interposer exports both with these signatures
         // (crates/plfs-preload/src/guard.rs).
         Some(unsafe {

@@ -1342,6 +1342,49 @@ echo done
     assert_eq!(setup.contents("crashed"), b"before the crash\n");
 }
 
+/// A shell's numbered descriptors over plfs files (`exec 4> f`, `exec 5<>
+/// f`): dash saves and closes whatever is at a number before it puts a
+/// file there, so each `exec N>` closed a backend log or file libplfs had
+/// opened at that low number. Before, small_file lost whole files ("No
+/// such file or directory" after the close), file_per_proc failed writes
+/// with EIO, and shared_file lost a line silently. Libplfs now keeps its
+/// backend descriptors at 768 and up under the interposer.
+#[test]
+fn numbered_shell_descriptors_leave_libplfs_descriptors_alone() {
+    let script = "d=$1
+exec 3> $d/a
+echo a1 >&3
+exec 4> $d/b
+echo b1 >&4
+echo a2 >&3
+exec 5<> $d/c
+echo c1 >&5
+echo a3 >&3
+echo b2 >&4
+exec 6> $d/e
+echo e1 >&6
+echo c2 >&5
+exec 3>&- 4>&- 5>&- 6>&-
+cat $d/a $d/b $d/c $d/e
+";
+    let plain = tempfile::tempdir().unwrap();
+    let control = Command::new("dash").args(["-c", script, "sh"]).arg(plain.path()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&control.stdout), "a1\na2\na3\nb1\nb2\nc1\nc2\ne1\n");
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let output = setup.run("dash", &["-c", script, "sh", &dir]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&control.stdout),
+            "{workload}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.stderr.is_empty(), "{workload}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
 /// A closed file's stat answers from what its last close left (FORMAT.md
 /// §6.1): unmodified programs in other processes still see a writer's
 /// synced bytes while it is open, and its close.

@@ -14,7 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, Per
 use std::path::{Path, PathBuf};
 use std::process;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
@@ -34,6 +34,39 @@ pub const TEMP_PREFIX: &str = ".plfs-tmp.";
 const TEMP_ATTEMPTS: u32 = 64;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Where descriptors this store keeps open (logs, read and write handles)
+/// are moved, when above 0; see [`keep_descriptors_above`].
+static DESCRIPTOR_FLOOR: AtomicI32 = AtomicI32::new(0);
+
+/// Moves every backend descriptor the store keeps open from now on to the
+/// lowest free number at least `floor`, where the process's limit allows.
+/// For the LD_PRELOAD interposer, whose program owns the low numbers: a
+/// shell's `exec 5<>file` saves and closes whatever is at 5, and a
+/// program's dup2 onto a number it thinks free closes it too. A log of
+/// libplfs's there was lost with its records, or, once the number was
+/// reused, libplfs wrote into the program's file. 0 (the default) leaves
+/// descriptors where open(2) puts them.
+pub fn keep_descriptors_above(floor: i32) {
+    DESCRIPTOR_FLOOR.store(floor.max(0), Ordering::Relaxed);
+}
+
+/// `file`, moved above the floor if one is set (and the limit allows).
+fn kept(file: File) -> File {
+    let floor = DESCRIPTOR_FLOOR.load(Ordering::Relaxed);
+    if floor == 0 || file.as_raw_fd() >= floor {
+        return file;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC takes an int and only makes a descriptor.
+    let moved = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if moved < 0 {
+        // EINVAL (the floor is past the limit) or EMFILE: keep it low.
+        return file;
+    }
+    // SAFETY: moved is a new descriptor owned by nothing else; `file`
+    // closes the old one as it drops.
+    unsafe { File::from_raw_fd(moved) }
+}
 
 /// A store rooted at one directory; [`StorePath::root`] is that directory.
 #[derive(Debug)]
@@ -184,7 +217,7 @@ impl PosixStore {
             apply_protection(&file, protection).map_err(fail)?;
         }
         let what = self.name(path);
-        Ok(Box::new(PosixAppendWriter { file, len: 0, what }))
+        Ok(Box::new(PosixAppendWriter { file: kept(file), len: 0, what }))
     }
 
     fn read_link_text(&self, path: &StorePath) -> Result<String> {
@@ -297,7 +330,7 @@ impl Store for PosixStore {
     fn open_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let (file, _) = self.open_file(path, 0).map_err(self.fail("open", path))?;
         let what = self.name(path);
-        Ok(Box::new(PosixReadHandle { file, what }))
+        Ok(Box::new(PosixReadHandle { file: kept(file), what }))
     }
 
     fn open_write(&self, path: &StorePath, how: WriteOpen) -> Result<Box<dyn RandomWriter>> {
@@ -308,7 +341,7 @@ impl Store for PosixStore {
         }
         let file = options.open(self.full(path)).map_err(self.fail("open for writing", path))?;
         let what = self.name(path);
-        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file, what } }))
+        Ok(Box::new(PosixRandomWriter { reader: PosixReadHandle { file: kept(file), what } }))
     }
 
     fn set_mode(&self, path: &StorePath, mode: u32) -> Result<()> {
@@ -419,7 +452,7 @@ impl Store for PosixStore {
     fn open_file_read(&self, path: &StorePath) -> Result<Box<dyn ReadHandle>> {
         let (file, _) = self.open_file(path, libc::O_NOFOLLOW).map_err(self.fail("open", path))?;
         let what = self.name(path);
-        Ok(Box::new(PosixReadHandle { file, what }))
+        Ok(Box::new(PosixReadHandle { file: kept(file), what }))
     }
 
     /// Nobody reads `dir` before it is renamed into place, so each file is
