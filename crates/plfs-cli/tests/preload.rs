@@ -1385,6 +1385,62 @@ cat $d/a $d/b $d/c $d/e
     }
 }
 
+/// posix_fallocate and fallocate(1) grow a plfs file as on a local file
+/// system (zeros after the old end, never a shrink, EINVAL and EBADF where
+/// it gives them); punching a hole is refused as EOPNOTSUPP, as on the FUSE
+/// mount. Before, every call failed with EBADF: the kernel saw the plfs
+/// descriptor's reserved /dev/null.
+#[test]
+fn fallocate_grows_plfs_files_as_on_a_local_file_system() {
+    let script = r#"
+import errno, os, subprocess, sys
+d = sys.argv[1]
+fd = os.open(d + "/fa", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"abc")
+os.posix_fallocate(fd, 0, 8192)
+print("grown", os.fstat(fd).st_size, os.pread(fd, 8, 0))
+os.posix_fallocate(fd, 0, 100)
+print("kept", os.fstat(fd).st_size)
+for offset, length in [(-1, 10), (0, 0)]:
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        print("refused", errno.errorcode[e.errno])
+ro = os.open(d + "/fa", os.O_RDONLY)
+try:
+    os.posix_fallocate(ro, 0, 20000)
+except OSError as e:
+    print("read-only", errno.errorcode[e.errno])
+os.close(ro)
+os.close(fd)
+print("closed", os.stat(d + "/fa").st_size)
+print("fallocate(1)", subprocess.run(["fallocate", "-l", "16384", d + "/fb"]).returncode, os.stat(d + "/fb").st_size)
+"#;
+    let plain = tempfile::tempdir().unwrap();
+    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
+    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let output = setup.run("python3", &["-c", script, &dir]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&control.stdout),
+            "{workload}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let punch = setup
+            .preloaded("fallocate", &["-p", "-o", "0", "-l", "10", &format!("{dir}/fb")])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&punch.stderr).contains("unsupported") && punch.status.code() == Some(1),
+            "{workload}: {punch:?}"
+        );
+    }
+}
+
 /// A closed file's stat answers from what its last close left (FORMAT.md
 /// §6.1): unmodified programs in other processes still see a writer's
 /// synced bytes while it is open, and its close.

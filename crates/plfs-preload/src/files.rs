@@ -655,6 +655,33 @@ pub fn truncate(file: &OpenFile, length: i64) -> Result<(), Errno> {
     Ok(())
 }
 
+/// posix_fallocate, and fallocate without flags (`mode` 0) or with only
+/// FALLOC_FL_KEEP_SIZE: the file grows to at least `offset + length`, its
+/// new bytes reading as zeros, as after a local file system's allocation.
+/// plfs cannot reserve backend space ahead of the writes (logs grow as
+/// they are written), so a later write may still find a backend full; with
+/// KEEP_SIZE nothing visible changes. Other modes (punching or zeroing a
+/// range, collapsing, inserting) are EOPNOTSUPP, as on the FUSE mount,
+/// which programs take as "not here" (glibc's posix_fallocate then writes
+/// zeros itself). Before, every call failed with EBADF from the kernel.
+pub fn allocate(file: &OpenFile, mode: c_int, offset: i64, length: i64) -> Result<(), Errno> {
+    if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if offset < 0 || length <= 0 {
+        return Err(libc::EINVAL);
+    }
+    let end = offset.checked_add(length).ok_or(libc::EFBIG)?;
+    if file.kind == Kind::Directory {
+        return Err(libc::ENODEV);
+    }
+    check_access(file, true)?;
+    if mode & libc::FALLOC_FL_KEEP_SIZE != 0 || size(file)? >= end {
+        return Ok(());
+    }
+    truncate(file, end)
+}
+
 pub fn sync(file: &OpenFile) -> Result<(), Errno> {
     match file.kind {
         Kind::Directory => Ok(()),

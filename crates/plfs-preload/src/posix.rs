@@ -578,6 +578,55 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
     unsafe { real::ftruncate64()(fd, length) }
 }
 
+/// # Safety
+/// The fallocate(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, offset: off_t, length: off_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::allocate(&file, mode, offset, length));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::fallocate()(fd, mode, offset, length) }
+}
+
+/// # Safety
+/// The fallocate(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, offset: off64_t, length: off64_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return unit_result(files::allocate(&file, mode, offset, length));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::fallocate64()(fd, mode, offset, length) }
+}
+
+/// posix_fallocate returns the error number instead of setting errno.
+fn allocated(result: Result<(), libc::c_int>) -> c_int {
+    result.err().unwrap_or(0)
+}
+
+/// # Safety
+/// The posix_fallocate(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fallocate(fd: c_int, offset: off_t, length: off_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return allocated(files::allocate(&file, 0, offset, length));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::posix_fallocate()(fd, offset, length) }
+}
+
+/// # Safety
+/// The posix_fallocate(3) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_fallocate64(fd: c_int, offset: off64_t, length: off64_t) -> c_int {
+    if let Some(file) = files::lookup(fd) {
+        return allocated(files::allocate(&file, 0, offset, length));
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::posix_fallocate64()(fd, offset, length) }
+}
+
 fn truncate_path(path: *const c_char, length: i64) -> Option<c_int> {
     let logical = plfs_path(libc::AT_FDCWD, path)?;
     if length < 0 {

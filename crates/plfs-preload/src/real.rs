@@ -92,6 +92,10 @@ real_functions! {
     statx: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int;
     ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int;
     ftruncate64: unsafe extern "C" fn(c_int, off64_t) -> c_int;
+    fallocate: unsafe extern "C" fn(c_int, c_int, off_t, off_t) -> c_int;
+    fallocate64: unsafe extern "C" fn(c_int, c_int, off64_t, off64_t) -> c_int;
+    posix_fallocate: unsafe extern "C" fn(c_int, off_t, off_t) -> c_int;
+    posix_fallocate64: unsafe extern "C" fn(c_int, off64_t, off64_t) -> c_int;
     truncate: unsafe extern "C" fn(*const c_char, off_t) -> c_int;
     truncate64: unsafe extern "C" fn(*const c_char, off64_t) -> c_int;
     fsync: unsafe extern "C" fn(c_int) -> c_int;
