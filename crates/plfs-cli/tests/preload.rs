@@ -1385,6 +1385,49 @@ cat $d/a $d/b $d/c $d/e
     }
 }
 
+/// Python's mmap reads plfs files as a plain file's: a read-only mapping of
+/// the whole file, and a private (copy-on-write) one at an offset whose
+/// stores stay in memory. A shared writable mapping, whose stores would
+/// have to reach the file, is refused with ENODEV. Before, every mmap of a
+/// plfs descriptor failed with EBADF.
+#[test]
+fn mmap_reads_plfs_files_privately() {
+    let script = r#"
+import errno, mmap, sys
+d = sys.argv[1]
+with open(d + "/m", "wb") as f:
+    f.write(bytes(range(256)) * 40)
+with open(d + "/m", "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    print("read", len(m), m[0:4].hex(), m[10239], m.find(b"\xfe\xff\x00"))
+    m.close()
+with open(d + "/m", "r+b") as f:
+    m = mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_COPY, offset=4096)
+    m[0:2] = b"zz"
+    print("private", len(m), m[0:3])
+    m.close()
+    try:
+        mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_WRITE).close()
+        print("shared writable made")
+    except OSError as e:
+        print("shared writable", errno.errorcode[e.errno])
+print("file", open(d + "/m", "rb").read()[4096:4099].hex())
+"#;
+    let plain = tempfile::tempdir().unwrap();
+    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
+    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
+    let expected =
+        String::from_utf8_lossy(&control.stdout).replace("shared writable made", "shared writable ENODEV");
+    assert!(expected.starts_with("read 10240 00010203 255 254\nprivate 4096 b'zz\\x02'\n"), "{expected}");
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let output = setup.run("python3", &["-c", script, &dir]);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "{workload}");
+    }
+}
+
 /// posix_fallocate and fallocate(1) grow a plfs file as on a local file
 /// system (zeros after the old end, never a shrink, EINVAL and EBADF where
 /// it gives them); punching a hole is refused as EOPNOTSUPP, as on the FUSE

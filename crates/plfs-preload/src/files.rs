@@ -655,6 +655,79 @@ pub fn truncate(file: &OpenFile, length: i64) -> Result<(), Errno> {
     Ok(())
 }
 
+/// mmap(2) of a plfs file: anonymous memory holding the file's bytes
+/// `offset..offset + length` as they are at the call (zeros past the end),
+/// with the protection asked for. That is what a private mapping shows
+/// until the file changes, and what a read-only shared one shows too, so
+/// numpy's memmap, Python's mmap and programs that map their input read
+/// plfs files. The differences: the whole range is read at the call, and
+/// later writes to the file (here or elsewhere) do not show in the memory.
+/// A shared writable mapping, whose stores would have to reach the file,
+/// is ENODEV (what a file system without mmap gives). Before, every mmap
+/// of a plfs descriptor failed with EBADF: the kernel saw its reserved
+/// /dev/null.
+pub fn map(
+    file: &OpenFile,
+    address: *mut libc::c_void,
+    length: usize,
+    protection: c_int,
+    flags: c_int,
+    offset: i64,
+) -> Result<*mut libc::c_void, Errno> {
+    if file.kind == Kind::Directory {
+        return Err(libc::ENODEV);
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as i64;
+    if length == 0 || offset < 0 || offset % page != 0 {
+        return Err(libc::EINVAL);
+    }
+    let shared = match flags & 0x0f {
+        libc::MAP_PRIVATE => false,
+        libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE => true,
+        _ => return Err(libc::EINVAL),
+    };
+    if shared && protection & libc::PROT_WRITE != 0 {
+        return Err(libc::ENODEV);
+    }
+    if flags & libc::MAP_SYNC != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // mmap needs a descriptor open for reading, whatever the protection.
+    check_access(file, false).map_err(|_| libc::EACCES)?;
+    let anonymous = (flags & !0x0f & !libc::MAP_SYNC) | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    // SAFETY: an anonymous mapping; `address` is the program's hint (or
+    // its MAP_FIXED target, as it asked).
+    let mapped =
+        unsafe { real::mmap()(address, length, libc::PROT_READ | libc::PROT_WRITE, anonymous, -1, 0) };
+    if mapped == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    let unmap = |error: Errno| {
+        // SAFETY: our own mapping of `length` bytes.
+        unsafe { libc::munmap(mapped, length) };
+        Err(error)
+    };
+    // SAFETY: the mapping is `length` writable bytes, ours until returned.
+    let memory = unsafe { std::slice::from_raw_parts_mut(mapped.cast::<u8>(), length) };
+    let mut filled = 0;
+    while filled < length {
+        let at = offset + filled as i64;
+        match pread(file, &mut memory[filled..], at) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(libc::EINTR) => {}
+            Err(error) => return unmap(error),
+        }
+    }
+    let asked = protection & (libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC);
+    // SAFETY: our own mapping, given the program's protection.
+    if asked != libc::PROT_READ | libc::PROT_WRITE && unsafe { libc::mprotect(mapped, length, asked) } != 0 {
+        return unmap(errno());
+    }
+    Ok(mapped)
+}
+
 /// posix_fallocate, and fallocate without flags (`mode` 0) or with only
 /// FALLOC_FL_KEEP_SIZE: the file grows to at least `offset + length`, its
 /// new bytes reading as zeros, as after a local file system's allocation.

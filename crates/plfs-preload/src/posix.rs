@@ -578,6 +578,63 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
     unsafe { real::ftruncate64()(fd, length) }
 }
 
+/// mmap of a plfs descriptor (see `files::map`); errno and MAP_FAILED on
+/// failure.
+fn map_plfs(
+    file: &OpenFile,
+    address: *mut c_void,
+    length: size_t,
+    protection: c_int,
+    flags: c_int,
+    offset: i64,
+) -> *mut c_void {
+    files::map(file, address, length, protection, flags, offset).unwrap_or_else(|error| {
+        set_errno(error);
+        libc::MAP_FAILED
+    })
+}
+
+/// # Safety
+/// The mmap(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap(
+    address: *mut c_void,
+    length: size_t,
+    protection: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: off_t,
+) -> *mut c_void {
+    // Anonymous memory (every allocator's) skips the table.
+    if flags & libc::MAP_ANONYMOUS == 0
+        && let Some(file) = files::lookup(fd)
+    {
+        return map_plfs(&file, address, length, protection, flags, offset);
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::mmap()(address, length, protection, flags, fd, offset) }
+}
+
+/// # Safety
+/// The mmap(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    address: *mut c_void,
+    length: size_t,
+    protection: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: off64_t,
+) -> *mut c_void {
+    if flags & libc::MAP_ANONYMOUS == 0
+        && let Some(file) = files::lookup(fd)
+    {
+        return map_plfs(&file, address, length, protection, flags, offset);
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::mmap64()(address, length, protection, flags, fd, offset) }
+}
+
 /// # Safety
 /// The fallocate(2) contract.
 #[unsafe(no_mangle)]
