@@ -431,6 +431,28 @@ fn files_renamed_and_unlinked_while_open_stay_usable() {
     }
 }
 
+/// A process sees its own changes to a file at once through its other
+/// descriptors and by name (`own_changes_seen.py` against a plain
+/// directory). Before, on small_file the daemon answered a stat after a
+/// write with the old size and another descriptor read the old bytes.
+#[test]
+fn a_process_sees_its_own_changes_through_every_descriptor() {
+    let _serial = serial();
+    let script = include_str!("programs/own_changes_seen.py");
+    let plain = tempfile::tempdir().unwrap();
+    let transcript = |dir: &Path| {
+        let output = run_ok(Command::new("python3").arg("-c").arg(script).arg(dir), MIN);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let expected = transcript(plain.path());
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let mount = PlfsMount::with_workload(workload, &[]);
+        let dir = mount.path("d");
+        fs::create_dir(&dir).unwrap();
+        assert_eq!(transcript(&dir), expected, "{workload}");
+    }
+}
+
 /// Same names, kinds, bytes and link targets; modes and times not compared.
 fn compare_contents(expected: &Path, actual: &Path) {
     for entry in fs::read_dir(expected).unwrap() {

@@ -1385,6 +1385,30 @@ cat $d/a $d/b $d/c $d/e
     }
 }
 
+/// A process sees its own changes to a file at once, through its other
+/// descriptors and by name, as on a local file system. Before, on
+/// small_file a stat, a write through one descriptor and a stat gave the
+/// old size, another descriptor read the old bytes, even after a truncate,
+/// and Python's NamedTemporaryFile showed size 0 after a flushed write.
+#[test]
+fn a_process_sees_its_own_changes_through_every_descriptor() {
+    let script = include_str!("programs/own_changes_seen.py");
+    let plain = tempfile::tempdir().unwrap();
+    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
+    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let output = setup.run("python3", &["-c", script, &dir]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&control.stdout),
+            "{workload}"
+        );
+    }
+}
+
 /// Python's mmap reads plfs files as a plain file's: a read-only mapping of
 /// the whole file, and a private (copy-on-write) one at an offset whose
 /// stores stay in memory. A shared writable mapping, whose stores would

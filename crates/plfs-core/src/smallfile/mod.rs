@@ -187,6 +187,7 @@ impl SmallFileStore {
             };
             session.index_frame.push(&entry);
             container.push_pending(Pending::Write { writer, entry });
+            container.note_changed(name);
             Ok(container.after_record(this, writer))
         })
         .and_then(|full| self.flush_if(full, dir))
@@ -229,8 +230,23 @@ impl SmallFileStore {
     }
 
     /// Reads from the cached view; `NotFound` if the view has no such file.
+    /// A file this process changed since its last flush (through any of its
+    /// handles) is published first, so every handle here reads what was
+    /// written here, as on a local file system. Before, a handle read the
+    /// bytes from before another handle's write.
     pub fn read(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let view = self.view(dir)?;
+        let cached = self
+            .with_container(dir, |this, container| {
+                if container.changed.contains_key(name) { Ok(None) } else { container.view(this).map(Some) }
+            })
+            .context(dir.to_string())?;
+        let view = match cached {
+            Some(view) => view,
+            None => {
+                self.flush_writes(dir)?;
+                self.view(dir)?
+            }
+        };
         view.read(name, offset, buf)
             .and_then(|count| count.ok_or_else(not_found))
             .with_context(|| logical(dir, name))
@@ -245,10 +261,17 @@ impl SmallFileStore {
     /// Stat under close-to-open: a name the cached view lacks is looked
     /// for once more, among this process's unflushed files (published
     /// first) or, if another writer flushed since the view was cached, in
-    /// a fresh view. A hit costs nothing more than [`stat`](Self::stat).
+    /// a fresh view. A name this process changed since its last flush
+    /// (written, truncated, its times set) is published first too: the
+    /// cached view still shows it as before, and a stat after a write must
+    /// see it (before, a stat, a write and a stat gave the first size).
+    /// A hit costs nothing more than [`stat`](Self::stat).
     pub fn stat_fresh(&self, dir: &StorePath, name: &str) -> Result<FileStat> {
         let found = self.with_container(dir, |this, container| {
             let cached = container.view.is_some();
+            if container.changed.contains_key(name) {
+                return Ok(None);
+            }
             if let Some(stat) = container.view(this)?.stat(name) {
                 return Ok(Some(stat));
             }
@@ -472,6 +495,7 @@ impl SmallFileStore {
             let record = record(this.stamper().next());
             container.session(this, writer)?;
             container.push_name(writer, record);
+            container.note_changed(name);
             for (affected, exists) in effects {
                 container.know(affected, *exists);
             }
@@ -566,6 +590,10 @@ struct DirContainer {
     /// for a name it created or renamed to, `false` for one it removed,
     /// with the sequence number of the record that did it.
     known: HashMap<String, (bool, u64)>,
+    /// Names whose size or times this process's unflushed records change
+    /// (writes, truncates, times), with the sequence number of the last
+    /// such record: a cached view is stale for them until they are flushed.
+    changed: HashMap<String, u64>,
     /// This process's unflushed records of every writer, in stamp order
     /// (stamps are taken under the container's lock), kept so a flush can
     /// fold them into `view` instead of dropping it.
@@ -653,6 +681,7 @@ impl DirContainer {
             look_again: LookAgain::default(),
             view_loads: 0,
             known: HashMap::new(),
+            changed: HashMap::new(),
             pending: Vec::new(),
             spare_pending: Vec::new(),
             pushed_seq: 0,
@@ -672,6 +701,18 @@ impl DirContainer {
     fn push_pending(&mut self, record: Pending) {
         self.pushed_seq += 1;
         self.pending.push(record);
+    }
+
+    /// Notes that the record just pushed changes `name`'s attributes.
+    fn note_changed(&mut self, name: &str) {
+        let seq = self.pushed_seq;
+        // No allocation for a name already noted (a stream of writes).
+        match self.changed.get_mut(name) {
+            Some(noted) => *noted = seq,
+            None => {
+                self.changed.insert(name.to_owned(), seq);
+            }
+        }
     }
 
     /// Notes that the record just pushed makes `name` exist or not.
@@ -832,6 +873,7 @@ impl DirContainer {
             self.view = None;
             self.pending.clear();
             self.known.clear();
+            self.changed.clear();
             return;
         }
         self.durable_seq = batch.last;
@@ -849,6 +891,7 @@ impl DirContainer {
         }
         let last = batch.last;
         self.known.retain(|_, (_, seq)| *seq > last);
+        self.changed.retain(|_, seq| *seq > last);
         batch.pending.clear();
         self.spare_pending = batch.pending;
     }
