@@ -229,12 +229,22 @@ impl SmallFileStore {
         self.name_op(dir, from, writer, record, &[(from, false), (to, true)])
     }
 
-    /// Reads from the cached view; `NotFound` if the view has no such file.
-    /// A file this process changed since its last flush (through any of its
-    /// handles) is published first, so every handle here reads what was
-    /// written here, as on a local file system. Before, a handle read the
-    /// bytes from before another handle's write.
+    /// Reads from the cached view; `NotFound` if the view has no such file
+    /// (see [`read_fresh`](Self::read_fresh) for what handles read).
     pub fn read(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let view = self.view(dir)?;
+        view.read(name, offset, buf)
+            .and_then(|count| count.ok_or_else(not_found))
+            .with_context(|| logical(dir, name))
+    }
+
+    /// Reads as a handle does: a file this process changed since its last
+    /// flush (through any of its handles: writes, truncates) is published
+    /// first, so every handle here reads what was written here, as on a
+    /// local file system. Before, a handle read the bytes from before
+    /// another handle's write, and so did every later open.
+    pub fn read_fresh(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        // One lock for the common case (nothing of this file unflushed).
         let cached = self
             .with_container(dir, |this, container| {
                 if container.changed.contains_key(name) { Ok(None) } else { container.view(this).map(Some) }

@@ -399,7 +399,7 @@ impl SmallFile {
             self.sync(engine)?;
         }
         let at = self.at();
-        let count = engine.read(&at.dir, &at.name, offset, buf)?;
+        let count = engine.read_fresh(&at.dir, &at.name, offset, buf)?;
         // At the end as cached: another process may have written past it.
         if count < buf.len() && self.look_again.due(engine.now_ns()) {
             engine.revalidate(&at.dir);
