@@ -1385,6 +1385,30 @@ cat $d/a $d/b $d/c $d/e
     }
 }
 
+/// preadv2 and pwritev2 (what Python's `os.preadv` and `os.pwritev` call)
+/// with their RWF_* flags, pwrite on an O_APPEND description (Linux writes
+/// at the end, whatever the offset) and Python's TemporaryFile (O_TMPFILE
+/// first) behave as on a plain directory. Before, preadv2 and pwritev2
+/// failed with EBADF, an O_APPEND pwrite overwrote the file's start, and
+/// O_TMPFILE failed with EISDIR (a pre-3.11 kernel's answer; EOPNOTSUPP
+/// now, the answer of a file system without it).
+#[test]
+fn vector_calls_and_appends_behave_as_on_a_local_file_system() {
+    let script = include_str!("programs/vectors_and_appends.py");
+    let plain = tempfile::tempdir().unwrap();
+    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
+    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
+    let expected = String::from_utf8_lossy(&control.stdout).into_owned();
+    assert!(expected.contains("O_APPEND pwrite (1, 0, b'Sbcdef+!X')"), "{expected}");
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let output = setup.run("python3", &["-c", script, &dir]);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "{workload}");
+    }
+}
+
 /// A process sees its own changes to a file at once, through its other
 /// descriptors and by name, as on a local file system. Before, on
 /// small_file a stat, a write through one descriptor and a stat gave the

@@ -209,6 +209,12 @@ fn open_described(
     mode: libc::mode_t,
     offset: Option<Offset>,
 ) -> Result<c_int, Errno> {
+    // An unnamed file in a directory: what open(2) answers on a file
+    // system without it, so programs fall back to a named temporary file.
+    // (It was EISDIR, a kernel before 3.11's answer.)
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        return Err(libc::EOPNOTSUPP);
+    }
     // First, so that nothing is opened when there is no slot for it.
     let offset = match offset {
         Some(offset) => offset,
@@ -462,26 +468,7 @@ pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
     let _position = file.position();
     let length = i64::try_from(buffer.len()).map_err(|_| libc::EINVAL)?;
     if file.status_flags() & libc::O_APPEND != 0 {
-        let (offset, written) = match &file.end {
-            // The range is taken at the node's shared end, as the kernel
-            // takes it under the inode lock.
-            Some(end) => {
-                require_file(file)?;
-                check_access(file, true)?;
-                let offset = end.reserve(length);
-                let written = pwrite(file, buffer, offset);
-                let count = written.as_ref().map_or(0, |&count| count as i64);
-                if count < length {
-                    end.give_back(offset + length, offset + count);
-                }
-                (offset, written)
-            }
-            None => {
-                let offset = size(file)?;
-                (offset, pwrite(file, buffer, offset))
-            }
-        };
-        let count = written?;
+        let (offset, count) = append(file, buffer)?;
         file.offset.set(offset + count as i64);
         return Ok(count);
     }
@@ -492,6 +479,41 @@ pub fn write(file: &OpenFile, buffer: &[u8]) -> Result<usize, Errno> {
         file.offset.take_back(offset + length, offset + count);
     }
     written
+}
+
+/// Writes `buffer` at the end of file: the node's shared end where there
+/// is one (the range taken there as the kernel takes it under the inode
+/// lock), else the size. Returns where it went and how much was written.
+pub fn append(file: &OpenFile, buffer: &[u8]) -> Result<(i64, usize), Errno> {
+    let length = i64::try_from(buffer.len()).map_err(|_| libc::EINVAL)?;
+    match &file.end {
+        Some(end) => {
+            require_file(file)?;
+            check_access(file, true)?;
+            let offset = end.reserve(length);
+            let written = pwrite(file, buffer, offset);
+            let count = written.as_ref().map_or(0, |&count| count as i64);
+            if count < length {
+                end.give_back(offset + length, offset + count);
+            }
+            Ok((offset, written?))
+        }
+        None => {
+            let offset = size(file)?;
+            Ok((offset, pwrite(file, buffer, offset)?))
+        }
+    }
+}
+
+/// pwrite(2) and its vector forms as Linux does them: on a description
+/// opened O_APPEND the bytes go to the end of file whatever the offset
+/// (pwrite(2), BUGS), and the file offset does not move. Before, they went
+/// to the offset and overwrote what was there.
+pub fn positioned_write(file: &OpenFile, buffer: &[u8], offset: i64) -> Result<usize, Errno> {
+    if file.status_flags() & libc::O_APPEND != 0 {
+        return append(file, buffer).map(|(_, count)| count);
+    }
+    pwrite(file, buffer, offset)
 }
 
 /// The description's offset (a redirection's pump carries it on).

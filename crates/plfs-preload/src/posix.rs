@@ -362,7 +362,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, of
     if let Some(file) = files::lookup(fd) {
         // SAFETY: the caller's buffer.
         return size_result(
-            unsafe { buffer(buf, count) }.and_then(|slice| files::pwrite(&file, slice, offset)),
+            unsafe { buffer(buf, count) }.and_then(|slice| files::positioned_write(&file, slice, offset)),
         );
     }
     // SAFETY: forwarded unchanged.
@@ -376,7 +376,7 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: size_t, 
     if let Some(file) = files::lookup(fd) {
         // SAFETY: the caller's buffer.
         return size_result(
-            unsafe { buffer(buf, count) }.and_then(|slice| files::pwrite(&file, slice, offset)),
+            unsafe { buffer(buf, count) }.and_then(|slice| files::positioned_write(&file, slice, offset)),
         );
     }
     // SAFETY: forwarded unchanged.
@@ -439,7 +439,7 @@ unsafe fn write_vectors(file: &OpenFile, iov: &[iovec], offset: Option<i64>) -> 
     }
     match offset {
         None => files::write(file, &gathered),
-        Some(offset) => files::pwrite(file, &gathered, offset),
+        Some(offset) => files::positioned_write(file, &gathered, offset),
     }
 }
 
@@ -525,6 +525,159 @@ pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, count: c_int, o
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::pwritev64()(fd, iov, count, offset) }
+}
+
+/// The RWF_* flags of preadv2/pwritev2 a plfs file takes: a priority hint
+/// (ignored), per-write syncs and RWF_APPEND (ignored by reads, as the
+/// kernel ignores it there). RWF_NOWAIT and flags of later kernels are
+/// EOPNOTSUPP, as a file system without them answers.
+const VECTOR_FLAGS: c_int = libc::RWF_HIPRI | libc::RWF_DSYNC | libc::RWF_SYNC | libc::RWF_APPEND;
+
+/// preadv2: preadv, or readv at the file offset when `offset` is -1.
+///
+/// # Safety
+/// The preadv2(2) contract.
+unsafe fn read_vectors2(
+    file: &OpenFile,
+    iov: *const iovec,
+    count: c_int,
+    offset: i64,
+    flags: c_int,
+) -> ssize_t {
+    let result = (|| {
+        if flags & !VECTOR_FLAGS != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let position = match offset {
+            -1 => None,
+            offset if offset < 0 => return Err(libc::EINVAL),
+            offset => Some(offset),
+        };
+        // SAFETY: the caller's iovecs.
+        unsafe { read_vectors(file, vectors(iov, count)?, position) }
+    })();
+    size_result(result)
+}
+
+/// pwritev2: pwritev, or writev at the file offset when `offset` is -1.
+/// RWF_APPEND writes at the end of file whatever the offset (and moves the
+/// file offset only when `offset` is -1); RWF_DSYNC and RWF_SYNC sync
+/// after the write.
+///
+/// # Safety
+/// The pwritev2(2) contract.
+unsafe fn write_vectors2(
+    file: &OpenFile,
+    iov: *const iovec,
+    count: c_int,
+    offset: i64,
+    flags: c_int,
+) -> ssize_t {
+    let result = (|| {
+        if flags & !VECTOR_FLAGS != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if offset < -1 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's iovecs.
+        let iov = unsafe { vectors(iov, count)? };
+        let written = if flags & libc::RWF_APPEND != 0 {
+            let mut gathered = Vec::new();
+            for vector in iov {
+                // SAFETY: the caller's iovec.
+                gathered.extend_from_slice(unsafe { buffer(vector.iov_base, vector.iov_len) }?);
+            }
+            let (at, count) = files::append(file, &gathered)?;
+            if offset == -1 {
+                files::lseek(file, at + count as i64, libc::SEEK_SET)?;
+            }
+            count
+        } else if offset == -1 {
+            // SAFETY: the caller's iovecs.
+            unsafe { write_vectors(file, iov, None) }?
+        } else {
+            // SAFETY: the caller's iovecs.
+            unsafe { write_vectors(file, iov, Some(offset)) }?
+        };
+        if flags & (libc::RWF_DSYNC | libc::RWF_SYNC) != 0 {
+            files::sync(file)?;
+        }
+        Ok(written)
+    })();
+    size_result(result)
+}
+
+/// # Safety
+/// The preadv2(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv2(
+    fd: c_int,
+    iov: *const iovec,
+    count: c_int,
+    offset: off_t,
+    flags: c_int,
+) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: forwarded contract.
+        return unsafe { read_vectors2(&file, iov, count, offset, flags) };
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::preadv2()(fd, iov, count, offset, flags) }
+}
+
+/// # Safety
+/// The preadv2(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn preadv64v2(
+    fd: c_int,
+    iov: *const iovec,
+    count: c_int,
+    offset: off64_t,
+    flags: c_int,
+) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: forwarded contract.
+        return unsafe { read_vectors2(&file, iov, count, offset, flags) };
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::preadv64v2()(fd, iov, count, offset, flags) }
+}
+
+/// # Safety
+/// The pwritev2(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev2(
+    fd: c_int,
+    iov: *const iovec,
+    count: c_int,
+    offset: off_t,
+    flags: c_int,
+) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: forwarded contract.
+        return unsafe { write_vectors2(&file, iov, count, offset, flags) };
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pwritev2()(fd, iov, count, offset, flags) }
+}
+
+/// # Safety
+/// The pwritev2(2) contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwritev64v2(
+    fd: c_int,
+    iov: *const iovec,
+    count: c_int,
+    offset: off64_t,
+    flags: c_int,
+) -> ssize_t {
+    if let Some(file) = files::lookup(fd) {
+        // SAFETY: forwarded contract.
+        return unsafe { write_vectors2(&file, iov, count, offset, flags) };
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::pwritev64v2()(fd, iov, count, offset, flags) }
 }
 
 fn offset_result(result: Result<i64, Errno>) -> off_t {

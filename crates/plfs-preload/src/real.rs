@@ -92,6 +92,10 @@ real_functions! {
     statx: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int;
     ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int;
     ftruncate64: unsafe extern "C" fn(c_int, off64_t) -> c_int;
+    preadv2: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t;
+    preadv64v2: unsafe extern "C" fn(c_int, *const iovec, c_int, off64_t, c_int) -> ssize_t;
+    pwritev2: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t;
+    pwritev64v2: unsafe extern "C" fn(c_int, *const iovec, c_int, off64_t, c_int) -> ssize_t;
     mmap: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
     mmap64: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off64_t) -> *mut c_void;
     fallocate: unsafe extern "C" fn(c_int, c_int, off_t, off_t) -> c_int;
