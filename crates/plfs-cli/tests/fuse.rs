@@ -377,7 +377,10 @@ fn n_n_and_small_file_mounts_round_trip() {
 
 /// `rewinddir` re-reads the directory through the mount (as a plain file
 /// system does): a file unlinked and one created by another process since
-/// the first listing show as such in the second. Also for small files.
+/// the first listing show as such in the second. Also for small files. The
+/// first listing is what the directory holds when it is read, not when it
+/// was opened: before, a file made between the two was missing from it
+/// (`os.listdir(fd)` of a descriptor opened early listed nothing).
 #[test]
 fn rewinddir_lists_the_directory_again() {
     let _serial = serial();
@@ -392,9 +395,10 @@ fn rewinddir_lists_the_directory_again() {
         fs::write(dir.join("kept"), b"k").unwrap();
         fs::write(dir.join("victim"), b"v").unwrap();
         let change = format!("rm {0}/victim && echo n > {0}/newcomer", dir.display());
-        let output = run_ok(Command::new(&program).arg(&dir).arg(&change), MIN);
+        let before = format!("echo e > {0}/early", dir.display());
+        let output = run_ok(Command::new(&program).arg(&dir).arg(&change).arg(&before), MIN);
         let listed = String::from_utf8_lossy(&output.stdout);
-        assert_eq!(listed, "first: kept victim\nagain: kept newcomer\n", "{workload}");
+        assert_eq!(listed, "first: early kept victim\nagain: early kept newcomer\n", "{workload}");
     }
 }
 

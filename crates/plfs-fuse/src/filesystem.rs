@@ -54,7 +54,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -170,39 +170,41 @@ impl OpenHandle {
     }
 }
 
-/// A directory listing taken at opendir, so offsets stay stable while the
-/// directory changes under a long `ls`. A read from offset 0 after entries
-/// were served (`rewinddir`, or `lseek(fd, 0)`) takes a new one, as a plain
-/// file system re-reads the directory then.
+/// A directory listing taken when a readdir starts from offset 0 (the
+/// first one, and again after `rewinddir` or `lseek(fd, 0)`), so offsets
+/// stay stable while the directory changes under a long `ls`, and a
+/// descriptor opened before entries were made lists them, as getdents on a
+/// plain file system does. (It was taken at opendir: `os.listdir(fd)` of a
+/// directory descriptor opened before its files were created listed
+/// nothing.)
 #[derive(Debug)]
 struct DirListing {
     ino: INodeNo,
     parent: INodeNo,
-    entries: RwLock<Arc<Vec<DirEntryInfo>>>,
-    /// A readdir has been answered from `entries`.
-    served: AtomicBool,
+    entries: RwLock<Option<Arc<Vec<DirEntryInfo>>>>,
 }
 
 impl DirListing {
-    fn new(ino: INodeNo, parent: INodeNo, entries: Vec<DirEntryInfo>) -> DirListing {
-        DirListing { ino, parent, entries: RwLock::new(Arc::new(entries)), served: AtomicBool::new(false) }
+    fn new(ino: INodeNo, parent: INodeNo) -> DirListing {
+        DirListing { ino, parent, entries: RwLock::new(None) }
     }
 
-    /// The snapshot a readdir from `offset` serves: the one taken at
-    /// opendir, or a fresh one from `relist` when a served listing is read
-    /// from its start again.
+    /// The snapshot a readdir from `offset` serves: a fresh one from
+    /// `relist` when it starts at 0 (or none was taken yet), else the one
+    /// the listing's earlier reads served.
     fn snapshot(
         &self,
         offset: u64,
         relist: impl FnOnce() -> Result<Vec<DirEntryInfo>, Errno>,
     ) -> Result<Arc<Vec<DirEntryInfo>>, Errno> {
-        let served_before = self.served.swap(true, Ordering::AcqRel);
-        if offset == 0 && served_before {
-            let fresh = Arc::new(relist()?);
-            *self.entries.write().unwrap_or_else(PoisonError::into_inner) = fresh.clone();
-            return Ok(fresh);
+        if offset != 0
+            && let Some(entries) = self.entries.read().unwrap_or_else(PoisonError::into_inner).clone()
+        {
+            return Ok(entries);
         }
-        Ok(self.entries.read().unwrap_or_else(PoisonError::into_inner).clone())
+        let fresh = Arc::new(relist()?);
+        *self.entries.write().unwrap_or_else(PoisonError::into_inner) = Some(fresh.clone());
+        Ok(fresh)
     }
 
     /// Entry `index` of `entries`: "." and ".." first, then the snapshot.
@@ -979,11 +981,12 @@ impl PlfsFs {
         closed
     }
 
+    /// The listing is taken by the first readdir (see `DirListing`); the
+    /// kernel checked the directory's kind and modes before asking.
     fn do_opendir(&self, ino: INodeNo) -> Result<FileHandle, Errno> {
-        let path = self.path(ino)?;
-        let entries = self.core("opendir", &path, self.plfs.readdir(&path))?;
+        self.path(ino)?;
         let parent = lock(&self.inodes).parent(ino).unwrap_or(ROOT);
-        let listing = DirListing::new(ino, parent, entries);
+        let listing = DirListing::new(ino, parent);
         let (fh, _) = lock(&self.dirs).insert(listing).ok_or(Errno::ENFILE)?;
         Ok(fh)
     }

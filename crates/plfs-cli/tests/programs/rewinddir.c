@@ -1,10 +1,10 @@
 /*
- * rewinddir re-reads: lists <dir>, runs <command> (another process changes
- * the directory), rewinds the same stream and lists it again. Prints both
- * listings, sorted, one line each ("first: a b", "again: a c"); "." and
- * ".." are left out.
+ * rewinddir re-reads: opens <dir>, runs <before> if given, lists the
+ * stream, runs <command> (another process changes the directory), rewinds
+ * the same stream and lists it again. Prints both listings, sorted, one
+ * line each ("first: a b", "again: a c"); "." and ".." are left out.
  *
- * usage: rewinddir <dir> <command>
+ * usage: rewinddir <dir> <command> [<before>]
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -37,13 +37,17 @@ static void list(DIR *dir, const char *label)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s <dir> <command>\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s <dir> <command> [<before>]\n", argv[0]);
         return 2;
     }
     DIR *dir = opendir(argv[1]);
     if (dir == NULL) {
         perror(argv[1]);
+        return 1;
+    }
+    if (argc == 4 && system(argv[3]) != 0) {
+        fprintf(stderr, "%s failed\n", argv[3]);
         return 1;
     }
     list(dir, "first");
