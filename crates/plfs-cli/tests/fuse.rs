@@ -457,6 +457,35 @@ fn a_process_sees_its_own_changes_through_every_descriptor() {
     }
 }
 
+/// posix_fallocate and fallocate(1) grow a file on the mount as on a plain
+/// directory (`fallocate.py`); punching a hole is EOPNOTSUPP. Before, the
+/// daemon answered ENOSYS: `fallocate -l` failed ("Operation not
+/// supported") and posix_fallocate wrote the zeros through glibc.
+#[test]
+fn fallocate_grows_files_as_on_a_plain_directory() {
+    let _serial = serial();
+    let script = include_str!("programs/fallocate.py");
+    let plain = tempfile::tempdir().unwrap();
+    let transcript = |dir: &Path| {
+        let output = run_ok(Command::new("python3").arg("-c").arg(script).arg(dir), MIN);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let expected = transcript(plain.path());
+    assert!(expected.contains("fallocate(1) 0 16384"), "{expected}");
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let mount = PlfsMount::with_workload(workload, &[]);
+        let dir = mount.path("d");
+        fs::create_dir(&dir).unwrap();
+        assert_eq!(transcript(&dir), expected, "{workload}");
+        let punch = Command::new("fallocate")
+            .args(["-p", "-o", "0", "-l", "10"])
+            .arg(dir.join("fb"))
+            .output()
+            .unwrap();
+        assert_eq!(punch.status.code(), Some(1), "{workload}: {punch:?}");
+    }
+}
+
 /// Same names, kinds, bytes and link targets; modes and times not compared.
 fn compare_contents(expected: &Path, actual: &Path) {
     for entry in fs::read_dir(expected).unwrap() {

@@ -1483,30 +1483,7 @@ print("file", open(d + "/m", "rb").read()[4096:4099].hex())
 /// descriptor's reserved /dev/null.
 #[test]
 fn fallocate_grows_plfs_files_as_on_a_local_file_system() {
-    let script = r#"
-import errno, os, subprocess, sys
-d = sys.argv[1]
-fd = os.open(d + "/fa", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-os.write(fd, b"abc")
-os.posix_fallocate(fd, 0, 8192)
-print("grown", os.fstat(fd).st_size, os.pread(fd, 8, 0))
-os.posix_fallocate(fd, 0, 100)
-print("kept", os.fstat(fd).st_size)
-for offset, length in [(-1, 10), (0, 0)]:
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as e:
-        print("refused", errno.errorcode[e.errno])
-ro = os.open(d + "/fa", os.O_RDONLY)
-try:
-    os.posix_fallocate(ro, 0, 20000)
-except OSError as e:
-    print("read-only", errno.errorcode[e.errno])
-os.close(ro)
-os.close(fd)
-print("closed", os.stat(d + "/fa").st_size)
-print("fallocate(1)", subprocess.run(["fallocate", "-l", "16384", d + "/fb"]).returncode, os.stat(d + "/fb").st_size)
-"#;
+    let script = include_str!("programs/fallocate.py");
     let plain = tempfile::tempdir().unwrap();
     let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
     assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));

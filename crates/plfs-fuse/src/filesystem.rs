@@ -598,6 +598,40 @@ impl PlfsFs {
         Ok((attr, self.attr_ttl()))
     }
 
+    /// fallocate(2): mode 0 grows the file to `offset + length` as a
+    /// truncate up would (plfs reserves no backend space ahead of writes, so
+    /// a later write may still find a backend full); KEEP_SIZE alone changes
+    /// nothing; other modes (punching or zeroing a range, collapsing,
+    /// inserting) are EOPNOTSUPP, which glibc's posix_fallocate answers by
+    /// writing zeros itself. The preload does the same. (It was ENOSYS, so
+    /// `fallocate -l` failed and `posix_fallocate` wrote the zeros.)
+    fn do_fallocate(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if length == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = offset.checked_add(length).filter(|&end| end <= i64::MAX as u64).ok_or(Errno::EFBIG)?;
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Ok(());
+        }
+        let path = self.path(ino)?;
+        let file = lock(&self.files).get(fh).ok_or(Errno::EBADF)?;
+        let size = self.core("fallocate", &path, file.with(|handle| handle.size())?)?;
+        if size < end {
+            self.core("fallocate", &path, file.with(|handle| handle.truncate(end))?)?;
+        }
+        Ok(())
+    }
+
     /// Who owns something `req` creates in `parent`: the caller, with the
     /// directory's group instead when the directory is set-group-ID (the
     /// kernel leaves this to the file system). Also says whether it was.
@@ -1328,6 +1362,22 @@ impl Filesystem for PlfsFs {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         lock(&self.inodes).forget(ino, nlookup);
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_fallocate(ino, fh, offset, length, mode) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
