@@ -242,6 +242,10 @@ impl AppendWriter for LimitedAppend {
         self.inner.is_empty()
     }
 
+    fn current_path(&self) -> Option<StorePath> {
+        self.inner.current_path()
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.inner.close()
     }

@@ -1385,6 +1385,42 @@ cat $d/a $d/b $d/c $d/e
     }
 }
 
+/// A log renamed by another process while its writer holds it open (`mv`,
+/// logrotate without copytruncate) keeps every line the writer writes
+/// after the rename, and the writer's close succeeds and publishes there.
+/// Before, on shared_file the close failed with ENOENT (Python raised) and
+/// left the open record for `plfs recover`.
+#[test]
+fn a_log_renamed_by_another_process_keeps_its_writers_lines() {
+    let script = r#"
+import os, subprocess, sys
+d = sys.argv[1]
+fd = os.open(d + "/app.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for generation in range(1, 4):
+    os.write(fd, b"before %d\n" % generation)
+    subprocess.run(["mv", d + "/app.log", d + "/app.log.%d" % generation], check=True)
+    os.write(fd, b"after %d\n" % generation)
+    os.close(fd)
+    fd = os.open(d + "/app.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+os.close(fd)
+for name in sorted(os.listdir(d)):
+    print(name, open(d + "/" + name).read().split("\n")[:-1])
+"#;
+    let setup = Setup::with_workload("shared_file");
+    let dir = setup.logical("d");
+    setup.run("mkdir", &[&dir]);
+    let output = setup.run("python3", &["-c", script, &dir]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "app.log []\napp.log.1 ['before 1', 'after 1']\napp.log.2 ['before 2', 'after 2']\n\
+         app.log.3 ['before 3', 'after 3']\n"
+    );
+    for generation in 1..=3 {
+        let found = setup.plfs(&["recover", &format!("{dir}/app.log.{generation}")]);
+        assert!(found.contains("no problems found"), "{found}");
+    }
+}
+
 /// preadv2 and pwritev2 (what Python's `os.preadv` and `os.pwritev` call)
 /// with their RWF_* flags, pwrite on an O_APPEND description (Linux writes
 /// at the end, whatever the offset) and Python's TemporaryFile (O_TMPFILE

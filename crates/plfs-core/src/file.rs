@@ -1103,6 +1103,12 @@ impl OpenFile {
     pub(crate) fn close(&self) -> Result<()> {
         let _gate = write_lock(&self.write_gate);
         let path = self.path();
+        // Where the records go: the container's path, or where another
+        // process renamed it while this writer held it (its index log
+        // says, on stores that can tell). Before, such a close failed with
+        // ENOENT (a log renamed by `mv` or logrotate under its writer) and
+        // left the open record for `plfs recover`.
+        let mut path = path;
         let mut first_error = None;
         let slots: Vec<_> = lock(&self.writers).drain().map(|(_, slot)| slot).collect();
         let wrote = !slots.is_empty();
@@ -1116,6 +1122,12 @@ impl OpenFile {
             }
             let mut finished = std::mem::take(&mut slot.retired);
             if let Some(mut logs) = slot.logs.take() {
+                if let Some(moved) = moved_container(&path, logs.index.as_ref()) {
+                    tracing::info!(
+                        "/{path}: renamed to /{moved} by another process while open; closing there"
+                    );
+                    path = moved;
+                }
                 finished.push(logs.summary);
                 if let Some((retention, frames)) = logs.retained.take() {
                     retention.closed(logs.id, frames);
@@ -1177,6 +1189,19 @@ impl OpenFile {
             }
         }
     }
+}
+
+/// The container's path now, when the index log (`<container>/hostdir.N/
+/// index.<log>` on some backend) says it differs from `path`.
+fn moved_container(path: &StorePath, index: &dyn AppendWriter) -> Option<StorePath> {
+    let now = index.current_path()?;
+    let hostdir = now.parent()?;
+    let container = hostdir.parent()?;
+    let is_hostdir = matches!(
+        hostdir.file_name().map(layout::classify_container_entry),
+        Some(layout::ContainerEntry::Hostdir(_))
+    );
+    (is_hostdir && container != *path).then_some(container)
 }
 
 /// Makes the writer's hostdir on a backend other than the file's canonical

@@ -438,6 +438,10 @@ impl AppendWriter for CountingWriter {
         self.inner.len()
     }
 
+    fn current_path(&self) -> Option<StorePath> {
+        self.inner.current_path()
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.inner.close()
     }

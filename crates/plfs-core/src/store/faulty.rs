@@ -503,6 +503,10 @@ impl AppendWriter for FaultyWriter {
         self.inner.len()
     }
 
+    fn current_path(&self) -> Option<StorePath> {
+        self.inner.current_path()
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.faults.guard(Op::Close, &[&self.path])?;
         self.inner.close()

@@ -84,6 +84,10 @@ impl AppendWriter for HookedWriter {
     fn len(&self) -> u64 {
         self.inner.len()
     }
+    fn current_path(&self) -> Option<StorePath> {
+        self.inner.current_path()
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.inner.close()
     }

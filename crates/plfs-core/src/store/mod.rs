@@ -563,6 +563,14 @@ pub trait AppendWriter: Send + fmt::Debug {
         self.len() == 0
     }
 
+    /// Where the log is now, when the store can tell: another process may
+    /// have renamed it, or a directory above it, since it was opened. None
+    /// where the store cannot say (every store but POSIX) or the log was
+    /// removed.
+    fn current_path(&self) -> Option<StorePath> {
+        None
+    }
+
     /// Finishes the log. Durability still needs a `sync` first.
     fn close(self: Box<Self>) -> Result<()>;
 }

@@ -217,7 +217,8 @@ impl PosixStore {
             apply_protection(&file, protection).map_err(fail)?;
         }
         let what = self.name(path);
-        Ok(Box::new(PosixAppendWriter { file: kept(file), len: 0, what }))
+        let root = self.resolved_root.clone();
+        Ok(Box::new(PosixAppendWriter { file: kept(file), len: 0, what, root }))
     }
 
     fn read_link_text(&self, path: &StorePath) -> Result<String> {
@@ -510,6 +511,8 @@ struct PosixAppendWriter {
     len: u64,
     /// "url: path", for errors.
     what: Name,
+    /// The store's root with its links resolved, as /proc shows paths.
+    root: Option<PathBuf>,
 }
 
 impl PosixAppendWriter {
@@ -542,6 +545,17 @@ impl AppendWriter for PosixAppendWriter {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    /// The descriptor's path as the kernel tracks it (`/proc/self/fd`),
+    /// below the store's root; None once the log has no links left.
+    fn current_path(&self) -> Option<StorePath> {
+        let root = self.root.as_deref()?;
+        if self.file.metadata().ok()?.nlink() == 0 {
+            return None;
+        }
+        let link = fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd())).ok()?;
+        StorePath::parse(link.strip_prefix(root).ok()?.to_str()?).ok()
     }
 
     fn close(self: Box<Self>) -> Result<()> {
@@ -1054,6 +1068,7 @@ mod tests {
             file,
             len: 4096,
             what: Name { url: Arc::from("posix://b0"), path: StorePath::parse("data.1").unwrap() },
+            root: None,
         };
         let error = writer.append(b"x").unwrap_err();
         assert_eq!(error.kind(), ErrorKind::NoSpace);
