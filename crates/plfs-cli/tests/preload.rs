@@ -1342,6 +1342,45 @@ echo done
     assert_eq!(setup.contents("crashed"), b"before the crash\n");
 }
 
+/// Runs `program args… <dir>` on a plain directory, then under the
+/// interposer on a directory of every workload's mount, and checks that
+/// each prints what the plain run printed, after `differs` rewrote the
+/// plain transcript where plfs documents a difference; `then` checks more
+/// on each mount. Returns the plain transcript (unrewritten).
+fn same_transcript_as_plain(
+    program: &str,
+    args: &[&str],
+    differs: impl Fn(&str) -> String,
+    then: impl Fn(&Setup, &str, &str),
+) -> String {
+    let plain = tempfile::tempdir().unwrap();
+    let control = Command::new(program).args(args).arg(plain.path()).output().unwrap();
+    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
+    let control = String::from_utf8_lossy(&control.stdout).into_owned();
+    let expected = differs(&control);
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let dir = setup.logical("d");
+        setup.run("mkdir", &[&dir]);
+        let mut with_dir = args.to_vec();
+        with_dir.push(&dir);
+        let output = setup.run(program, &with_dir);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            expected,
+            "{workload}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        then(&setup, workload, &dir);
+    }
+    control
+}
+
+/// The transcript as it is.
+fn unchanged(transcript: &str) -> String {
+    transcript.to_owned()
+}
+
 /// A shell's numbered descriptors over plfs files (`exec 4> f`, `exec 5<>
 /// f`): dash saves and closes whatever is at a number before it puts a
 /// file there, so each `exec N>` closed a backend log or file libplfs had
@@ -1367,22 +1406,8 @@ echo c2 >&5
 exec 3>&- 4>&- 5>&- 6>&-
 cat $d/a $d/b $d/c $d/e
 ";
-    let plain = tempfile::tempdir().unwrap();
-    let control = Command::new("dash").args(["-c", script, "sh"]).arg(plain.path()).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&control.stdout), "a1\na2\na3\nb1\nb2\nc1\nc2\ne1\n");
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let setup = Setup::with_workload(workload);
-        let dir = setup.logical("d");
-        setup.run("mkdir", &[&dir]);
-        let output = setup.run("dash", &["-c", script, "sh", &dir]);
-        assert_eq!(
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&control.stdout),
-            "{workload}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(output.stderr.is_empty(), "{workload}: {}", String::from_utf8_lossy(&output.stderr));
-    }
+    let plain = same_transcript_as_plain("dash", &["-c", script, "sh"], unchanged, |_, _, _| {});
+    assert_eq!(plain, "a1\na2\na3\nb1\nb2\nc1\nc2\ne1\n");
 }
 
 /// A log renamed by another process while its writer holds it open (`mv`,
@@ -1431,18 +1456,8 @@ for name in sorted(os.listdir(d)):
 #[test]
 fn vector_calls_and_appends_behave_as_on_a_local_file_system() {
     let script = include_str!("programs/vectors_and_appends.py");
-    let plain = tempfile::tempdir().unwrap();
-    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
-    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
-    let expected = String::from_utf8_lossy(&control.stdout).into_owned();
-    assert!(expected.contains("O_APPEND pwrite (1, 0, b'Sbcdef+!X')"), "{expected}");
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let setup = Setup::with_workload(workload);
-        let dir = setup.logical("d");
-        setup.run("mkdir", &[&dir]);
-        let output = setup.run("python3", &["-c", script, &dir]);
-        assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "{workload}");
-    }
+    let plain = same_transcript_as_plain("python3", &["-c", script], unchanged, |_, _, _| {});
+    assert!(plain.contains("O_APPEND pwrite (1, 0, b'Sbcdef+!X')"), "{plain}");
 }
 
 /// A process sees its own changes to a file at once, through its other
@@ -1453,20 +1468,8 @@ fn vector_calls_and_appends_behave_as_on_a_local_file_system() {
 #[test]
 fn a_process_sees_its_own_changes_through_every_descriptor() {
     let script = include_str!("programs/own_changes_seen.py");
-    let plain = tempfile::tempdir().unwrap();
-    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
-    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let setup = Setup::with_workload(workload);
-        let dir = setup.logical("d");
-        setup.run("mkdir", &[&dir]);
-        let output = setup.run("python3", &["-c", script, &dir]);
-        assert_eq!(
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&control.stdout),
-            "{workload}"
-        );
-    }
+    let plain = same_transcript_as_plain("python3", &["-c", script], unchanged, |_, _, _| {});
+    assert!(plain.contains("after a write 10 b'bbbbbbbbbb'"), "{plain}");
 }
 
 /// Python's mmap reads plfs files as a plain file's: a read-only mapping of
@@ -1497,19 +1500,9 @@ with open(d + "/m", "r+b") as f:
         print("shared writable", errno.errorcode[e.errno])
 print("file", open(d + "/m", "rb").read()[4096:4099].hex())
 "#;
-    let plain = tempfile::tempdir().unwrap();
-    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
-    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
-    let expected =
-        String::from_utf8_lossy(&control.stdout).replace("shared writable made", "shared writable ENODEV");
-    assert!(expected.starts_with("read 10240 00010203 255 254\nprivate 4096 b'zz\\x02'\n"), "{expected}");
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let setup = Setup::with_workload(workload);
-        let dir = setup.logical("d");
-        setup.run("mkdir", &[&dir]);
-        let output = setup.run("python3", &["-c", script, &dir]);
-        assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "{workload}");
-    }
+    let refused = |plain: &str| plain.replace("shared writable made", "shared writable ENODEV");
+    let plain = same_transcript_as_plain("python3", &["-c", script], refused, |_, _, _| {});
+    assert!(plain.starts_with("read 10240 00010203 255 254\nprivate 4096 b'zz\\x02'\n"), "{plain}");
 }
 
 /// posix_fallocate and fallocate(1) grow a plfs file as on a local file
@@ -1520,20 +1513,7 @@ print("file", open(d + "/m", "rb").read()[4096:4099].hex())
 #[test]
 fn fallocate_grows_plfs_files_as_on_a_local_file_system() {
     let script = include_str!("programs/fallocate.py");
-    let plain = tempfile::tempdir().unwrap();
-    let control = Command::new("python3").args(["-c", script]).arg(plain.path()).output().unwrap();
-    assert!(control.status.success(), "{}", String::from_utf8_lossy(&control.stderr));
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let setup = Setup::with_workload(workload);
-        let dir = setup.logical("d");
-        setup.run("mkdir", &[&dir]);
-        let output = setup.run("python3", &["-c", script, &dir]);
-        assert_eq!(
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&control.stdout),
-            "{workload}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+    let plain = same_transcript_as_plain("python3", &["-c", script], unchanged, |setup, workload, dir| {
         let punch = setup
             .preloaded("fallocate", &["-p", "-o", "0", "-l", "10", &format!("{dir}/fb")])
             .output()
@@ -1542,7 +1522,8 @@ fn fallocate_grows_plfs_files_as_on_a_local_file_system() {
             String::from_utf8_lossy(&punch.stderr).contains("unsupported") && punch.status.code() == Some(1),
             "{workload}: {punch:?}"
         );
-    }
+    });
+    assert!(plain.contains("fallocate(1) 0 16384"), "{plain}");
 }
 
 /// A closed file's stat answers from what its last close left (FORMAT.md
