@@ -22,6 +22,9 @@ pub enum ErrorKind {
     PermissionDenied,
     /// A caller-supplied argument (flags, offset, path, config value) is unusable.
     InvalidInput,
+    /// A path component longer than a file name can be (NAME_MAX, 255
+    /// bytes): ENAMETOOLONG, as a local file system answers, not EINVAL.
+    NameTooLong,
     /// The backend ran out of space or quota.
     NoSpace,
     /// The backend failed an operation (EIO and friends); retrying may help.
@@ -51,6 +54,7 @@ impl ErrorKind {
             ErrorKind::DirectoryNotEmpty => libc::ENOTEMPTY,
             ErrorKind::PermissionDenied => libc::EACCES,
             ErrorKind::InvalidInput => libc::EINVAL,
+            ErrorKind::NameTooLong => libc::ENAMETOOLONG,
             ErrorKind::NoSpace => libc::ENOSPC,
             ErrorKind::Io => libc::EIO,
             ErrorKind::Corrupt => libc::EIO,
@@ -71,7 +75,8 @@ impl ErrorKind {
                 libc::EISDIR => ErrorKind::IsADirectory,
                 libc::ENOTEMPTY => ErrorKind::DirectoryNotEmpty,
                 libc::EACCES | libc::EPERM | libc::EROFS => ErrorKind::PermissionDenied,
-                libc::EINVAL | libc::ENAMETOOLONG => ErrorKind::InvalidInput,
+                libc::EINVAL => ErrorKind::InvalidInput,
+                libc::ENAMETOOLONG => ErrorKind::NameTooLong,
                 libc::ENOSPC | libc::EDQUOT | libc::EFBIG => ErrorKind::NoSpace,
                 libc::ENOTSUP | libc::ENOSYS | libc::EXDEV => ErrorKind::Unsupported,
                 libc::ENOTCONN | libc::ETIMEDOUT | libc::EHOSTUNREACH | libc::ESTALE => {
@@ -104,6 +109,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::DirectoryNotEmpty => "directory not empty",
             ErrorKind::PermissionDenied => "permission denied",
             ErrorKind::InvalidInput => "invalid input",
+            ErrorKind::NameTooLong => "name too long",
             ErrorKind::NoSpace => "no space left on backend",
             ErrorKind::Io => "I/O error",
             ErrorKind::Corrupt => "corrupt data",

@@ -1,7 +1,7 @@
 # preadv2/pwritev2 (what Python's os.preadv and os.pwritev call), their
-# RWF_* flags, pwrite on an O_APPEND description (Linux appends) and
-# O_TMPFILE. Prints one line per step; the tests compare it with a plain
-# directory's.
+# RWF_* flags, pwrite on an O_APPEND description (Linux appends),
+# O_TMPFILE and a name longer than NAME_MAX. Prints one line per step;
+# the tests compare it with a plain directory's.
 import errno
 import os
 import sys
@@ -35,6 +35,7 @@ step("O_APPEND pwrite", lambda: (os.pwrite(fd, b"X", 0), os.lseek(fd, 0, os.SEEK
 step("O_APPEND pwritev", lambda: (os.pwritev(fd, [b"Y"], 0), open(d + "/v", "rb").read()))
 step("O_APPEND write", lambda: (os.write(fd, b"Z"), os.lseek(fd, 0, os.SEEK_CUR), open(d + "/v", "rb").read()))
 os.close(fd)
+step("a 256-byte name", lambda: open(d + "/" + "n" * 256, "w"))
 with tempfile.TemporaryFile(dir=d) as temporary:
     temporary.write(b"t" * 5)
     temporary.seek(0)

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Longest single component any store must accept (POSIX NAME_MAX).
 pub const NAME_MAX_BYTES: usize = 255;
@@ -82,10 +82,10 @@ pub fn validate_component(component: &str) -> Result<()> {
         return Err(Error::invalid(format!("path component {component:?} contains '/' or NUL")));
     }
     if component.len() > NAME_MAX_BYTES {
-        return Err(Error::invalid(format!(
-            "path component of {} bytes is longer than {NAME_MAX_BYTES}",
-            component.len()
-        )));
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
+            format!("path component of {} bytes is longer than {NAME_MAX_BYTES}", component.len()),
+        ));
     }
     Ok(())
 }
@@ -122,6 +122,15 @@ mod tests {
         assert!(StorePath::parse("./a").is_err());
         assert!(StorePath::root().join("x\0y").is_err());
         assert!(StorePath::root().join(&"n".repeat(256)).is_err());
+    }
+
+    /// A name longer than NAME_MAX is ENAMETOOLONG, as a local file system
+    /// answers (it was EINVAL); 255 bytes are a name.
+    #[test]
+    fn names_longer_than_name_max_are_too_long() {
+        let error = StorePath::parse(&format!("d/{}", "n".repeat(256))).unwrap_err();
+        assert_eq!((error.kind(), error.errno()), (ErrorKind::NameTooLong, libc::ENAMETOOLONG), "{error}");
+        assert!(StorePath::parse(&format!("d/{}", "n".repeat(255))).is_ok());
     }
 
     #[test]
