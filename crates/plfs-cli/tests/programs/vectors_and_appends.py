@@ -36,6 +36,7 @@ step("O_APPEND pwritev", lambda: (os.pwritev(fd, [b"Y"], 0), open(d + "/v", "rb"
 step("O_APPEND write", lambda: (os.write(fd, b"Z"), os.lseek(fd, 0, os.SEEK_CUR), open(d + "/v", "rb").read()))
 os.close(fd)
 step("a 256-byte name", lambda: open(d + "/" + "n" * 256, "w"))
+step("O_TMPFILE", lambda: (os.close(os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)), "opened")[1])
 with tempfile.TemporaryFile(dir=d) as temporary:
     temporary.write(b"t" * 5)
     temporary.seek(0)
