@@ -442,19 +442,8 @@ fn files_renamed_and_unlinked_while_open_stay_usable() {
 #[test]
 fn a_process_sees_its_own_changes_through_every_descriptor() {
     let _serial = serial();
-    let script = include_str!("programs/own_changes_seen.py");
-    let plain = tempfile::tempdir().unwrap();
-    let transcript = |dir: &Path| {
-        let output = run_ok(Command::new("python3").arg("-c").arg(script).arg(dir), MIN);
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
-    let expected = transcript(plain.path());
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let mount = PlfsMount::with_workload(workload, &[]);
-        let dir = mount.path("d");
-        fs::create_dir(&dir).unwrap();
-        assert_eq!(transcript(&dir), expected, "{workload}");
-    }
+    let expected = same_transcript_as_plain(include_str!("programs/own_changes_seen.py"), |_, _| {});
+    assert!(expected.contains("after a write 10 b'bbbbbbbbbb'"), "{expected}");
 }
 
 /// posix_fallocate and fallocate(1) grow a file on the mount as on a plain
@@ -464,26 +453,36 @@ fn a_process_sees_its_own_changes_through_every_descriptor() {
 #[test]
 fn fallocate_grows_files_as_on_a_plain_directory() {
     let _serial = serial();
-    let script = include_str!("programs/fallocate.py");
-    let plain = tempfile::tempdir().unwrap();
-    let transcript = |dir: &Path| {
-        let output = run_ok(Command::new("python3").arg("-c").arg(script).arg(dir), MIN);
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
-    let expected = transcript(plain.path());
-    assert!(expected.contains("fallocate(1) 0 16384"), "{expected}");
-    for workload in ["shared_file", "file_per_proc", "small_file"] {
-        let mount = PlfsMount::with_workload(workload, &[]);
-        let dir = mount.path("d");
-        fs::create_dir(&dir).unwrap();
-        assert_eq!(transcript(&dir), expected, "{workload}");
+    let expected = same_transcript_as_plain(include_str!("programs/fallocate.py"), |workload, dir| {
         let punch = Command::new("fallocate")
             .args(["-p", "-o", "0", "-l", "10"])
             .arg(dir.join("fb"))
             .output()
             .unwrap();
         assert_eq!(punch.status.code(), Some(1), "{workload}: {punch:?}");
+    });
+    assert!(expected.contains("fallocate(1) 0 16384"), "{expected}");
+}
+
+/// Runs the Python `script` with a directory argument on a plain directory,
+/// then on a directory of a fresh mount of every workload, and checks that
+/// each prints what the plain run printed; `then` checks more on each
+/// mount. Returns the plain transcript.
+fn same_transcript_as_plain(script: &str, then: impl Fn(&str, &Path)) -> String {
+    let transcript = |dir: &Path| {
+        let output = run_ok(Command::new("python3").arg("-c").arg(script).arg(dir), MIN);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let plain = tempfile::tempdir().unwrap();
+    let expected = transcript(plain.path());
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let mount = PlfsMount::with_workload(workload, &[]);
+        let dir = mount.path("d");
+        fs::create_dir(&dir).unwrap();
+        assert_eq!(transcript(&dir), expected, "{workload}");
+        then(workload, &dir);
     }
+    expected
 }
 
 /// Same names, kinds, bytes and link targets; modes and times not compared.

@@ -1102,13 +1102,12 @@ impl OpenFile {
     /// record removed. Returns the first error after trying them all.
     pub(crate) fn close(&self) -> Result<()> {
         let _gate = write_lock(&self.write_gate);
-        let path = self.path();
         // Where the records go: the container's path, or where another
         // process renamed it while this writer held it (its index log
         // says, on stores that can tell). Before, such a close failed with
         // ENOENT (a log renamed by `mv` or logrotate under its writer) and
         // left the open record for `plfs recover`.
-        let mut path = path;
+        let mut path = self.path();
         let mut first_error = None;
         let slots: Vec<_> = lock(&self.writers).drain().map(|(_, slot)| slot).collect();
         let wrote = !slots.is_empty();
