@@ -12,6 +12,7 @@ packages=(
   fuse3             # fusermount3 (AutoUnmount) and /etc/fuse.conf (allow_other)
   fio               # N-1 strided writes with verified read-back
   rsync             # rsync -a round trips
+  git               # git init and commit in a working directory inside the mount
   mount             # umount -l, the cleanup of last resort
   util-linux        # runuser, for the non-root permission test; unshare and
                     # nsenter, for the simulated nodes (scripts/plfs-nodes)

@@ -44,13 +44,19 @@ impl Setup {
     }
 
     fn with_workload(workload: &str) -> Setup {
+        Setup::with_backends_in(workload, "")
+    }
+
+    /// Backends in `below` (a relative directory, made here) of the test
+    /// directory, the mount point in the test directory itself.
+    fn with_backends_in(workload: &str, below: &str) -> Setup {
         let dir = tempfile::Builder::new().prefix("plfs-preload-test.").tempdir().unwrap();
         let mut text = String::new();
         let mount = dir.path().join("mnt");
         text.push_str(&format!("- mount_point: {}\n  workload: {workload}\n  backends:\n", mount.display()));
         for index in 0..2 {
-            let backend = dir.path().join(format!("backend{index}"));
-            fs::create_dir(&backend).unwrap();
+            let backend = dir.path().join(below).join(format!("backend{index}"));
+            fs::create_dir_all(&backend).unwrap();
             text.push_str(&format!("    - location: posix://{}\n", backend.display()));
         }
         fs::create_dir(dir.path().join("scratch")).unwrap();
@@ -2640,4 +2646,77 @@ fn a_chmod_through_the_interposer_keeps_another_user_out() {
     let chmod = as_nobody("chmod 666");
     assert!(!chmod.status.success(), "nobody chmod'ed root's file");
     assert_eq!(library_attributes(&setup, "secret").0, 0o600);
+}
+
+/// A working directory inside the mount, as shell scripts, build tools and
+/// version control take one (`cd`, `mkdir -p`, `tar -C`, `make -C`, rsync,
+/// git, Python's `os.chdir` and `subprocess`'s `cwd=`), on every workload,
+/// against a plain directory. Before, chdir into a plfs directory failed
+/// with ENOENT: the shell's `cd` failed, `mkdir -p a/b/c` said "File
+/// exists" for the mount point, and rsync and git could not start.
+#[test]
+fn a_working_directory_inside_the_mount_works_as_on_a_plain_directory() {
+    let script = r#"set -e
+d=$1
+cd "$d"
+mkdir -p a/b/c
+cd a/b
+echo one > f
+cat f
+echo "pwd ${PWD#$d}"
+echo "getcwd $(/bin/pwd | sed "s|^$d|D|")"
+python3 -c 'import os, sys; print("python", os.getcwd().replace(sys.argv[1], "D"))' "$d"
+cd ../..
+ls -R .
+tar -C a -cf - b | tar -C "$d" -xf -
+cat b/f
+printf 'all:\n\t@echo made in $(notdir $(CURDIR))\n' > a/Makefile
+make -s -C a
+rsync -a a/ r/
+ls -R r
+git init -q g
+cd g
+echo tracked > t
+git add t
+git -c user.name=n -c user.email=e@x commit -qm first
+git log --format=%s
+cd - > /dev/null
+echo "back ${PWD#$d}"
+python3 - <<'PY'
+import os, subprocess
+print(subprocess.run(["cat", "f"], cwd="a/b", capture_output=True, text=True, check=True).stdout, end="")
+fd = os.open("a", os.O_RDONLY)
+os.fchdir(fd)
+print("fchdir", os.path.basename(os.getcwd()), sorted(os.listdir()))
+os.chdir("..")
+os.rename("a", "renamed")
+os.chdir("renamed/b")
+os.rename("../../renamed", "../../again")
+print("after rename", os.path.relpath(os.getcwd(), os.path.dirname(os.path.dirname(os.getcwd()))))
+PY
+"#;
+    let plain = same_transcript_as_plain("bash", &["-c", script, "sh"], unchanged, |_, _, _| {});
+    assert!(plain.contains("pwd /a/b\ngetcwd D/a/b\npython D/a/b\n"), "{plain}");
+    assert!(plain.ends_with("fchdir a ['Makefile', 'b']\nafter rename again/b\n"), "{plain}");
+}
+
+/// From a working directory inside the mount, a relative path that climbs
+/// out of it (`../../../x`) names what it names from the logical
+/// directory, also when the backends lie at another depth than the mount
+/// point: libc gets it made absolute, not resolved from the backend
+/// directory that stands for the working directory.
+#[test]
+fn relative_paths_leaving_the_mount_from_inside_it_resolve_logically() {
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_backends_in(workload, "deeper/still");
+        let top = setup.dir.path();
+        fs::write(top.join("outside.txt"), "outside\n").unwrap();
+        setup.run("mkdir", &["-p", &setup.logical("d/e")]);
+        let script = "cd \"$1/d/e\" && cat ../../../outside.txt && echo written > ../../../new.txt \
+                      && mkdir ../../../made && ls ../../.. | grep -c -e outside -e made -e new";
+        let output = setup.run("bash", &["-c", script, "sh", s(&setup.mount)]);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "outside\n3\n", "{workload}");
+        assert_eq!(fs::read_to_string(top.join("new.txt")).unwrap(), "written\n", "{workload}");
+        assert!(top.join("made").is_dir(), "{workload}");
+    }
 }

@@ -271,6 +271,17 @@ fn library_and_preload_refuse_what_the_mode_forbids() {
         );
     }
     refused(&strs(&setup.preloaded(&["ls", &private])), "listing a 0700 directory through the interposer");
+    // A working directory inside the mount: the kernel checks the search
+    // permission on the backend directory that stands for it.
+    refused(
+        &strs(&setup.preloaded(&["bash", "-c", &format!("cd '{private}'")])),
+        "entering a 0700 directory with cd through the interposer",
+    );
+    let output = allowed(
+        &strs(&setup.preloaded(&["bash", "-c", &format!("cd '{}' && cat public", setup.mount.display())])),
+        "entering the mount with cd through the interposer",
+    );
+    assert_eq!(output.stdout, b"for all\n");
     refused(
         &strs(&setup.preloaded(&["cat", &format!("{private}/inner")])),
         "reading through a 0700 directory with the interposer",

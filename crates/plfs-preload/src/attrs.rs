@@ -14,7 +14,7 @@ use libc::{gid_t, mode_t, timespec, timeval, uid_t};
 
 use crate::files;
 use crate::libplfs::Errno;
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::plfs_call;
 use crate::posix::unit_result;
 use crate::real;
@@ -128,8 +128,8 @@ pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
     if let Some(target) = at(libc::AT_FDCWD, path, 0) {
         return unit_result(set_mode(&target, mode));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::chmod()(path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::chmod()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) }
 }
 
 /// # Safety
@@ -150,8 +150,8 @@ pub unsafe extern "C" fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_
     if let Some(target) = at(dirfd, path, 0) {
         return unit_result(set_mode_at(&target, mode, flags));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::fchmodat()(dirfd, path, mode, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::fchmodat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), mode, flags) }
 }
 
 macro_rules! path_chown {
@@ -164,8 +164,8 @@ macro_rules! path_chown {
             if let Some(target) = at(libc::AT_FDCWD, path, 0) {
                 return unit_result(set_owner(&target, uid, gid));
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, uid, gid) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), uid, gid) }
         }
     };
 }
@@ -200,8 +200,8 @@ pub unsafe extern "C" fn fchownat(
         }
         return unit_result(set_owner(&target, uid, gid));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::fchownat()(dirfd, path, uid, gid, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::fchownat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), uid, gid, flags) }
 }
 
 /// # Safety
@@ -219,8 +219,8 @@ pub unsafe extern "C" fn utime(path: *const c_char, times: *const libc::utimbuf)
         };
         return unit_result(result);
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::utime()(path, times) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::utime()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), times) }
 }
 
 macro_rules! path_utimes {
@@ -232,8 +232,8 @@ macro_rules! path_utimes {
             if let Some(target) = at(libc::AT_FDCWD, path, 0) {
                 return unit_result(set_timevals(&target, times));
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, times) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), times) }
         }
     };
 }
@@ -259,8 +259,8 @@ pub unsafe extern "C" fn futimesat(dirfd: c_int, path: *const c_char, times: *co
     if let Some(target) = at(dirfd, path, 0) {
         return unit_result(set_timevals(&target, times));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::futimesat()(dirfd, path, times) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::futimesat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), times) }
 }
 
 /// # Safety
@@ -280,8 +280,8 @@ pub unsafe extern "C" fn utimensat(
         }
         return unit_result(set_times(&target, times));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::utimensat()(dirfd, path, times, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::utimensat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), times, flags) }
 }
 
 /// # Safety

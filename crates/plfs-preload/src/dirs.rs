@@ -10,7 +10,7 @@ use libc::{DIR, dirent, dirent64};
 
 use crate::files;
 use crate::libplfs::{Errno, PlfsDirp};
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::plfs_call;
 use crate::posix::{int_result, unit_result};
 use crate::real::{self, DirentFilter, DirentOrder};
@@ -77,8 +77,8 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
     if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
         return pointer_result(open_stream(logical, -1));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::opendir()(path) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::opendir()(LibcPath::new(libc::AT_FDCWD, path).as_ptr()) }
 }
 
 /// # Safety
@@ -416,8 +416,8 @@ pub unsafe extern "C" fn scandirat(
         // SAFETY: the caller's contract.
         return unsafe { scan(logical, names, filter, order) };
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::scandirat()(dirfd, path, names, filter, order) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::scandirat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), names, filter, order) }
 }
 
 /// # Safety

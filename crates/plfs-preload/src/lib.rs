@@ -11,6 +11,7 @@
 //! - `libplfs`: loading libplfs.so and calling it.
 //! - `mounts`: the plfsrc's mount points, read without libplfs.
 //! - `paths`: which paths are plfs paths.
+//! - `cwd`: chdir into a plfs directory, fchdir, the getcwd family.
 //! - `files`: the descriptor table and open-file state; fork and exit.
 //! - `reserve`: the kernel descriptor numbers plfs descriptors hold.
 //! - `offsets`: file offsets in memory a forked child shares.
@@ -33,6 +34,7 @@
 #![allow(clippy::macro_metavars_in_unsafe)]
 
 mod attrs;
+mod cwd;
 mod diagnostics;
 mod dirs;
 mod ends;

@@ -13,7 +13,7 @@ use libc::{size_t, ssize_t};
 
 use crate::files;
 use crate::libplfs::Errno;
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::posix::{size_result, unit_result};
 use crate::real;
 
@@ -34,8 +34,8 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buffer: *mut c_char, size
     if let Some(result) = readlink_plfs(libc::AT_FDCWD, path) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::readlink()(path, buffer, size) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::readlink()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), buffer, size) }
 }
 
 /// # Safety
@@ -50,8 +50,8 @@ pub unsafe extern "C" fn readlinkat(
     if let Some(result) = readlink_plfs(dirfd, path) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::readlinkat()(dirfd, path, buffer, size) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::readlinkat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), buffer, size) }
 }
 
 /// A link made at `new` (or, for a hard link, from `old`): EPERM when both
@@ -73,8 +73,8 @@ pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> 
     if let Some(result) = link_plfs(None, (libc::AT_FDCWD, path)) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::symlink()(target, path) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::symlink()(target, LibcPath::new(libc::AT_FDCWD, path).as_ptr()) }
 }
 
 /// # Safety
@@ -84,8 +84,8 @@ pub unsafe extern "C" fn symlinkat(target: *const c_char, dirfd: c_int, path: *c
     if let Some(result) = link_plfs(None, (dirfd, path)) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::symlinkat()(target, dirfd, path) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::symlinkat()(target, dirfd, LibcPath::new(dirfd, path).as_ptr()) }
 }
 
 /// # Safety
@@ -95,8 +95,10 @@ pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
     if let Some(result) = link_plfs(Some((libc::AT_FDCWD, old)), (libc::AT_FDCWD, new)) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::link()(old, new) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::link()(LibcPath::new(libc::AT_FDCWD, old).as_ptr(), LibcPath::new(libc::AT_FDCWD, new).as_ptr())
+    }
 }
 
 /// # Safety
@@ -112,8 +114,16 @@ pub unsafe extern "C" fn linkat(
     if let Some(result) = link_plfs(Some((old_dirfd, old)), (new_dirfd, new)) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::linkat()(old_dirfd, old, new_dirfd, new, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::linkat()(
+            old_dirfd,
+            LibcPath::new(old_dirfd, old).as_ptr(),
+            new_dirfd,
+            LibcPath::new(new_dirfd, new).as_ptr(),
+            flags,
+        )
+    }
 }
 
 /// realpath of a plfs path: the path made absolute and normal, once it is
@@ -152,8 +162,8 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
     if let Some(result) = realpath_plfs(path, resolved) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::realpath()(path, resolved) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::realpath()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), resolved) }
 }
 
 /// # Safety
@@ -163,8 +173,8 @@ pub unsafe extern "C" fn canonicalize_file_name(path: *const c_char) -> *mut c_c
     if let Some(result) = realpath_plfs(path, std::ptr::null_mut()) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::canonicalize_file_name()(path) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::canonicalize_file_name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr()) }
 }
 
 /// # Safety
@@ -178,6 +188,6 @@ pub unsafe extern "C" fn __realpath_chk(
     if let Some(result) = realpath_plfs(path, resolved) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::__realpath_chk()(path, resolved, length) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::__realpath_chk()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), resolved, length) }
 }

@@ -6,7 +6,7 @@ use std::ffi::{CStr, c_char, c_int, c_uint};
 
 use crate::files;
 use crate::libplfs::Errno;
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::plfs_call;
 use crate::posix::unit_result;
 use crate::real;
@@ -55,8 +55,8 @@ macro_rules! path_stat {
                 // SAFETY: the caller's buffer.
                 return unsafe { deliver(result, buffer) };
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, buffer) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), buffer) }
         }
     };
 }
@@ -100,8 +100,8 @@ macro_rules! at_stat {
                 // SAFETY: the caller's buffer.
                 return unsafe { deliver(result, buffer) };
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(dirfd, path, buffer, flags) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(dirfd, LibcPath::new(dirfd, path).as_ptr(), buffer, flags) }
         }
     };
 }
@@ -119,8 +119,8 @@ macro_rules! versioned_path_stat {
                 // SAFETY: the caller's buffer.
                 return unsafe { deliver(result, buffer) };
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(version, path, buffer) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(version, LibcPath::new(libc::AT_FDCWD, path).as_ptr(), buffer) }
         }
     };
 }
@@ -165,8 +165,8 @@ macro_rules! versioned_at_stat {
                 // SAFETY: the caller's buffer.
                 return unsafe { deliver(result, buffer) };
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(version, dirfd, path, buffer, flags) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(version, dirfd, LibcPath::new(dirfd, path).as_ptr(), buffer, flags) }
         }
     };
 }
@@ -219,8 +219,8 @@ pub unsafe extern "C" fn statx(
             Ok(())
         }));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::statx()(dirfd, path, flags, mask, buffer) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::statx()(dirfd, LibcPath::new(dirfd, path).as_ptr(), flags, mask, buffer) }
 }
 
 /// # Safety
@@ -230,8 +230,8 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
         return unit_result(remove_file(&logical));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::unlink()(path) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::unlink()(LibcPath::new(libc::AT_FDCWD, path).as_ptr()) }
 }
 
 /// # Safety
@@ -245,8 +245,8 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
             remove_file(&logical)
         });
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::unlinkat()(dirfd, path, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::unlinkat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), flags) }
 }
 
 /// unlink(2) of a plfs file; its appenders' shared end goes with it, so a
@@ -285,8 +285,13 @@ pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int
     if let Some(result) = rename_plfs(libc::AT_FDCWD, from, libc::AT_FDCWD, to) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::rename()(from, to) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::rename()(
+            LibcPath::new(libc::AT_FDCWD, from).as_ptr(),
+            LibcPath::new(libc::AT_FDCWD, to).as_ptr(),
+        )
+    }
 }
 
 /// # Safety
@@ -301,8 +306,15 @@ pub unsafe extern "C" fn renameat(
     if let Some(result) = rename_plfs(from_dirfd, from, to_dirfd, to) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::renameat()(from_dirfd, from, to_dirfd, to) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::renameat()(
+            from_dirfd,
+            LibcPath::new(from_dirfd, from).as_ptr(),
+            to_dirfd,
+            LibcPath::new(to_dirfd, to).as_ptr(),
+        )
+    }
 }
 
 /// # Safety
@@ -322,8 +334,16 @@ pub unsafe extern "C" fn renameat2(
     if let Some(result) = rename_plfs(from_dirfd, from, to_dirfd, to) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::renameat2()(from_dirfd, from, to_dirfd, to, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::renameat2()(
+            from_dirfd,
+            LibcPath::new(from_dirfd, from).as_ptr(),
+            to_dirfd,
+            LibcPath::new(to_dirfd, to).as_ptr(),
+            flags,
+        )
+    }
 }
 
 /// # Safety
@@ -336,8 +356,8 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: libc::mode_t) -> c_int
             "plfs_mkdir"(logical.as_ptr(), mode & !crate::umask::current())
         ));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::mkdir()(path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::mkdir()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) }
 }
 
 /// # Safety
@@ -350,8 +370,8 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: libc::
             "plfs_mkdir"(logical.as_ptr(), mode & !crate::umask::current())
         ));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::mkdirat()(dirfd, path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::mkdirat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), mode) }
 }
 
 /// # Safety
@@ -361,8 +381,8 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
     if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
         return unit_result(plfs_call!(rmdir, "plfs_rmdir"(logical.as_ptr())));
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::rmdir()(path) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::rmdir()(LibcPath::new(libc::AT_FDCWD, path).as_ptr()) }
 }
 
 /// access(2) of a plfs path (the ids do not matter: AT_EACCESS,
@@ -376,8 +396,9 @@ fn plfs_access(dirfd: c_int, path: *const c_char, mode: c_int) -> Option<c_int> 
 /// The access(2) contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    // SAFETY: forwarded unchanged.
-    plfs_access(libc::AT_FDCWD, path, mode).unwrap_or_else(|| unsafe { real::access()(path, mode) })
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    plfs_access(libc::AT_FDCWD, path, mode)
+        .unwrap_or_else(|| unsafe { real::access()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) })
 }
 
 /// # Safety
@@ -385,8 +406,10 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
 /// nothing on plfs paths: one owner, no links).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
-    // SAFETY: forwarded unchanged.
-    plfs_access(dirfd, path, mode).unwrap_or_else(|| unsafe { real::faccessat()(dirfd, path, mode, flags) })
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    plfs_access(dirfd, path, mode).unwrap_or_else(|| unsafe {
+        real::faccessat()(dirfd, LibcPath::new(dirfd, path).as_ptr(), mode, flags)
+    })
 }
 
 /// # Safety
@@ -395,16 +418,18 @@ pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_in
 /// a path outside the mount).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    // SAFETY: forwarded unchanged.
-    plfs_access(libc::AT_FDCWD, path, mode).unwrap_or_else(|| unsafe { real::euidaccess()(path, mode) })
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    plfs_access(libc::AT_FDCWD, path, mode)
+        .unwrap_or_else(|| unsafe { real::euidaccess()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) })
 }
 
 /// # Safety
 /// The eaccess(3) contract (another name of euidaccess).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
-    // SAFETY: forwarded unchanged.
-    plfs_access(libc::AT_FDCWD, path, mode).unwrap_or_else(|| unsafe { real::eaccess()(path, mode) })
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    plfs_access(libc::AT_FDCWD, path, mode)
+        .unwrap_or_else(|| unsafe { real::eaccess()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) })
 }
 
 fn statvfs_logical(logical: &CStr) -> Result<libc::statvfs, Errno> {

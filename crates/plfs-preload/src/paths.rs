@@ -2,9 +2,15 @@
 //! current directory or the directory descriptor of an *at call) that a
 //! mount point of the plfsrc covers, as libplfs's `is_plfs_path` says,
 //! also when written with PLFS 2.5's `plfs:` prefix.
+//!
+//! A working directory (or a directory descriptor) in a backend mirror of
+//! a plfs directory stands for that directory (see `cwd`): relative paths
+//! are resolved against the logical path, and a relative path that leaves
+//! the mount reaches libc made absolute ([`LibcPath`]).
 
 use std::ffi::{CStr, CString, c_char, c_int};
 
+use crate::cwd;
 use crate::files;
 use crate::guard::{Inside, inside};
 use crate::libplfs::library;
@@ -14,7 +20,7 @@ use crate::mounts;
 const PREFIX: &[u8] = b"plfs:";
 
 /// PATH_MAX: longer paths are never plfs paths (libc will refuse them).
-const PATH_BYTES_MAX: usize = 4096;
+pub const PATH_BYTES_MAX: usize = 4096;
 
 /// The absolute logical path when `path` (relative to `dirfd`) is a plfs
 /// path, with or without the `plfs:` prefix PLFS 2.5 accepted (as libplfs
@@ -75,13 +81,17 @@ fn certainly_elsewhere(dirfd: c_int, path: &[u8], points: &[Vec<u8>]) -> bool {
     }
     let mut buffer = [0u8; PATH_BYTES_MAX + 1];
     // SAFETY: buffer is writable for its length.
-    if unsafe { libc::getcwd(buffer.as_mut_ptr().cast(), buffer.len()) }.is_null() {
+    if unsafe { crate::real::getcwd()(buffer.as_mut_ptr().cast(), buffer.len()) }.is_null() {
         return false;
     }
     let length = buffer.iter().position(|&byte| byte == 0).unwrap_or(0);
     let cwd = &buffer[..length];
-    // Below the working directory: neither in a mount nor above one.
-    length > 0 && outside(cwd) && !points.iter().any(|point| under(point, cwd))
+    // Below the working directory: neither in a mount nor above one, nor
+    // a backend mirror standing for a plfs directory.
+    length > 0
+        && outside(cwd)
+        && !points.iter().any(|point| under(point, cwd))
+        && cwd::logical_of(cwd).is_none()
 }
 
 /// Whether a lexical prefix test on `path` is exact: no empty, "." or ".."
@@ -91,7 +101,7 @@ fn is_clean(path: &[u8]) -> bool {
 }
 
 /// Whether `path` is `point` or below it.
-fn under(path: &[u8], point: &[u8]) -> bool {
+pub fn under(path: &[u8], point: &[u8]) -> bool {
     point == b"/" || (path.starts_with(point) && matches!(path.get(point.len()), None | Some(b'/')))
 }
 
@@ -110,7 +120,7 @@ fn absolute(dirfd: c_int, path: &[u8]) -> Option<Vec<u8>> {
     let mut joined = if path.starts_with(b"/") {
         Vec::new()
     } else if dirfd == libc::AT_FDCWD {
-        current_directory()?
+        cwd::current()?
     } else if let Some(directory) = files::directory_path(dirfd) {
         directory.into_bytes()
     } else {
@@ -119,18 +129,6 @@ fn absolute(dirfd: c_int, path: &[u8]) -> Option<Vec<u8>> {
     joined.push(b'/');
     joined.extend_from_slice(path);
     Some(normalise(&joined))
-}
-
-fn current_directory() -> Option<Vec<u8>> {
-    let mut buffer = vec![0u8; PATH_BYTES_MAX + 1];
-    // SAFETY: buffer is writable for its length.
-    let result = unsafe { libc::getcwd(buffer.as_mut_ptr().cast(), buffer.len()) };
-    if result.is_null() {
-        return None;
-    }
-    let length = buffer.iter().position(|&byte| byte == 0)?;
-    buffer.truncate(length);
-    Some(buffer)
 }
 
 /// The path a real directory descriptor was opened with, from /proc.
@@ -142,6 +140,43 @@ fn descriptor_path(dirfd: c_int) -> Option<Vec<u8>> {
     let length = usize::try_from(length).ok().filter(|&length| length > 0 && length <= PATH_BYTES_MAX)?;
     buffer.truncate(length);
     buffer.starts_with(b"/").then_some(buffer)
+}
+
+/// The path a libc call that is no plfs call gets: the caller's own, except
+/// a relative one while the working directory is a backend mirror (a
+/// relative path that leaves the mount, such as `../../x`): the kernel would
+/// resolve it from the mirror, so it goes made absolute from the logical
+/// working directory.
+pub struct LibcPath {
+    original: *const c_char,
+    absolute: Option<CString>,
+}
+
+impl LibcPath {
+    pub fn new(dirfd: c_int, path: *const c_char) -> LibcPath {
+        LibcPath { original: path, absolute: Self::rewritten(dirfd, path) }
+    }
+
+    fn rewritten(dirfd: c_int, path: *const c_char) -> Option<CString> {
+        if dirfd != libc::AT_FDCWD || path.is_null() {
+            return None;
+        }
+        // SAFETY: libc callers pass a C string; NULL was excluded, so its
+        // first byte can be read (an absolute path ends the check at once).
+        if matches!(unsafe { *path } as u8, b'/' | 0) || inside() || !cwd::maybe_in_mirror() {
+            return None;
+        }
+        // SAFETY: as above.
+        let written = unsafe { CStr::from_ptr(path) }.to_bytes();
+        let mut joined = cwd::current()?;
+        joined.push(b'/');
+        joined.extend_from_slice(written);
+        CString::new(normalise(&joined)).ok()
+    }
+
+    pub fn as_ptr(&self) -> *const c_char {
+        self.absolute.as_ref().map_or(self.original, |absolute| absolute.as_ptr())
+    }
 }
 
 /// "/a/./b//../c" → "/a/c". Lexical: a ".." after a symbolic link is taken

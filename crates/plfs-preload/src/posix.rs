@@ -15,7 +15,7 @@ use libc::{iovec, mode_t, off_t, off64_t, size_t, ssize_t};
 
 use crate::files::{self, OpenFile, errno, set_errno};
 use crate::libplfs::Errno;
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::plfs_call;
 use crate::real;
 
@@ -61,8 +61,14 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
     if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::open()(path, flags, mode_argument(flags, mode) as c_uint) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::open()(
+            LibcPath::new(libc::AT_FDCWD, path).as_ptr(),
+            flags,
+            mode_argument(flags, mode) as c_uint,
+        )
+    }
 }
 
 /// # Safety
@@ -72,8 +78,14 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t)
     if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::open64()(path, flags, mode_argument(flags, mode) as c_uint) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::open64()(
+            LibcPath::new(libc::AT_FDCWD, path).as_ptr(),
+            flags,
+            mode_argument(flags, mode) as c_uint,
+        )
+    }
 }
 
 /// # Safety
@@ -83,8 +95,15 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
     if let Some(result) = open_plfs(dirfd, path, flags, mode) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::openat()(dirfd, path, flags, mode_argument(flags, mode) as c_uint) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::openat()(
+            dirfd,
+            LibcPath::new(dirfd, path).as_ptr(),
+            flags,
+            mode_argument(flags, mode) as c_uint,
+        )
+    }
 }
 
 /// # Safety
@@ -94,8 +113,15 @@ pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_in
     if let Some(result) = open_plfs(dirfd, path, flags, mode) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::openat64()(dirfd, path, flags, mode_argument(flags, mode) as c_uint) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe {
+        real::openat64()(
+            dirfd,
+            LibcPath::new(dirfd, path).as_ptr(),
+            flags,
+            mode_argument(flags, mode) as c_uint,
+        )
+    }
 }
 
 /// # Safety
@@ -106,8 +132,8 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
     if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::creat()(path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::creat()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) }
 }
 
 /// # Safety
@@ -118,8 +144,8 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, mode) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::creat64()(path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::creat64()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) }
 }
 
 // The _FORTIFY_SOURCE entry points: open without O_CREAT (no mode).
@@ -131,8 +157,8 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
     if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, 0) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::__open_2()(path, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::__open_2()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), flags) }
 }
 
 /// # Safety
@@ -142,8 +168,8 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
     if let Some(result) = open_plfs(libc::AT_FDCWD, path, flags, 0) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::__open64_2()(path, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::__open64_2()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), flags) }
 }
 
 /// # Safety
@@ -153,8 +179,8 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
     if let Some(result) = open_plfs(dirfd, path, flags, 0) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::__openat_2()(dirfd, path, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::__openat_2()(dirfd, LibcPath::new(dirfd, path).as_ptr(), flags) }
 }
 
 /// # Safety
@@ -164,8 +190,8 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
     if let Some(result) = open_plfs(dirfd, path, flags, 0) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::__openat64_2()(dirfd, path, flags) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::__openat64_2()(dirfd, LibcPath::new(dirfd, path).as_ptr(), flags) }
 }
 
 /// # Safety
@@ -856,8 +882,8 @@ pub unsafe extern "C" fn truncate(path: *const c_char, length: off_t) -> c_int {
     if let Some(result) = truncate_path(path, length) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::truncate()(path, length) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::truncate()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), length) }
 }
 
 /// # Safety
@@ -867,8 +893,8 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, length: off64_t) -> c_i
     if let Some(result) = truncate_path(path, length) {
         return result;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::truncate64()(path, length) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::truncate64()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), length) }
 }
 
 /// # Safety

@@ -128,6 +128,11 @@ real_functions! {
     symlinkat: unsafe extern "C" fn(*const c_char, c_int, *const c_char) -> c_int;
     link: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
     linkat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int;
+    chdir: unsafe extern "C" fn(*const c_char) -> c_int;
+    fchdir: unsafe extern "C" fn(c_int) -> c_int;
+    getcwd: unsafe extern "C" fn(*mut c_char, size_t) -> *mut c_char;
+    __getcwd_chk: unsafe extern "C" fn(*mut c_char, size_t, size_t) -> *mut c_char;
+    get_current_dir_name: unsafe extern "C" fn() -> *mut c_char;
     realpath: unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_char;
     canonicalize_file_name: unsafe extern "C" fn(*const c_char) -> *mut c_char;
     __realpath_chk: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> *mut c_char;

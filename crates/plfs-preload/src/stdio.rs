@@ -12,7 +12,7 @@ use libc::{FILE, off64_t, size_t, ssize_t};
 
 use crate::files;
 use crate::libplfs::Errno;
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::real;
 
 /// The open(2) flags of an fopen mode ("r", "w+", "a", "rb+", "wx", "re"…).
@@ -148,8 +148,8 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
     if let Some(file) = fopen_plfs(path, mode) {
         return file;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::fopen()(path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::fopen()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) }
 }
 
 /// # Safety
@@ -159,8 +159,8 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
     if let Some(file) = fopen_plfs(path, mode) {
         return file;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::fopen64()(path, mode) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::fopen64()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode) }
 }
 
 /// # Safety
@@ -230,8 +230,8 @@ pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, strea
     if let Some(file) = freopen_plfs(path, mode, stream) {
         return file;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::freopen()(path, mode, stream) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::freopen()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode, stream) }
 }
 
 /// # Safety
@@ -241,6 +241,6 @@ pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, str
     if let Some(file) = freopen_plfs(path, mode, stream) {
         return file;
     }
-    // SAFETY: forwarded unchanged.
-    unsafe { real::freopen64()(path, mode, stream) }
+    // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+    unsafe { real::freopen64()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), mode, stream) }
 }

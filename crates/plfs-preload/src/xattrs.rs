@@ -13,7 +13,7 @@ use libc::{size_t, ssize_t};
 
 use crate::files;
 use crate::libplfs::Errno;
-use crate::paths::plfs_path;
+use crate::paths::{LibcPath, plfs_path};
 use crate::plfs_call;
 use crate::posix::{size_result, unit_result};
 use crate::real;
@@ -74,8 +74,8 @@ macro_rules! path_getxattr {
             if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
                 return size_result(get(&logical, name, value, size));
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, name, value, size) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), name, value, size) }
         }
     };
 }
@@ -108,8 +108,8 @@ macro_rules! path_listxattr {
             if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
                 return size_result(list(&logical, names, size));
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, names, size) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), names, size) }
         }
     };
 }
@@ -143,8 +143,8 @@ macro_rules! path_setxattr {
             if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
                 return unit_result(set(&logical, name, value, size, flags));
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, name, value, size, flags) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), name, value, size, flags) }
         }
     };
 }
@@ -178,8 +178,8 @@ macro_rules! path_removexattr {
             if let Some(logical) = plfs_path(libc::AT_FDCWD, path) {
                 return unit_result(remove(&logical, name));
             }
-            // SAFETY: forwarded unchanged.
-            unsafe { real::$name()(path, name) }
+            // SAFETY: forwarded (a relative path made absolute in a mirror, see LibcPath).
+            unsafe { real::$name()(LibcPath::new(libc::AT_FDCWD, path).as_ptr(), name) }
         }
     };
 }
