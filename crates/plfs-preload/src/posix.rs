@@ -924,12 +924,36 @@ pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     if let Some(file) = files::lookup(fd) {
-        return int_result(files::duplicate(file, None, false));
+        return int_result(duplicate_lowest(file, 0, false));
     }
     // SAFETY: forwarded unchanged.
     let duplicate = unsafe { real::dup()(fd) };
     crate::pump::duplicated(fd, duplicate);
     duplicate
+}
+
+/// dup and F_DUPFD of a plfs descriptor: the lowest free number from
+/// `minimum`. When that is 0, 1 or 2 the program means a redirection, as
+/// dup2 onto it would: GNU tar's child closes 1 (or 0) and `dup`s the
+/// archive there before it execs gzip, as do programs older than dup2.
+/// Without the pump the exec'd program found the number closed (the
+/// reserved descriptor is close-on-exec): "gzip: stdout: Bad file
+/// descriptor".
+fn duplicate_lowest(
+    file: std::sync::Arc<OpenFile>,
+    minimum: c_int,
+    close_on_exec: bool,
+) -> Result<c_int, Errno> {
+    if minimum <= 2 && crate::pump::possible(&file) {
+        let lowest = crate::reserve::reserve(minimum)?;
+        if lowest <= 2 {
+            // dup3 in the pump's start puts the pipe over the number held.
+            return crate::pump::start(&file, lowest, close_on_exec);
+        }
+        // SAFETY: our own reservation, only used to learn the number.
+        unsafe { real::close()(lowest) };
+    }
+    files::duplicate(file, Some(minimum), close_on_exec)
 }
 
 /// dup2/dup3 of a plfs descriptor onto `target`: onto 0, 1 or 2 a
@@ -996,7 +1020,7 @@ fn fcntl_plfs(fd: c_int, file: std::sync::Arc<OpenFile>, command: c_int, argumen
     match command {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
             let minimum = c_int::try_from(argument).unwrap_or(c_int::MAX);
-            int_result(files::duplicate(file, Some(minimum), command == libc::F_DUPFD_CLOEXEC))
+            int_result(duplicate_lowest(file, minimum, command == libc::F_DUPFD_CLOEXEC))
         }
         libc::F_GETFL => file.status_flags(),
         libc::F_SETFL => {
