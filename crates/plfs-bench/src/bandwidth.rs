@@ -366,6 +366,10 @@ impl Store for BandwidthStore {
         self.inner.rename(from, to)
     }
 
+    fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+        self.inner.local_path(path)
+    }
+
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
         self.inner.exchange(a, b)
     }

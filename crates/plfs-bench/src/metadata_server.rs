@@ -125,6 +125,10 @@ impl Store for MetadataServerStore {
         self.inner.rename(from, to)
     }
 
+    fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+        self.inner.local_path(path)
+    }
+
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
         self.server.serve();
         self.inner.exchange(a, b)

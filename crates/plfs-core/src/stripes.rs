@@ -927,6 +927,9 @@ mod tests {
         fn rename(&self, f: &StorePath, t: &StorePath) -> Result<()> {
             self.inner.rename(f, t)
         }
+        fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+            self.inner.local_path(path)
+        }
         fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
             self.inner.exchange(a, b)
         }

@@ -143,7 +143,11 @@ fn set_new_attributes(
 }
 
 /// Moves a file whose target name is free (the caller removed any old
-/// target). On one backend this is a single store rename. Between
+/// target). On one backend this is a single store rename, and so it is
+/// between two backends that are directories of one file system: one
+/// rename(2) from one root into the other keeps the inode, so a process
+/// writing the file through its own descriptor (another program, another
+/// libplfs) keeps writing to it under its new name. Between other
 /// backends the bytes are copied, in this order, so a crash at any point
 /// loses nothing:
 ///
@@ -162,6 +166,19 @@ pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &Store
         return from.rename(source, target);
     }
     let to = mount.store(to_backend);
+    if let (Some(from_path), Some(to_path)) = (from.local_path(source), to.local_path(target)) {
+        match crate::store::posix::rename_noreplace(&from_path, &to_path) {
+            Ok(()) => return Ok(()),
+            // Two file systems: copy below.
+            Err(error) if error.raw_os_error() == Some(libc::EXDEV) => {}
+            Err(error) => {
+                return Err(Error::io(
+                    error,
+                    format!("rename /{source} from {} to /{target} on {}", from.url(), to.url()),
+                ));
+            }
+        }
+    }
     let name = target.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
     let staging = target.parent().unwrap_or_default().join(&layout::moving_file_name(
         name,

@@ -1636,6 +1636,36 @@ fn an_n_n_read_open_refuses_links_and_directories() {
     assert_eq!(plfs.open("/missing", OpenFlags::RDONLY, 0, 1).unwrap_err().kind(), ErrorKind::NotFound);
 }
 
+/// An n-n file renamed to a name on another backend while another process
+/// (here a second mount over the same backends) holds it open for
+/// writing: the writer's later writes land in the file under its new name.
+/// Before, the rename copied the bytes and removed the source, so what the
+/// writer wrote after it went to an unlinked inode, silently. Backends on
+/// one file system now move the file with one rename(2).
+#[test]
+fn an_n_n_file_renamed_across_backends_keeps_another_writers_later_writes() {
+    let root = tempfile::tempdir().unwrap();
+    let (stores, plfs) = posix_mount(root.path(), 2, Workload::FilePerProc);
+    let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+    let other = Plfs::with_workload(backends, options(2), Workload::FilePerProc).unwrap();
+    let placement = plfs.placement().clone();
+    let target = (0..100)
+        .map(|i| format!("moved{i}"))
+        .find(|n| placement.flat_file_backend(n) != placement.flat_file_backend("log"))
+        .unwrap();
+    let writer = other.open("/log", OpenFlags::WRONLY.create(), 0o644, 2).unwrap();
+    writer.write(b"before ", 0).unwrap();
+    plfs.rename("/log", &format!("/{target}")).unwrap();
+    writer.write(b"after", 7).unwrap();
+    writer.close().unwrap();
+    assert_eq!(read_whole(&plfs, &format!("/{target}")), b"before after");
+    assert_eq!(plfs.stat("/log").unwrap_err().kind(), ErrorKind::NotFound);
+    // The file is on the backend its new name hashes to, and only there.
+    let at = |index: usize| root.path().join(format!("b{index}")).join(&target).exists();
+    assert!(at(placement.flat_file_backend(&target).0));
+    assert!(!at(placement.flat_file_backend("log").0));
+}
+
 fn read_whole(plfs: &Plfs, path: &str) -> Vec<u8> {
     let handle = plfs.open(path, OpenFlags::RDONLY, 0, 1).unwrap();
     let data = read_all(&handle);
@@ -2031,6 +2061,9 @@ mod flat {
             }
             fn rename(&self, f: &StorePath, t: &StorePath) -> Result<()> {
                 self.0.rename(f, t)
+            }
+            fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+                self.0.local_path(path)
             }
             fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
                 self.0.exchange(a, b)

@@ -224,6 +224,11 @@ impl Store for CountingStore {
         self.inner.rename(from, to)
     }
 
+    /// No backend call: a lookup of where the root is.
+    fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+        self.inner.local_path(path)
+    }
+
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
         self.count(|c| &c.renames);
         self.inner.exchange(a, b)

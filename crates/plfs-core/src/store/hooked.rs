@@ -143,6 +143,9 @@ impl Store for HookedStore {
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
         self.inner.rename(from, to)
     }
+    fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+        self.inner.local_path(path)
+    }
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
         self.inner.exchange(a, b)
     }

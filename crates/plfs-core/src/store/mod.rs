@@ -177,6 +177,19 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// when anything is already at `to` (never replaces, never moves into).
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()>;
 
+    /// Where `path` is in this machine's file system tree, when the store
+    /// is a directory of it (POSIX); None for every other store. Two such
+    /// stores on one file system can move an entry between them with one
+    /// rename(2): the n-n layout moves a file between backends that way,
+    /// keeping its inode, so a writer in another process keeps writing to
+    /// the file under its new name (a copy would take its later writes to
+    /// an unlinked inode). A wrapper that must see every change (fault
+    /// injection) answers None.
+    fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
+        let _ = path;
+        None
+    }
+
     /// Swaps the entries at `a` and `b` (files or directories, both must
     /// exist) in one atomic step: `NotFound` if either is missing. Only
     /// with `capabilities().exchange`; a store without it answers

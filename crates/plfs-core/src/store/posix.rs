@@ -300,6 +300,10 @@ impl Store for PosixStore {
         rename_noreplace(&self.full(from), &self.full(to)).map_err(fail)
     }
 
+    fn local_path(&self, path: &StorePath) -> Option<PathBuf> {
+        Some(self.full(path))
+    }
+
     fn exchange(&self, a: &StorePath, b: &StorePath) -> Result<()> {
         self.refuse_root("exchange", a)?;
         self.refuse_root("exchange", b)?;
@@ -773,7 +777,8 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+/// rename(2) that never replaces: `EEXIST` when `to` exists.
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     match renameat2_noreplace(from, to) {
         Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
             rename_without_noreplace(from, to)
