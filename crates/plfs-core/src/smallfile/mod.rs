@@ -30,6 +30,11 @@
 //!   exist in this process's knowledge: the view plus its own unflushed
 //!   changes. A name another process removed meanwhile makes the record an
 //!   orphan that readers ignore.
+//! - A write lands in the file its name denoted when the writer's session
+//!   bound it (see `view`): a file another process renames while this one
+//!   writes it keeps the writes under its new name. A session binds a name
+//!   again, with a new open record, when this process's knowledge says the
+//!   name now denotes another file.
 
 pub(crate) mod format;
 pub(crate) mod mount;
@@ -54,8 +59,8 @@ use crate::store::path::validate_component;
 use crate::store::{AppendWriter, SharedStore, StorePath};
 
 use format::{DATA_LOG_MAGIC, FrameBuilder, INDEX_LOG_MAGIC, IndexEntry, NAME_LOG_MAGIC, NameRecord};
-use view::DirView;
 pub use view::FileStat;
+use view::{DirView, FileId};
 
 /// Directory containers kept open by default (PLFS `max_smallfile_containers`).
 pub const DEFAULT_MAX_CONTAINERS: usize = 64;
@@ -148,34 +153,68 @@ impl SmallFileStore {
 
     /// Creates an empty file `name` in `dir`, replacing any file of that
     /// name (O_CREAT | O_TRUNC). Writes one name record; no backend file.
-    pub fn create(&self, dir: &StorePath, name: &str, writer: u64) -> Result<()> {
+    pub fn create(&self, dir: &StorePath, name: &str, writer: u64) -> Result<FileId> {
         validate_component(name)?;
         self.with_container(dir, |this, container| {
-            let fid = container.session(this, writer)?.fid(name);
+            // Over a name it knows, the same file emptied (O_TRUNC keeps the
+            // inode); the view is not loaded for this, so a create costs no
+            // read. A guess that turns out wrong costs an open record later.
+            let existing = container.known_identity(name);
             let stamp = this.stamper().next();
+            let session = container.session(this, writer)?;
+            let id = existing.unwrap_or_else(|| FileId::created(stamp, &session.data_path));
+            let fid = session.bind_created(name, id);
             container.push_name(writer, NameRecord::Create { stamp, fid, name: name.to_owned() });
-            container.know(name, true);
-            Ok(container.after_record(this, writer))
+            container.know(name, Some(id));
+            Ok((container.after_record(this, writer), id))
         })
-        .and_then(|full| self.flush_if(full, dir))
+        .and_then(|(full, id)| self.flush_if(full, dir).map(|()| id))
         .with_context(|| logical(dir, name))
+    }
+
+    /// The file `name` denotes in this process's knowledge (the cached view
+    /// and its own unflushed changes), for a handle to write to whatever
+    /// renames happen to it later; None if there is none.
+    pub fn identity(&self, dir: &StorePath, name: &str) -> Result<Option<FileId>> {
+        validate_component(name)?;
+        self.with_container(dir, |this, container| container.identity(this, name))
+            .with_context(|| logical(dir, name))
     }
 
     /// Writes `bytes` at `offset` of the existing file `name`.
     pub fn write(&self, dir: &StorePath, name: &str, writer: u64, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.write_to(dir, name, None, writer, offset, bytes)
+    }
+
+    /// Writes `bytes` at `offset` of `file` when given (a handle's file,
+    /// which `name` denoted when the handle was opened: it may have been
+    /// renamed or removed since, and the bytes go where it is, or nowhere
+    /// as to an unlinked file), else of the file `name` denotes now.
+    pub fn write_to(
+        &self,
+        dir: &StorePath,
+        name: &str,
+        file: Option<FileId>,
+        writer: u64,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
         validate_component(name)?;
         if offset.checked_add(bytes.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
             return Err(Error::invalid(format!("write of {} bytes at {offset} is too large", bytes.len())))
                 .with_context(|| logical(dir, name));
         }
         self.with_container(dir, |this, container| {
-            container.require(this, name)?;
+            let id = match file {
+                Some(id) => id,
+                None => container.identity(this, name)?.ok_or_else(not_found)?,
+            };
             if bytes.is_empty() {
                 return Ok(false);
             }
             let stamper = this.stamper();
             let session = container.session(this, writer)?;
-            let fid = session.bind(name, stamper);
+            let fid = session.bind(name, id, stamper);
             let physical = session.append_data(bytes, this.options.data_buffer_bytes)?;
             let entry = IndexEntry {
                 fid,
@@ -186,7 +225,7 @@ impl SmallFileStore {
                 data_crc: crc32c::crc32c(bytes),
             };
             session.index_frame.push(&entry);
-            container.push_pending(Pending::Write { writer, entry });
+            container.push_pending(Pending::Write { writer, file: id, entry });
             container.note_changed(name);
             Ok(container.after_record(this, writer))
         })
@@ -198,7 +237,7 @@ impl SmallFileStore {
     pub fn truncate(&self, dir: &StorePath, name: &str, writer: u64, size: u64) -> Result<()> {
         validate_component(name)?;
         let record = |stamp| NameRecord::Truncate { stamp, size, name: name.to_owned() };
-        self.name_op(dir, name, writer, record, &[])
+        self.name_op(dir, name, writer, record, Effect::None)
     }
 
     /// Sets access and modification times (ns since the epoch).
@@ -212,13 +251,13 @@ impl SmallFileStore {
     ) -> Result<()> {
         validate_component(name)?;
         let record = |stamp| NameRecord::Utime { stamp, atime_ns, mtime_ns, name: name.to_owned() };
-        self.name_op(dir, name, writer, record, &[])
+        self.name_op(dir, name, writer, record, Effect::None)
     }
 
     pub fn unlink(&self, dir: &StorePath, name: &str, writer: u64) -> Result<()> {
         validate_component(name)?;
         let record = |stamp| NameRecord::Delete { stamp, name: name.to_owned() };
-        self.name_op(dir, name, writer, record, &[(name, false)])
+        self.name_op(dir, name, writer, record, Effect::Removes)
     }
 
     /// Moves `from` to `to`, replacing any file named `to`.
@@ -226,7 +265,7 @@ impl SmallFileStore {
         validate_component(from)?;
         validate_component(to)?;
         let record = |stamp| NameRecord::Rename { stamp, from: from.to_owned(), to: to.to_owned() };
-        self.name_op(dir, from, writer, record, &[(from, false), (to, true)])
+        self.name_op(dir, from, writer, record, Effect::MovesTo(to))
     }
 
     /// Reads from the cached view; `NotFound` if the view has no such file
@@ -288,9 +327,9 @@ impl SmallFileStore {
             match container.known.get(name) {
                 // Only this process's unflushed records know it yet: they
                 // are published below, outside this container's lock.
-                Some(&(true, _)) => return Ok(None),
+                Some(&(Some(_), _)) => return Ok(None),
                 // This process removed it: its own record is the newest word.
-                Some(&(false, _)) => return Err(not_found()),
+                Some(&(None, _)) => return Err(not_found()),
                 // A view loaded by this very call is as fresh as it gets.
                 None if !cached => return Err(not_found()),
                 None => container.refresh()?,
@@ -376,12 +415,8 @@ impl SmallFileStore {
     /// `unlink` and friends require).
     pub fn exists(&self, dir: &StorePath, name: &str) -> Result<bool> {
         validate_component(name)?;
-        self.with_container(dir, |this, container| match container.require(this, name) {
-            Ok(()) => Ok(true),
-            Err(error) if error.kind() == crate::ErrorKind::NotFound => Ok(false),
-            Err(error) => Err(error),
-        })
-        .with_context(|| logical(dir, name))
+        self.with_container(dir, |this, container| Ok(container.identity(this, name)?.is_some()))
+            .with_context(|| logical(dir, name))
     }
 
     /// Flushes and closes the containers of `dir` and of every directory
@@ -498,16 +533,21 @@ impl SmallFileStore {
         name: &str,
         writer: u64,
         record: impl FnOnce(u64) -> NameRecord,
-        effects: &[(&str, bool)],
+        effect: Effect<'_>,
     ) -> Result<()> {
         self.with_container(dir, |this, container| {
-            container.require(this, name)?;
+            let id = container.identity(this, name)?.ok_or_else(not_found)?;
             let record = record(this.stamper().next());
             container.session(this, writer)?;
             container.push_name(writer, record);
             container.note_changed(name);
-            for (affected, exists) in effects {
-                container.know(affected, *exists);
+            match effect {
+                Effect::None => {}
+                Effect::Removes => container.know(name, None),
+                Effect::MovesTo(to) => {
+                    container.know(name, None);
+                    container.know(to, Some(id));
+                }
             }
             Ok(container.after_record(this, writer))
         })
@@ -596,10 +636,10 @@ struct DirContainer {
     /// Views loaded so far: a flush folds its records into the view only
     /// if none was loaded while it ran (such a view may hold them already).
     view_loads: u64,
-    /// Effect of this process's unflushed changes on the namespace: `true`
-    /// for a name it created or renamed to, `false` for one it removed,
-    /// with the sequence number of the record that did it.
-    known: HashMap<String, (bool, u64)>,
+    /// Effect of this process's unflushed changes on the namespace: the
+    /// file a name it created or renamed to denotes, `None` for one it
+    /// removed, with the sequence number of the record that did it.
+    known: HashMap<String, (Option<FileId>, u64)>,
     /// Names whose size or times this process's unflushed records change
     /// (writes, truncates, times), with the sequence number of the last
     /// such record: a cached view is stale for them until they are flushed.
@@ -625,16 +665,22 @@ struct DirContainer {
     closed: bool,
 }
 
+/// What a name record does to this process's knowledge of names.
+enum Effect<'a> {
+    None,
+    Removes,
+    /// A rename: the file goes to the new name.
+    MovesTo(&'a str),
+}
+
 /// One unflushed record, as [`DirContainer::fold_pending`] needs it.
 #[derive(Debug)]
 enum Pending {
-    Name(NameRecord),
-    /// An index entry of `writer`'s session; its fid resolves through that
-    /// session's names.
-    Write {
-        writer: u64,
-        entry: IndexEntry,
-    },
+    /// A name record of `writer`'s session (a create's file is known by
+    /// that session's data log).
+    Name { writer: u64, record: NameRecord },
+    /// An index entry of `writer`'s session, to `file`.
+    Write { writer: u64, file: FileId, entry: IndexEntry },
 }
 
 /// What one flush carries, taken under the container's lock and published
@@ -705,7 +751,7 @@ impl DirContainer {
     /// Buffers a name record in `writer`'s session (opened by the caller).
     fn push_name(&mut self, writer: u64, record: NameRecord) {
         self.sessions.get_mut(&writer).expect("callers open the session first").push_name(record.clone());
-        self.push_pending(Pending::Name(record));
+        self.push_pending(Pending::Name { writer, record });
     }
 
     fn push_pending(&mut self, record: Pending) {
@@ -725,14 +771,24 @@ impl DirContainer {
         }
     }
 
-    /// Notes that the record just pushed makes `name` exist or not.
-    fn know(&mut self, name: &str, exists: bool) {
+    /// Notes that the record just pushed makes `name` denote `file` (or
+    /// nothing).
+    fn know(&mut self, name: &str, file: Option<FileId>) {
         let seq = self.pushed_seq;
         match self.known.get_mut(name) {
-            Some(known) => *known = (exists, seq),
+            Some(known) => *known = (file, seq),
             None => {
-                self.known.insert(name.to_owned(), (exists, seq));
+                self.known.insert(name.to_owned(), (file, seq));
             }
+        }
+    }
+
+    /// The file `name` denotes in this process's knowledge, without loading
+    /// a view: its own unflushed changes, else the view if one is loaded.
+    fn known_identity(&self, name: &str) -> Option<FileId> {
+        match self.known.get(name) {
+            Some(&(file, _)) => file,
+            None => self.view.as_ref().and_then(|view| view.identity(name)),
         }
     }
 
@@ -764,13 +820,13 @@ impl DirContainer {
         Ok(())
     }
 
-    /// `NotFound` unless `name` exists in this process's knowledge.
-    fn require(&mut self, store: &SmallFileStore, name: &str) -> Result<()> {
-        let exists = match self.known.get(name) {
-            Some(&(exists, _)) => exists,
-            None => self.view(store)?.contains(name),
-        };
-        if exists { Ok(()) } else { Err(not_found()) }
+    /// The file `name` denotes in this process's knowledge (the view, loaded
+    /// if need be, and its own unflushed changes); None if none.
+    fn identity(&mut self, store: &SmallFileStore, name: &str) -> Result<Option<FileId>> {
+        Ok(match self.known.get(name) {
+            Some(&(file, _)) => file,
+            None => self.view(store)?.identity(name),
+        })
     }
 
     /// The writer's session in this directory, created with its three logs
@@ -928,11 +984,13 @@ impl DirContainer {
         let view = Arc::make_mut(view);
         for record in pending {
             match record {
-                Pending::Name(record) => view.fold_name(record),
-                Pending::Write { writer, entry } => {
+                Pending::Name { writer, record } => {
                     let Some(session) = self.sessions.get(writer) else { return false };
-                    let Some(name) = session.names.get(entry.fid as usize) else { return false };
-                    view.fold_write(session.backend, &session.data_path, name, entry);
+                    view.fold_name(&session.data_path, record);
+                }
+                Pending::Write { writer, file, entry } => {
+                    let Some(session) = self.sessions.get(writer) else { return false };
+                    view.fold_write(session.backend, &session.data_path, *file, entry);
                 }
             }
         }
@@ -952,9 +1010,13 @@ struct WriterSession {
     /// Length of the data log once `data_buffer` is appended: the offset
     /// of the next write's bytes.
     data_end: u64,
-    /// Names this session's records refer to, and their file ids.
-    fids: HashMap<String, u64>,
-    /// The same, by fid (fids are 0, 1, 2, … in order of first use).
+    /// The file id this session's records use for each file it wrote or
+    /// created. A file keeps its fid through renames (readers resolve an
+    /// index entry through the record that bound the fid, not by name), so
+    /// a fid is never bound to another file while a handle may still write
+    /// through it: a new file gets a new fid.
+    fids: HashMap<FileId, u64>,
+    /// The name each fid was bound by (fids are 0, 1, 2, …).
     names: Vec<String>,
     /// Where the logs are: the data log for folding this session's writes
     /// into a view, the others so the view knows it holds their records.
@@ -1043,25 +1105,31 @@ impl WriterSession {
         })
     }
 
-    /// The file id of `name` in this session, allocated on first use.
-    fn fid(&mut self, name: &str) -> u64 {
-        if let Some(&fid) = self.fids.get(name) {
+    /// The file id a create record of `name` making (or emptying) `file`
+    /// carries: the file's own if it was bound by this name (the create
+    /// binds it again, to the same file), else a new one.
+    fn bind_created(&mut self, name: &str, file: FileId) -> u64 {
+        match self.fids.get(&file) {
+            Some(&fid) if self.names[fid as usize] == name => fid,
+            _ => self.new_fid(name, file),
+        }
+    }
+
+    /// The file id of `file`, which `name` denotes (as far as this process
+    /// knows); the first time, an open record binds it by that name.
+    fn bind(&mut self, name: &str, file: FileId, stamper: &Stamper) -> u64 {
+        if let Some(&fid) = self.fids.get(&file) {
             return fid;
         }
-        let fid = self.names.len() as u64;
-        self.fids.insert(name.to_owned(), fid);
-        self.names.push(name.to_owned());
+        let fid = self.new_fid(name, file);
+        self.push_name(NameRecord::Open { stamp: stamper.next(), fid, name: name.to_owned() });
         fid
     }
 
-    /// The file id of `name`, writing an open record the first time so
-    /// readers can resolve index entries.
-    fn bind(&mut self, name: &str, stamper: &Stamper) -> u64 {
-        if let Some(&fid) = self.fids.get(name) {
-            return fid;
-        }
-        let fid = self.fid(name);
-        self.push_name(NameRecord::Open { stamp: stamper.next(), fid, name: name.to_owned() });
+    fn new_fid(&mut self, name: &str, file: FileId) -> u64 {
+        let fid = self.names.len() as u64;
+        self.fids.insert(file, fid);
+        self.names.push(name.to_owned());
         fid
     }
 

@@ -47,6 +47,7 @@ use crate::mount_state::MountState;
 use crate::open::{OpenFlags, WriterId};
 use crate::store::{EntryKind, Metadata, StorePath};
 
+use super::view::FileId;
 use super::{FileStat, SmallFileStore};
 
 /// Mode reported for every small file (the engine keeps no modes).
@@ -169,12 +170,19 @@ pub(crate) fn open(
     if flags.create && flags.truncate && flags.write && !flags.exclusive {
         // Exactly the engine's create: no need to know what exists, so a
         // create storm loads no view of the directory.
-        engine.create(&dir, name, writer)?;
+        file.set_file(engine.create(&dir, name, writer)?);
         file.dirty.store(true, Ordering::Relaxed);
         return Ok(file);
     }
+    if flags.write {
+        // Close-to-open for a writer: a name another process renamed or
+        // removed since this process cached the directory must not be
+        // taken for the file (its writes would go to the renamed file, or
+        // to none). A hit costs the check, not a reload.
+        engine.refresh(&dir)?;
+    }
     let mut exists = engine.exists(&dir, name)?;
-    if !exists && (!flags.create || flags.exclusive) {
+    if !exists && !flags.write && (!flags.create || flags.exclusive) {
         // Close-to-open: a file another process closed since this process
         // cached the directory is found by a fresh view. (A plain O_CREAT
         // decides on the cached view, so it costs no reload.)
@@ -184,6 +192,9 @@ pub(crate) fn open(
     if exists {
         if flags.create && flags.exclusive {
             return Err(Error::new(ErrorKind::AlreadyExists, format!("/{logical}")));
+        }
+        if let Some(id) = engine.identity(&dir, name)? {
+            file.set_file(id);
         }
         if flags.truncate && flags.write {
             engine.truncate(&dir, name, writer, 0)?;
@@ -200,7 +211,7 @@ pub(crate) fn open(
             *file.lock_size() = stat.size;
         }
     } else if flags.create {
-        engine.create(&dir, name, writer)?;
+        file.set_file(engine.create(&dir, name, writer)?);
         file.dirty.store(true, Ordering::Relaxed);
     } else {
         return Err(Error::new(ErrorKind::NotFound, format!("/{logical}")));
@@ -327,6 +338,9 @@ pub(crate) struct SmallFile {
     /// Where the file is; a rename (or an unlink that hides the open file)
     /// moves it ([`moved`](Self::moved)).
     at: RwLock<Location>,
+    /// The file this handle writes to, as the engine knows it: a rename by
+    /// another process moves it, and the writes follow it there.
+    file: Mutex<Option<FileId>>,
     size: Mutex<u64>,
     /// Records of this handle not yet published.
     dirty: AtomicBool,
@@ -342,11 +356,16 @@ impl SmallFile {
     fn new(dir: StorePath, name: String) -> SmallFile {
         SmallFile {
             at: RwLock::new(Location { dir, name }),
+            file: Mutex::new(None),
             size: Mutex::new(0),
             dirty: AtomicBool::new(false),
             size_stale: AtomicBool::new(false),
             look_again: LookAgain::default(),
         }
+    }
+
+    fn set_file(&self, id: FileId) {
+        *self.file.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
     }
 
     fn lock_size(&self) -> std::sync::MutexGuard<'_, u64> {
@@ -383,7 +402,8 @@ impl SmallFile {
         writer: WriterId,
     ) -> Result<usize> {
         let at = self.at();
-        engine.write(&at.dir, &at.name, writer, offset, buf)?;
+        let file = *self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        engine.write_to(&at.dir, &at.name, file, writer, offset, buf)?;
         self.dirty.store(true, Ordering::Relaxed);
         if !buf.is_empty() {
             let mut size = self.lock_size();

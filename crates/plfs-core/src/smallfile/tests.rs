@@ -182,6 +182,68 @@ fn a_write_to_a_name_another_process_removed_is_an_orphan() {
     assert_eq!(two.orphan_writes(&d).unwrap(), 1);
 }
 
+/// logrotate without copytruncate, across processes: one process renames
+/// the log another is writing and makes a new one. The writer's handle
+/// keeps writing to its file, now under the new name (its writes went to
+/// no file at all before: orphans, silently), also after the writer's
+/// view has seen the rotation; a reopen writes to the new file.
+#[test]
+fn writes_follow_a_file_another_process_renamed() {
+    let stores = memory_stores(2);
+    let stamper = stamper();
+    let writer = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let rotator = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("logs");
+    let handle = Some(writer.create(&d, "app.log", 0).unwrap());
+    writer.write_to(&d, "app.log", handle, 0, 0, b"one\n").unwrap();
+    writer.flush_writes(&d).unwrap();
+    rotator.rename(&d, "app.log", "app.log.1", 1).unwrap();
+    rotator.create(&d, "app.log", 1).unwrap();
+    rotator.flush_writes(&d).unwrap();
+    // The handle writes where its file is, before and after its process
+    // has seen the rotation.
+    writer.write_to(&d, "app.log", handle, 0, 4, b"two\n").unwrap();
+    writer.flush_writes(&d).unwrap();
+    writer.invalidate_read_cache(&d);
+    writer.write_to(&d, "app.log", handle, 0, 8, b"2b\n").unwrap();
+    writer.flush_writes(&d).unwrap();
+    assert_eq!(read_all(&writer, &d, "app.log.1").unwrap(), b"one\ntwo\n2b\n");
+    // Its reopen after the rotation: now the name is the new file.
+    let reopened = writer.identity(&d, "app.log").unwrap();
+    assert_ne!(reopened, handle);
+    writer.write_to(&d, "app.log", reopened, 0, 0, b"three\n").unwrap();
+    writer.close().unwrap();
+    rotator.close().unwrap();
+    let reader = SmallFileStore::new(stores, options(&stamper)).unwrap();
+    assert_eq!(reader.list(&d).unwrap(), ["app.log", "app.log.1"]);
+    assert_eq!(read_all(&reader, &d, "app.log.1").unwrap(), b"one\ntwo\n2b\n");
+    assert_eq!(read_all(&reader, &d, "app.log").unwrap(), b"three\n");
+    assert_eq!(reader.orphan_writes(&d).unwrap(), 0);
+}
+
+/// `O_TRUNC` by another process empties the file a writer holds and the
+/// writer goes on writing to it, as on a local file system (a create over
+/// an existing name keeps the file).
+#[test]
+fn a_create_over_a_name_keeps_its_writers() {
+    let stores = memory_stores(1);
+    let stamper = stamper();
+    let writer = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let truncator = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("d");
+    writer.create(&d, "f", 0).unwrap();
+    writer.write(&d, "f", 0, 0, b"old bytes").unwrap();
+    writer.flush_writes(&d).unwrap();
+    truncator.create(&d, "f", 1).unwrap();
+    truncator.flush_writes(&d).unwrap();
+    writer.write(&d, "f", 0, 0, b"new").unwrap();
+    writer.close().unwrap();
+    truncator.close().unwrap();
+    let reader = SmallFileStore::new(stores, options(&stamper)).unwrap();
+    assert_eq!(read_all(&reader, &d, "f").unwrap(), b"new");
+    assert_eq!(reader.orphan_writes(&d).unwrap(), 0);
+}
+
 type Hook = Arc<dyn Fn() + Send + Sync>;
 
 /// A store that runs `append` before every append to a log and `sync`
@@ -698,22 +760,80 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 
 /// A namespace change as the model records it; the position in `flushed`
 /// order stands for its stamp because one stamper serves both processes.
+/// A file has an identity apart from its name (the time of the create that
+/// made it), and a session's writes go through keys bound, as the engine's
+/// file ids are, by create and open records: `(process, writer, fid)`.
 #[derive(Debug, Clone)]
 enum Change {
-    Create(String),
-    Write(String, u64, Vec<u8>),
+    /// Makes `name` a new file `made` (or empties the file it names) and
+    /// binds `key` to it.
+    Create {
+        name: String,
+        made: u64,
+        key: Key,
+    },
+    /// Binds `key` to the file `name` names, if any.
+    Open {
+        name: String,
+        key: Key,
+    },
+    /// A write through `key`, to the file `file` as the writing process
+    /// knew it (what a process folding its own flushed write goes by).
+    Write {
+        key: Key,
+        file: u64,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
     Truncate(String, u64),
     Delete(String),
     Rename(String, String),
 }
 
-type Files = BTreeMap<String, Vec<u8>>;
+type Key = (usize, u64, u64);
+
+/// Names, the file each denotes, and the files' bytes.
+#[derive(Debug, Clone, Default)]
+struct Files {
+    names: BTreeMap<String, u64>,
+    data: HashMap<u64, Vec<u8>>,
+    /// What each key is bound to (a replay of the store's records).
+    bound: HashMap<Key, u64>,
+}
+
+impl Files {
+    fn get(&self, name: &str) -> Option<&Vec<u8>> {
+        self.data.get(self.names.get(name)?)
+    }
+
+    fn listing(&self) -> Vec<String> {
+        self.names.keys().cloned().collect()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    /// Each file's fid, and the name each fid was bound by.
+    fids: HashMap<u64, u64>,
+    names: Vec<String>,
+}
+
+impl Session {
+    fn new_fid(&mut self, name: &str, file: u64) -> u64 {
+        let fid = self.names.len() as u64;
+        self.fids.insert(file, fid);
+        self.names.push(name.to_owned());
+        fid
+    }
+}
 
 #[derive(Debug, Default)]
 struct ModelProcess {
     pending: Vec<(u64, Change)>,
-    known: HashMap<String, bool>,
+    /// What this process's unflushed changes made names denote.
+    known: HashMap<String, Option<u64>>,
     view: Option<Files>,
+    sessions: HashMap<u64, Session>,
 }
 
 #[derive(Debug, Default)]
@@ -723,15 +843,28 @@ struct Model {
     processes: Vec<ModelProcess>,
 }
 
-/// Applies changes in order, as a replay does.
-fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>) {
+/// Applies changes in order: as a replay of the store does (`fold` false:
+/// writes go to the file their key is bound to), or as a process folds
+/// its own flushed records into its view (writes go to the file it knew).
+fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>, fold: bool) {
     for change in changes {
         match change {
-            Change::Create(name) => {
-                files.insert(name, Vec::new());
+            Change::Create { name, made, key } => {
+                let id = *files.names.entry(name).or_insert(made);
+                files.data.insert(id, Vec::new());
+                files.bound.insert(key, id);
             }
-            Change::Write(name, offset, bytes) => {
-                if let Some(data) = files.get_mut(&name) {
+            Change::Open { name, key } => match files.names.get(&name) {
+                Some(&id) => {
+                    files.bound.insert(key, id);
+                }
+                None => {
+                    files.bound.remove(&key);
+                }
+            },
+            Change::Write { key, file, offset, bytes } => {
+                let id = if fold { Some(file) } else { files.bound.get(&key).copied() };
+                if let Some(data) = id.and_then(|id| files.data.get_mut(&id)) {
                     let end = offset as usize + bytes.len();
                     if data.len() < end {
                         data.resize(end, 0);
@@ -740,16 +873,21 @@ fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>) {
                 }
             }
             Change::Truncate(name, size) => {
-                if let Some(data) = files.get_mut(&name) {
+                if let Some(data) = files.names.get(&name).and_then(|id| files.data.get_mut(id)) {
                     data.resize(size as usize, 0);
                 }
             }
             Change::Delete(name) => {
-                files.remove(&name);
+                if let Some(id) = files.names.remove(&name) {
+                    files.data.remove(&id);
+                }
             }
             Change::Rename(from, to) => {
-                if let Some(data) = files.remove(&from) {
-                    files.insert(to, data);
+                if let Some(id) = files.names.remove(&from)
+                    && let Some(replaced) = files.names.insert(to, id)
+                    && replaced != id
+                {
+                    files.data.remove(&replaced);
                 }
             }
         }
@@ -760,8 +898,8 @@ impl Model {
     fn store_state(&self) -> Files {
         let mut flushed = self.flushed.clone();
         flushed.sort_by_key(|(time, _)| *time);
-        let mut files = Files::new();
-        apply_changes(&mut files, flushed.into_iter().map(|(_, change)| change));
+        let mut files = Files::default();
+        apply_changes(&mut files, flushed.into_iter().map(|(_, change)| change), false);
         files
     }
 
@@ -773,21 +911,57 @@ impl Model {
         self.processes[process].view.as_ref().expect("loaded above")
     }
 
-    fn exists(&mut self, process: usize, name: &str) -> bool {
+    /// The file `name` denotes to `process` (loading its view if need be).
+    fn identity(&mut self, process: usize, name: &str) -> Option<u64> {
         match self.processes[process].known.get(name) {
-            Some(&exists) => exists,
-            None => self.view(process).contains_key(name),
+            Some(&known) => known,
+            None => self.view(process).names.get(name).copied(),
         }
     }
 
-    fn record(&mut self, process: usize, change: Change, effects: &[(&str, bool)]) {
+    fn record(&mut self, process: usize, change: Change) {
         self.time += 1;
         let time = self.time;
+        self.processes[process].pending.push((time, change));
+    }
+
+    fn know(&mut self, process: usize, name: &str, file: Option<u64>) {
+        self.processes[process].known.insert(name.to_owned(), file);
+    }
+
+    /// A create as the engine makes it: over a name the process knows
+    /// without loading a view, that file; else a new one.
+    fn create(&mut self, process: usize, writer: u64, name: &str) {
         let state = &mut self.processes[process];
-        state.pending.push((time, change));
-        for (name, exists) in effects {
-            state.known.insert((*name).to_owned(), *exists);
-        }
+        let existing = match state.known.get(name) {
+            Some(&known) => known,
+            None => state.view.as_ref().and_then(|view| view.names.get(name).copied()),
+        };
+        let made = self.time + 1;
+        let id = existing.unwrap_or(made);
+        let session = state.sessions.entry(writer).or_default();
+        let fid = match session.fids.get(&id) {
+            Some(&fid) if session.names[fid as usize] == name => fid,
+            _ => session.new_fid(name, id),
+        };
+        self.record(process, Change::Create { name: name.to_owned(), made, key: (process, writer, fid) });
+        self.know(process, name, Some(id));
+    }
+
+    /// A write as the engine makes it: through the session's key for the
+    /// file the name denotes now, bound by an open record the first time.
+    fn write(&mut self, process: usize, writer: u64, name: &str, id: u64, offset: u64, bytes: Vec<u8>) {
+        let session = self.processes[process].sessions.entry(writer).or_default();
+        let fid = match session.fids.get(&id) {
+            Some(&fid) => fid,
+            None => {
+                let fid = session.new_fid(name, id);
+                self.record(process, Change::Open { name: name.to_owned(), key: (process, writer, fid) });
+                fid
+            }
+        };
+        let key = (process, writer, fid);
+        self.record(process, Change::Write { key, file: id, offset, bytes });
     }
 }
 
@@ -808,30 +982,31 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
         match op {
             Op::Create { process, writer, name } => {
                 engines[process].create(&d, NAMES[name], writer).unwrap();
-                model.record(process, Change::Create(NAMES[name].into()), &[(NAMES[name], true)]);
+                model.create(process, writer, NAMES[name]);
             }
             Op::Write { process, writer, name, offset, length, seed } => {
                 let bytes: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
                 let result = engines[process].write(&d, NAMES[name], writer, offset, &bytes);
-                if model.exists(process, NAMES[name]) {
-                    result.unwrap();
-                    model.record(process, Change::Write(NAMES[name].into(), offset, bytes), &[]);
-                } else {
-                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                match model.identity(process, NAMES[name]) {
+                    Some(id) => {
+                        result.unwrap();
+                        model.write(process, writer, NAMES[name], id, offset, bytes);
+                    }
+                    None => prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound),
                 }
             }
             Op::Truncate { process, writer, name, size } => {
                 let result = engines[process].truncate(&d, NAMES[name], writer, size);
-                if model.exists(process, NAMES[name]) {
+                if model.identity(process, NAMES[name]).is_some() {
                     result.unwrap();
-                    model.record(process, Change::Truncate(NAMES[name].into(), size), &[]);
+                    model.record(process, Change::Truncate(NAMES[name].into(), size));
                 } else {
                     prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
                 }
             }
             Op::Utime { process, writer, name } => {
                 let result = engines[process].utime(&d, NAMES[name], writer, 1, 2);
-                if model.exists(process, NAMES[name]) {
+                if model.identity(process, NAMES[name]).is_some() {
                     result.unwrap();
                     // Times are checked elsewhere; here it only takes a stamp.
                     model.time += 1;
@@ -841,21 +1016,24 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
             }
             Op::Unlink { process, writer, name } => {
                 let result = engines[process].unlink(&d, NAMES[name], writer);
-                if model.exists(process, NAMES[name]) {
+                if model.identity(process, NAMES[name]).is_some() {
                     result.unwrap();
-                    model.record(process, Change::Delete(NAMES[name].into()), &[(NAMES[name], false)]);
+                    model.record(process, Change::Delete(NAMES[name].into()));
+                    model.know(process, NAMES[name], None);
                 } else {
                     prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
                 }
             }
             Op::Rename { process, writer, from, to } => {
                 let result = engines[process].rename(&d, NAMES[from], NAMES[to], writer);
-                if model.exists(process, NAMES[from]) {
-                    result.unwrap();
-                    let change = Change::Rename(NAMES[from].into(), NAMES[to].into());
-                    model.record(process, change, &[(NAMES[from], false), (NAMES[to], true)]);
-                } else {
-                    prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                match model.identity(process, NAMES[from]) {
+                    Some(id) => {
+                        result.unwrap();
+                        model.record(process, Change::Rename(NAMES[from].into(), NAMES[to].into()));
+                        model.know(process, NAMES[from], None);
+                        model.know(process, NAMES[to], Some(id));
+                    }
+                    None => prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound),
                 }
             }
             Op::Flush { process } => {
@@ -866,7 +1044,7 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
                 // The process's own records are folded into its view (if it
                 // has one) in their order; others' stay unseen.
                 if let Some(view) = &mut state.view {
-                    apply_changes(view, pending.iter().map(|(_, change)| change.clone()));
+                    apply_changes(view, pending.iter().map(|(_, change)| change.clone()), true);
                 }
                 model.flushed.extend(pending);
             }
@@ -887,7 +1065,7 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
                 }
             }
             Op::List { process } => {
-                let expected: Vec<String> = model.view(process).keys().cloned().collect();
+                let expected = model.view(process).listing();
                 prop_assert_eq!(engines[process].list(&d).unwrap(), expected);
             }
         }
@@ -902,9 +1080,9 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
     }
     let fresh = SmallFileStore::new(stores, options(&stamper)).unwrap();
     let expected = model.store_state();
-    prop_assert_eq!(fresh.list(&d).unwrap(), expected.keys().cloned().collect::<Vec<_>>());
-    for (name, bytes) in expected {
-        prop_assert_eq!(read_all(&fresh, &d, &name).unwrap(), bytes);
+    prop_assert_eq!(fresh.list(&d).unwrap(), expected.listing());
+    for name in expected.listing() {
+        prop_assert_eq!(&read_all(&fresh, &d, &name).unwrap(), expected.get(&name).unwrap());
     }
     Ok(())
 }

@@ -1,6 +1,16 @@
 //! A reader's view of one directory container: every writer session's name
 //! and index log, loaded from every backend and replayed in stamp order into
 //! a map of names to files.
+//!
+//! A file has an identity apart from its name, as an inode does: the create
+//! record that made it. A session's create and open records bind its file
+//! ids to the file the name denotes at that point of the replay, and its
+//! index entries land in that file wherever renames have taken it since:
+//! what a process writes after another process renamed the file it is
+//! writing lands in the file under its new name (a logrotate), not in
+//! nothing. A write to a file that is gone (removed, or replaced by a
+//! rename) is an orphan, as a write through a descriptor of an unlinked
+//! file is lost on a local file system.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,6 +48,32 @@ struct Extent {
     length: u64,
     session: u32,
     physical: u64,
+}
+
+/// Which file a name denotes: the stamp of the create record that made it
+/// and the session that wrote that record ([`origin`]). Stable across loads,
+/// so a writer can compare what it bound with a later view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    stamp: u64,
+    origin: u64,
+}
+
+impl FileId {
+    /// The file a create record of stamp `stamp` in the session whose data
+    /// log is `data` makes.
+    pub fn created(stamp: u64, data: &StorePath) -> FileId {
+        FileId { stamp, origin: origin(data) }
+    }
+}
+
+/// A session's part of a [`FileId`]: a hash of its data log's path (stamps
+/// are unique within a process, the path tells processes apart).
+fn origin(data: &StorePath) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    data.as_str().hash(&mut hasher);
+    hasher.finish()
 }
 
 #[derive(Debug, Clone)]
@@ -85,7 +121,9 @@ pub struct DirView {
     sessions: Vec<Session>,
     /// Position in `sessions` of each session's data log.
     session_of: HashMap<StorePath, u32>,
-    files: BTreeMap<String, FileState>,
+    /// Each name and the file it denotes.
+    files: BTreeMap<String, FileId>,
+    states: HashMap<FileId, FileState>,
     torn_tails: Vec<TornTailReport>,
     /// Index entries whose name did not exist at their stamp (written to a
     /// file deleted meanwhile by another process, or whose name record was
@@ -142,6 +180,7 @@ impl DirView {
             sessions: Vec::new(),
             session_of: HashMap::new(),
             files: BTreeMap::new(),
+            states: HashMap::new(),
             torn_tails: Vec::new(),
             orphan_writes: 0,
             newest_stamp: 0,
@@ -251,11 +290,33 @@ impl DirView {
             fid_names.push(table);
         }
         events.sort_unstable_by_key(|(key, _)| *key);
+        let origins: Vec<u64> = self.sessions.iter().map(|session| origin(&session.data)).collect();
+        // What each session's file ids stand for at this point of the replay.
+        let mut bound: HashMap<(usize, u64), FileId> = HashMap::new();
         for ((_, session, _, _), event) in events {
             match event {
-                Event::Name(record) => self.apply_name(record),
+                Event::Name(record) => {
+                    let origin = origins[session];
+                    match record {
+                        NameRecord::Create { fid, .. } => {
+                            bound.insert((session, *fid), self.apply_create(record, origin));
+                        }
+                        NameRecord::Open { fid, name, stamp } => {
+                            self.newest_stamp = self.newest_stamp.max(*stamp);
+                            match self.files.get(name) {
+                                Some(&id) => bound.insert((session, *fid), id),
+                                None => bound.remove(&(session, *fid)),
+                            };
+                        }
+                        _ => self.apply_name(record, origin),
+                    }
+                }
                 Event::Write(entry) => {
-                    self.apply_write(session as u32, fid_names[session].get(&entry.fid).copied(), entry)
+                    // The table checked that the fid was named; it may name
+                    // a file gone since.
+                    let id =
+                        fid_names[session].get(&entry.fid).and(bound.get(&(session, entry.fid)).copied());
+                    self.apply_write(session as u32, id, entry);
                 }
             }
         }
@@ -319,30 +380,31 @@ impl DirView {
     }
 
     /// Applies one of this process's own name records after its flush, as a
-    /// reload would (the caller folds them in stamp order). Other
-    /// processes' records flushed since the load stay invisible until the
-    /// view is reloaded: this is what keeps an unlink O(1) instead of a
-    /// reload of every name log.
-    pub fn fold_name(&mut self, record: &NameRecord) {
-        self.apply_name(record);
+    /// reload would (the caller folds them in stamp order); `data` is the
+    /// data log of the session that wrote it. Other processes' records
+    /// flushed since the load stay invisible until the view is reloaded:
+    /// this is what keeps an unlink O(1) instead of a reload of every name
+    /// log.
+    pub fn fold_name(&mut self, data: &StorePath, record: &NameRecord) {
+        self.apply_name(record, origin(data));
     }
 
     /// Applies one of this process's own index entries after its flush.
-    /// `data` is the session's data log on `backend`; `name` is what the
-    /// entry's fid stands for in that session.
-    pub fn fold_write(&mut self, backend: usize, data: &StorePath, name: &str, entry: &IndexEntry) {
+    /// `data` is the session's data log on `backend`; `file` is the file
+    /// the entry's fid is bound to.
+    pub fn fold_write(&mut self, backend: usize, data: &StorePath, file: FileId, entry: &IndexEntry) {
         let session = self.add_session(backend, data.clone());
         // A handle opened before these bytes were appended may not see them
         // on every store (some snapshot the object's length at open).
         self.handles.lock().unwrap_or_else(PoisonError::into_inner).remove(&session);
-        self.apply_write(session, Some(name), entry);
+        self.apply_write(session, Some(file), entry);
     }
 
-    /// Adds a write to the file `name` names at this point of the replay;
-    /// an orphan if there is none (or the fid named nothing).
-    fn apply_write(&mut self, session: u32, name: Option<&str>, entry: &IndexEntry) {
+    /// Adds a write to the file `id`; an orphan if it is gone (or the fid
+    /// named nothing).
+    fn apply_write(&mut self, session: u32, id: Option<FileId>, entry: &IndexEntry) {
         self.newest_stamp = self.newest_stamp.max(entry.stamp);
-        let Some(file) = name.and_then(|name| self.files.get_mut(name)) else {
+        let Some(file) = id.and_then(|id| self.states.get_mut(&id)) else {
             self.orphan_writes += 1;
             return;
         };
@@ -354,39 +416,75 @@ impl DirView {
         file.stat.ctime_ns = entry.stamp;
     }
 
-    fn apply_name(&mut self, record: &NameRecord) {
+    /// A create: a new empty file, or, over an existing name, that file
+    /// emptied (O_CREAT | O_TRUNC keeps the inode, so its other writers
+    /// keep writing to it). Returns the file.
+    fn apply_create(&mut self, record: &NameRecord, origin: u64) -> FileId {
+        let NameRecord::Create { stamp, name, .. } = record else { unreachable!("a create record") };
+        self.newest_stamp = self.newest_stamp.max(*stamp);
+        let id = match self.files.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = FileId { stamp: *stamp, origin };
+                self.files.insert(name.clone(), id);
+                id
+            }
+        };
+        self.states.insert(id, FileState::new(*stamp));
+        id
+    }
+
+    fn apply_name(&mut self, record: &NameRecord, origin: u64) {
         self.newest_stamp = self.newest_stamp.max(record.stamp());
         match record {
-            NameRecord::Create { stamp, name, .. } => {
-                self.files.insert(name.clone(), FileState::new(*stamp));
+            NameRecord::Create { .. } => {
+                self.apply_create(record, origin);
             }
             NameRecord::Open { .. } => {}
             NameRecord::Delete { name, .. } => {
-                self.files.remove(name);
+                if let Some(id) = self.files.remove(name) {
+                    self.states.remove(&id);
+                }
             }
             NameRecord::Rename { stamp, from, to } => {
-                if let Some(mut file) = self.files.remove(from) {
-                    file.stat.ctime_ns = *stamp;
-                    self.files.insert(to.clone(), file);
+                if let Some(id) = self.files.remove(from) {
+                    if let Some(replaced) = self.files.insert(to.clone(), id)
+                        && replaced != id
+                    {
+                        self.states.remove(&replaced);
+                    }
+                    if let Some(file) = self.states.get_mut(&id) {
+                        file.stat.ctime_ns = *stamp;
+                    }
                 }
             }
             NameRecord::Utime { stamp, atime_ns, mtime_ns, name } => {
-                if let Some(file) = self.files.get_mut(name) {
+                if let Some(file) = self.state_mut(name) {
                     file.stat.atime_ns = *atime_ns;
                     file.stat.mtime_ns = *mtime_ns;
                     file.stat.ctime_ns = *stamp;
                 }
             }
             NameRecord::Truncate { stamp, size, name } => {
-                if let Some(file) = self.files.get_mut(name) {
+                if let Some(file) = self.state_mut(name) {
                     file.truncate(*size, *stamp);
                 }
             }
         }
     }
 
-    pub fn contains(&self, name: &str) -> bool {
-        self.files.contains_key(name)
+    fn state_mut(&mut self, name: &str) -> Option<&mut FileState> {
+        let id = self.files.get(name)?;
+        self.states.get_mut(id)
+    }
+
+    fn state(&self, name: &str) -> Option<&FileState> {
+        self.states.get(self.files.get(name)?)
+    }
+
+    /// The file `name` denotes in this view.
+    pub fn identity(&self, name: &str) -> Option<FileId> {
+        self.files.get(name).copied()
     }
 
     /// Names in byte order.
@@ -395,7 +493,7 @@ impl DirView {
     }
 
     pub fn stat(&self, name: &str) -> Option<FileStat> {
-        self.files.get(name).map(|file| file.stat)
+        self.state(name).map(|file| file.stat)
     }
 
     #[cfg(test)]
@@ -415,7 +513,7 @@ impl DirView {
     /// Reads up to `buf.len()` bytes at `offset`; short only at end of file.
     /// Bytes no write covers read as zeros.
     pub fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
-        let Some(file) = self.files.get(name) else { return Ok(None) };
+        let Some(file) = self.state(name) else { return Ok(None) };
         if offset >= file.stat.size {
             return Ok(Some(0));
         }
