@@ -2756,3 +2756,19 @@ fn relative_paths_leaving_the_mount_from_inside_it_resolve_logically() {
         assert!(top.join("made").is_dir(), "{workload}");
     }
 }
+
+/// nftw and ftw (FTW_PHYS, FTW_DEPTH, FTW_ACTIONRETVAL's skips and stop,
+/// FTW_CHDIR from a relative path in a working directory inside the mount,
+/// a missing top) list what they list in a plain directory, on every
+/// workload. Before, glibc's walk (its own internal opens and stats)
+/// failed with ENOENT on a plfs path, and from a working directory inside
+/// the mount it walked the backend directory: containers and their logs.
+#[test]
+fn nftw_and_ftw_walk_plfs_directories_as_plain_ones() {
+    let setup = Setup::new();
+    let program = compile(&setup, "tree_walk", include_str!("programs/tree_walk.c"));
+    let plain = same_transcript_as_plain(s(&program), &[], unchanged, |_, _, _| {});
+    assert!(plain.contains("depth order violations: 0\n"), "{plain}");
+    assert!(plain.contains("entries not in the working directory: 0\n"), "{plain}");
+    assert!(plain.contains("nftw stop -> 1\n"), "{plain}");
+}

@@ -21,6 +21,7 @@
 //! - `meta`: stat family, statx, unlink, rename, mkdir, access, statvfs, …
 //! - `attrs`: chmod, chown and the utime family (path, *at, descriptor).
 //! - `dirs`: opendir, readdir, closedir, fdopendir, dirfd.
+//! - `walk`: nftw and ftw over plfs directories.
 //! - `links`: readlink, symlink, link and realpath (plfs keeps no links).
 //! - `stdio`: fopen, fdopen (fopencookie streams), freopen.
 //! - `temp`: mkstemp and its kin.
@@ -54,5 +55,6 @@ mod reserve;
 mod stdio;
 mod temp;
 mod umask;
+mod walk;
 mod writer;
 mod xattrs;

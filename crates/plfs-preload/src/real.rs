@@ -133,6 +133,10 @@ real_functions! {
     getcwd: unsafe extern "C" fn(*mut c_char, size_t) -> *mut c_char;
     __getcwd_chk: unsafe extern "C" fn(*mut c_char, size_t, size_t) -> *mut c_char;
     get_current_dir_name: unsafe extern "C" fn() -> *mut c_char;
+    nftw: unsafe extern "C" fn(*const c_char, crate::walk::NftwCallback, c_int, c_int) -> c_int;
+    nftw64: unsafe extern "C" fn(*const c_char, crate::walk::NftwCallback, c_int, c_int) -> c_int;
+    ftw: unsafe extern "C" fn(*const c_char, crate::walk::FtwCallback, c_int) -> c_int;
+    ftw64: unsafe extern "C" fn(*const c_char, crate::walk::FtwCallback, c_int) -> c_int;
     realpath: unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_char;
     canonicalize_file_name: unsafe extern "C" fn(*const c_char) -> *mut c_char;
     __realpath_chk: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
