@@ -268,56 +268,40 @@ fn walk(path: *const c_char, callback: Callback, flags: c_int) -> Option<c_int> 
     Some(result)
 }
 
-/// # Safety
-/// The nftw(3) contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn nftw(
-    path: *const c_char,
-    callback: NftwCallback,
-    open_max: c_int,
-    flags: c_int,
-) -> c_int {
-    if let Some(result) = walk(path, Callback::New(callback), flags) {
-        return result;
-    }
-    // SAFETY: forwarded unchanged.
-    unsafe { crate::real::nftw()(path, callback, open_max, flags) }
+macro_rules! walks {
+    ($name:ident, $callback:ty, $wrap:path, $contract:literal) => {
+        /// # Safety
+        #[doc = $contract]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            path: *const c_char,
+            callback: $callback,
+            open_max: c_int,
+            flags: c_int,
+        ) -> c_int {
+            if let Some(result) = walk(path, $wrap(callback), flags) {
+                return result;
+            }
+            // SAFETY: forwarded unchanged.
+            unsafe { crate::real::$name()(path, callback, open_max, flags) }
+        }
+    };
+    ($name:ident, $callback:ty, $wrap:path, $contract:literal, no_flags) => {
+        /// # Safety
+        #[doc = $contract]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, callback: $callback, open_max: c_int) -> c_int {
+            if let Some(result) = walk(path, $wrap(callback), 0) {
+                return result;
+            }
+            // SAFETY: forwarded unchanged.
+            unsafe { crate::real::$name()(path, callback, open_max) }
+        }
+    };
 }
 
-/// # Safety
-/// The nftw64(3) contract (stat64 is stat here).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn nftw64(
-    path: *const c_char,
-    callback: NftwCallback,
-    open_max: c_int,
-    flags: c_int,
-) -> c_int {
-    if let Some(result) = walk(path, Callback::New(callback), flags) {
-        return result;
-    }
-    // SAFETY: forwarded unchanged.
-    unsafe { crate::real::nftw64()(path, callback, open_max, flags) }
-}
-
-/// # Safety
-/// The ftw(3) contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ftw(path: *const c_char, callback: FtwCallback, open_max: c_int) -> c_int {
-    if let Some(result) = walk(path, Callback::Old(callback), 0) {
-        return result;
-    }
-    // SAFETY: forwarded unchanged.
-    unsafe { crate::real::ftw()(path, callback, open_max) }
-}
-
-/// # Safety
-/// The ftw64(3) contract (stat64 is stat here).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ftw64(path: *const c_char, callback: FtwCallback, open_max: c_int) -> c_int {
-    if let Some(result) = walk(path, Callback::Old(callback), 0) {
-        return result;
-    }
-    // SAFETY: forwarded unchanged.
-    unsafe { crate::real::ftw64()(path, callback, open_max) }
-}
+// stat64 is stat on the 64-bit targets this builds for (see posix.rs).
+walks!(nftw, NftwCallback, Callback::New, "The nftw(3) contract.");
+walks!(nftw64, NftwCallback, Callback::New, "The nftw(3) contract.");
+walks!(ftw, FtwCallback, Callback::Old, "The ftw(3) contract.", no_flags);
+walks!(ftw64, FtwCallback, Callback::Old, "The ftw(3) contract.", no_flags);
