@@ -168,10 +168,7 @@ impl LibcPath {
         }
         // SAFETY: as above.
         let written = unsafe { CStr::from_ptr(path) }.to_bytes();
-        let mut joined = cwd::current()?;
-        joined.push(b'/');
-        joined.extend_from_slice(written);
-        CString::new(normalise(&joined)).ok()
+        CString::new(absolute(libc::AT_FDCWD, written)?).ok()
     }
 
     pub fn as_ptr(&self) -> *const c_char {
