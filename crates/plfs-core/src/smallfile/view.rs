@@ -272,8 +272,9 @@ impl DirView {
     /// between hosts, deterministically.
     fn replay(&mut self, logs: &[(Vec<NameRecord>, Vec<IndexEntry>)]) -> Result<()> {
         let mut events: Vec<((u64, usize, u8, usize), Event<'_>)> = Vec::new();
-        let mut fid_names: Vec<HashMap<u64, &str>> = Vec::with_capacity(logs.len());
         for (session, (names, index)) in logs.iter().enumerate() {
+            // A fid names one file in its session (checked here; replay
+            // binds it as the records come).
             let mut table = HashMap::new();
             for (position, record) in names.iter().enumerate() {
                 if let NameRecord::Create { fid, name, .. } | NameRecord::Open { fid, name, .. } = record
@@ -287,7 +288,6 @@ impl DirView {
             for (position, entry) in index.iter().enumerate() {
                 events.push(((entry.stamp, session, 1, position), Event::Write(entry)));
             }
-            fid_names.push(table);
         }
         events.sort_unstable_by_key(|(key, _)| *key);
         let origins: Vec<u64> = self.sessions.iter().map(|session| origin(&session.data)).collect();
@@ -312,10 +312,9 @@ impl DirView {
                     }
                 }
                 Event::Write(entry) => {
-                    // The table checked that the fid was named; it may name
-                    // a file gone since.
-                    let id =
-                        fid_names[session].get(&entry.fid).and(bound.get(&(session, entry.fid)).copied());
+                    // Unbound (never named, or named after it) or a file
+                    // gone since: an orphan.
+                    let id = bound.get(&(session, entry.fid)).copied();
                     self.apply_write(session as u32, id, entry);
                 }
             }
