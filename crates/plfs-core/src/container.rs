@@ -73,42 +73,62 @@ fn lookup_entry(mount: &MountState, path: &StorePath) -> Result<Lookup> {
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
     // The store's own error already names its url and the path.
-    let metadata = store.metadata(path)?;
-    match metadata.kind {
-        EntryKind::Symlink => Ok(Lookup::Symlink(metadata)),
-        EntryKind::File => Err(Error::corrupt(format!(
-            "{}: {path} is a plain file where plfs expects a container or directory",
-            store.url()
-        ))),
-        EntryKind::Directory => match store.read_all(&paths.access()) {
-            Ok(bytes) => match AccessRecord::decode(&bytes) {
-                Ok(access) => Ok(Lookup::File(access)),
-                // A user's symlink named "access" in a logical directory.
-                Err(_) if store.metadata(&paths.access())?.kind != EntryKind::File => {
-                    Ok(Lookup::Directory(metadata))
-                }
-                // A crash before the file's first sync can cut it (creation
-                // does not sync it), so say how to rebuild it.
-                Err(error) => Err(error.context(format!(
-                    "{}: {} (`plfs recover --fix /{path}` rebuilds it)",
-                    store.url(),
-                    paths.access()
-                ))),
-            },
+    let mut metadata = store.metadata(path)?;
+    // A directory whose access file is missing may be a container that
+    // another process unlinked or renamed away (one rename each) between
+    // the two reads, or one that replaced another: the entry is read again
+    // after the miss, and only a second miss in a row makes it a directory
+    // (or a container that lost its access file). A lookup then answers
+    // with what was at the name at some point during it, never with a
+    // directory that was a file throughout.
+    let mut missed = false;
+    loop {
+        match metadata.kind {
+            EntryKind::Symlink => return Ok(Lookup::Symlink(metadata)),
+            EntryKind::File => {
+                return Err(Error::corrupt(format!(
+                    "{}: {path} is a plain file where plfs expects a container or directory",
+                    store.url()
+                )));
+            }
+            EntryKind::Directory => {}
+        }
+        match store.read_all(&paths.access()) {
+            Ok(bytes) => {
+                return match AccessRecord::decode(&bytes) {
+                    Ok(access) => Ok(Lookup::File(access)),
+                    // A user's symlink named "access" in a logical directory.
+                    Err(_) if store.metadata(&paths.access())?.kind != EntryKind::File => {
+                        Ok(Lookup::Directory(metadata))
+                    }
+                    // A crash before the file's first sync can cut it (creation
+                    // does not sync it), so say how to rebuild it.
+                    Err(error) => Err(error.context(format!(
+                        "{}: {} (`plfs recover --fix /{path}` rebuilds it)",
+                        store.url(),
+                        paths.access()
+                    ))),
+                };
+            }
+            Err(error) if error.kind() == ErrorKind::NotFound && !missed => {
+                missed = true;
+                // NotFound now: the file went (unlink, rename away).
+                metadata = store.metadata(path)?;
+            }
             Err(error) if error.kind() == ErrorKind::NotFound && lost_access_file(store, &paths)? => {
-                Err(Error::corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "{}: {path} is a file whose container has lost its access file \
                      (its logs are kept; `plfs recover --fix /{path}` rebuilds it)",
                     store.url()
-                )))
+                )));
             }
             // NotFound: a logical directory. IsADirectory: a logical directory
             // holding a user's file (a container) named "access".
             Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::IsADirectory) => {
-                Ok(Lookup::Directory(metadata))
+                return Ok(Lookup::Directory(metadata));
             }
-            Err(error) => Err(error),
-        },
+            Err(error) => return Err(error),
+        }
     }
 }
 

@@ -2616,3 +2616,115 @@ fn a_writer_closing_during_a_readers_load_is_not_taken_for_damage() {
         assert_eq!(read_all(&again), [7u8; 16], "the next open sees the closed writer's bytes");
     }
 }
+
+/// A lookup reads a container's directory entry, then its access file. A
+/// file unlinked or renamed away by another process between the two
+/// looked like a logical directory that had no access file: the churn test
+/// met it through FUSE, whose kernel then failed an open(2) of a published
+/// name with EIO. Another process now acts right after each metadata call
+/// on the name; a lookup answers with the state before or after, never a
+/// directory.
+#[test]
+fn a_file_removed_or_replaced_during_a_lookup_is_never_a_directory() {
+    use crate::store::hooked::{HookedStore, Hooks};
+    use std::sync::Mutex;
+
+    type Action = Box<dyn FnOnce() + Send>;
+    /// Runs the armed action once, right after the metadata call on `f`
+    /// that `skip` calls before it do not reach.
+    struct AfterMetadata {
+        armed: Mutex<(usize, Option<Action>)>,
+    }
+    impl Hooks for AfterMetadata {
+        fn after_metadata(&self, path: &StorePath) {
+            if path.to_string() == "f" {
+                let action = {
+                    let mut armed = self.armed.lock().unwrap();
+                    match armed.0.checked_sub(1) {
+                        Some(left) => {
+                            armed.0 = left;
+                            None
+                        }
+                        None => armed.1.take(),
+                    }
+                };
+                if let Some(action) = action {
+                    action();
+                }
+            }
+        }
+    }
+    let inner = memory_stores(3);
+    let hooks = Arc::new(AfterMetadata { armed: Mutex::new((0, None)) });
+    let stores: Vec<SharedStore> = inner
+        .iter()
+        .map(|inner| Arc::new(HookedStore { inner: inner.clone(), hooks: hooks.clone() }) as SharedStore)
+        .collect();
+    let looking = mount_over(&stores, options(1));
+    let other = Arc::new(mount_over(&inner, options(2)));
+    // A closed file's stat reads its closed summary and no more; one still
+    // open for writing (no summary) is looked up.
+    let writing = Mutex::new(Vec::new());
+    let write = |path: &str, byte: u8, keep_open: bool| {
+        let handle = other.open(path, OpenFlags::WRONLY.create().truncate(), 0o644, 2).unwrap();
+        handle.write(&[byte; 64], 0).unwrap();
+        if keep_open {
+            writing.lock().unwrap().push(handle);
+        } else {
+            handle.close().unwrap();
+        }
+    };
+    let arm = |skip: usize, action: Action| *hooks.armed.lock().unwrap() = (skip, Some(action));
+    // Whether the armed action ran; disarms it.
+    let ran = || hooks.armed.lock().unwrap().1.take().is_none();
+    type Look = fn(&Plfs) -> Result<FileKind>;
+    let looks: [(&str, Look); 2] = [
+        ("stat", |plfs| plfs.stat("/f").map(|attr| attr.kind)),
+        ("open", |plfs| {
+            plfs.open("/f", OpenFlags::RDONLY, 0, 1).map(|handle| {
+                handle.close().unwrap();
+                FileKind::File
+            })
+        }),
+    ];
+    let mut acted = 0;
+    for ((what, look), keep_open) in looks.into_iter().flat_map(|look| [(look, false), (look, true)]) {
+        for skip in 0..4 {
+            let what = format!("{what} (after metadata call {}, kept open: {keep_open})", skip + 1);
+            let write = |path: &str, byte: u8| write(path, byte, keep_open);
+            for handle in writing.lock().unwrap().drain(..) {
+                handle.close().unwrap();
+            }
+            write("/f", 1);
+            let remover = other.clone();
+            arm(skip, Box::new(move || remover.unlink("/f").unwrap()));
+            let result = look(&looking);
+            if !ran() {
+                assert_eq!(result.unwrap(), FileKind::File, "{what}");
+                other.unlink("/f").unwrap();
+                continue;
+            }
+            acted += 1;
+            let error = result.expect_err(&format!("{what} of a file unlinked during it"));
+            assert_eq!(error.kind(), ErrorKind::NotFound, "{what}: {error}");
+
+            write("/f", 1);
+            write("/g", 2);
+            let renamer = other.clone();
+            arm(skip, Box::new(move || renamer.rename("/g", "/f").unwrap()));
+            assert_eq!(look(&looking).unwrap(), FileKind::File, "{what} of a file replaced during it");
+            assert!(ran(), "{what}");
+
+            let renamer = other.clone();
+            arm(skip, Box::new(move || renamer.rename("/f", "/h").unwrap()));
+            let error = look(&looking).expect_err(&format!("{what} of a file renamed away during it"));
+            assert_eq!(error.kind(), ErrorKind::NotFound, "{what}: {error}");
+            assert!(ran(), "{what}");
+            other.unlink("/h").unwrap();
+        }
+    }
+    for handle in writing.lock().unwrap().drain(..) {
+        handle.close().unwrap();
+    }
+    assert!(acted >= 4, "the other process acted during {acted} lookups");
+}

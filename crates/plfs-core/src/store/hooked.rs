@@ -27,6 +27,8 @@ pub trait Hooks: Send + Sync {
     }
     /// Runs after a listing of `path` was taken, before the caller sees it.
     fn after_list(&self, _path: &StorePath) {}
+    /// Runs after the metadata of `path` was taken, before the caller sees it.
+    fn after_metadata(&self, _path: &StorePath) {}
 }
 
 /// Hooks made of two closures, run before each append and each sync.
@@ -132,7 +134,9 @@ impl Store for HookedStore {
         listed
     }
     fn metadata(&self, path: &StorePath) -> Result<Metadata> {
-        self.inner.metadata(path)
+        let metadata = self.inner.metadata(path);
+        self.hooks.after_metadata(path);
+        metadata
     }
     fn remove_file(&self, path: &StorePath) -> Result<()> {
         self.inner.remove_file(path)
