@@ -146,7 +146,10 @@ pub(crate) fn open(
     writer: WriterId,
 ) -> Result<SmallFile> {
     let (dir, name) = split(logical)?;
-    if layout::is_reserved(name) {
+    // A hidden name is the façade's, for a file unlinked while open: an
+    // interface opens it again (FUSE, for an open(2) that reached the
+    // file before its unlink), but nothing creates one.
+    if layout::is_reserved(name) && !(layout::is_removed(name) && !flags.create) {
         return Err(Error::invalid(format!(
             "/{logical}: names starting {} are plfs's",
             layout::RESERVED_PREFIX
