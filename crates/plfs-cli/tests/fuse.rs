@@ -402,6 +402,60 @@ fn rewinddir_lists_the_directory_again() {
     }
 }
 
+/// Two processes publish one name by rename and unlink it, three others
+/// open it over and over (`programs/open_race.c`): on a plain directory
+/// such an open finds a whole file or fails with ENOENT, and so it must
+/// through the mount, on every workload. Before, an open that reached the
+/// file just as it was unlinked failed with EIO (shared_file: a lookup took
+/// the vanishing container for a directory), ESTALE (the kernel retries
+/// that only once) or EINVAL (small_file refused to open the hidden name
+/// of a file unlinked while open); each within a few seconds.
+#[test]
+fn opens_racing_publication_and_unlink_find_a_whole_file_or_nothing() {
+    let _serial = serial();
+    let plain = plain_dir("plfs-harness-open-race.");
+    let source = plain.path().join("open_race.c");
+    fs::write(&source, include_str!("programs/open_race.c")).unwrap();
+    let program = plain.path().join("open_race");
+    run_ok(Command::new("cc").arg("-O1").arg("-o").arg(&program).arg(&source), MIN);
+    let race = |dir: &Path, seconds: &str| -> Vec<String> {
+        let spawn = |role: &str| {
+            Command::new(&program)
+                .arg(dir)
+                .arg(role)
+                .arg(seconds)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let children: Vec<_> = ["w", "w", "r", "r", "r"].into_iter().map(spawn).collect();
+        let mut problems = Vec::new();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(output.status.success(), "open_race: {}", describe(&output));
+            let counts = String::from_utf8_lossy(&output.stdout).into_owned();
+            if !counts.is_empty() && !counts.contains("errors=0 short=0") {
+                problems.push(format!(
+                    "{} ({})",
+                    counts.trim(),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+        }
+        problems
+    };
+    let work = plain.path().join("d");
+    fs::create_dir(&work).unwrap();
+    assert_eq!(race(&work, "2"), Vec::<String>::new(), "on a plain directory");
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let mount = PlfsMount::with_workload(workload, &[]);
+        let dir = mount.path("race");
+        fs::create_dir(&dir).unwrap();
+        assert_eq!(race(&dir, "6"), Vec::<String>::new(), "{workload}");
+    }
+}
+
 /// A file renamed and then unlinked while a descriptor holds it open (in
 /// the process that removes it, and in another one) reads, writes and
 /// fstats as on a plain directory, on every workload; nothing is left once

@@ -525,9 +525,19 @@ impl PlfsFs {
             Some(Located::Replaced { name, hidden }) => {
                 let of_file =
                     |path: &str| self.plfs.stat(path).ok().filter(|attr| attr.kind == FileKind::File);
-                let attr = hidden.as_deref().and_then(of_file).or_else(|| of_file(&name));
-                // Neither is a file any more: the kernel looks the name up again.
-                fuse_attr(ino, &attr.ok_or(Errno::ESTALE)?)
+                let attr = match hidden.as_deref().and_then(of_file) {
+                    Some(attr) => attr,
+                    None => match self.plfs.stat(&name) {
+                        Ok(attr) if attr.kind == FileKind::File => attr,
+                        // Nothing at the name: gone, as on a local file
+                        // system after the unlink (ESTALE, retried once by
+                        // the kernel, reached programs under churn).
+                        Err(error) if error.kind() == ErrorKind::NotFound => return Err(Errno::ENOENT),
+                        // Something else now: the kernel looks the name up again.
+                        _ => return Err(Errno::ESTALE),
+                    },
+                };
+                fuse_attr(ino, &attr)
             }
             _ => {
                 let path = self.path(ino)?;
@@ -728,7 +738,7 @@ impl PlfsFs {
         let path = self.child_path(parent, name)?;
         if self.hide_open_file(parent, name, &path)?.is_none() {
             self.core("unlink", &path, self.plfs.unlink(&path))?;
-            lock(&self.inodes).detach(parent, name);
+            lock(&self.inodes).unlinked(parent, name);
         }
         Ok(())
     }

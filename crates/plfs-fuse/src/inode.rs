@@ -44,6 +44,13 @@ struct Node {
     /// then an open(2) of that name still reaches this node; it must get
     /// the file now at the name (the new one), not the replaced one.
     replaced_at: Option<(INodeNo, String)>,
+    /// The name an unlink took from this file. An open(2) in a path walk
+    /// that began before the unlink's reply still reaches this node: while
+    /// the file lives on hidden (open here) it opens that; after, it gets
+    /// what is at the name now, and ENOENT when there is nothing (as after
+    /// the unlink on a local file system), not ESTALE, which the kernel
+    /// retries only once and churning programs then saw.
+    unlinked_from: Option<(INodeNo, String)>,
     /// The size the kernel last got for this node (in an entry or
     /// attributes); None until then.
     /// An open that finds another size tells the kernel its copy is stale.
@@ -60,6 +67,7 @@ impl Node {
             opens: 0,
             hidden: None,
             replaced_at: None,
+            unlinked_from: None,
             reported_size: None,
         }
     }
@@ -163,13 +171,24 @@ impl InodeTable {
         if node.link.is_some() || ino == ROOT {
             return self.path(ino).map(Located::Named);
         }
-        if let Some((parent, name)) = &node.replaced_at
-            && let Some(dir) = self.path(*parent)
-        {
-            let name = if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") };
+        let at_name = |(parent, name): &(INodeNo, String)| {
+            let dir = self.path(*parent)?;
+            Some(if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") })
+        };
+        if let Some(name) = node.replaced_at.as_ref().and_then(at_name) {
             return Some(Located::Replaced { name, hidden: node.hidden.clone() });
         }
-        node.hidden.clone().map(Located::Hidden)
+        if let Some(hidden) = &node.hidden {
+            return Some(Located::Hidden(hidden.clone()));
+        }
+        let name = node.unlinked_from.as_ref().and_then(at_name)?;
+        Some(Located::Replaced { name, hidden: None })
+    }
+
+    /// The name whose file an open of `ino` reaches, when it is not its own.
+    fn lost_name(&self, ino: INodeNo) -> Option<(INodeNo, String)> {
+        let node = self.nodes.get(&ino)?;
+        node.replaced_at.clone().or_else(|| node.unlinked_from.clone())
     }
 
     /// Counts an open of the file `ino` reaches (see [`locate`](Self::locate))
@@ -179,7 +198,7 @@ impl InodeTable {
     /// file open. Returns that node and where the file is.
     pub fn open(&mut self, ino: INodeNo) -> Option<(INodeNo, Located)> {
         let located = self.locate(ino)?;
-        let counted = match (&located, self.nodes.get(&ino).and_then(|node| node.replaced_at.clone())) {
+        let counted = match (&located, self.lost_name(ino)) {
             (Located::Replaced { .. }, Some((parent, name))) => {
                 // Something else now has the name (a directory): the
                 // kernel must look it up again rather than open it.
@@ -256,6 +275,18 @@ impl InodeTable {
         Some(ino)
     }
 
+    /// [`detach`](Self::detach) for the unlink of a file: the node keeps
+    /// the name it lost (see `Node::unlinked_from`).
+    pub fn unlinked(&mut self, parent: INodeNo, name: &str) -> Option<INodeNo> {
+        let ino = self.peek(parent, name)?;
+        if let Some(node) = self.nodes.get_mut(&ino)
+            && node.kind == FileKind::File
+        {
+            node.unlinked_from = Some((parent, name.to_owned()));
+        }
+        self.detach(parent, name)
+    }
+
     /// Takes `name` out of `parent` without collecting anything, so the
     /// caller can attach something else first.
     fn unlink_name(&mut self, parent: INodeNo, name: &str) -> Option<INodeNo> {
@@ -276,8 +307,7 @@ impl InodeTable {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.hidden = Some(hidden_path);
         }
-        self.detach(parent, name);
-        Some(ino)
+        self.unlinked(parent, name)
     }
 
     /// Marks the node that lost `name` in `parent` to a rename (see
@@ -304,6 +334,7 @@ impl InodeTable {
         let Some(node) = self.nodes.get_mut(&ino) else { return };
         node.hidden = None;
         node.replaced_at = None;
+        node.unlinked_from = None;
         node.link = Some(key.clone());
         self.names.insert(key, ino);
         if let Some(parent_node) = self.nodes.get_mut(&parent) {
@@ -524,11 +555,24 @@ mod tests {
         inodes.detach(d, "target");
         inodes.lookup(d, "target", FileKind::Directory).unwrap();
         assert_eq!(inodes.open(old), None);
-        // An unlinked open file is only its hidden path.
+        // An unlinked file reaches what is at its name now.
+        let gone = inodes.lookup(d, "unlinked", FileKind::File).unwrap();
+        assert_eq!(inodes.unlinked(d, "unlinked"), Some(gone));
+        assert_eq!(inodes.path(gone), None);
+        assert_eq!(
+            inodes.locate(gone),
+            Some(Located::Replaced { name: "/d/unlinked".to_owned(), hidden: None })
+        );
+        let successor = inodes.lookup(d, "unlinked", FileKind::File).unwrap();
+        assert_eq!(inodes.open(gone).map(|(counted, _)| counted), Some(successor));
+        // An unlinked open file is its hidden path while it lives on, then
+        // what is at its name.
         let gone = inodes.lookup(d, "gone", FileKind::File).unwrap();
         inodes.opened(gone);
         inodes.hide(d, "gone", "/d/.plfs-gone.2".to_owned());
         assert_eq!(inodes.locate(gone), Some(Located::Hidden("/d/.plfs-gone.2".to_owned())));
+        assert_eq!(inodes.released(gone).as_deref(), Some("/d/.plfs-gone.2"));
+        assert_eq!(inodes.locate(gone), Some(Located::Replaced { name: "/d/gone".to_owned(), hidden: None }));
     }
 
     #[test]
