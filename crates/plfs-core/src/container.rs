@@ -500,6 +500,9 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
     loop {
         let look = file_logs_once(mount, path)?;
         if look.complete {
+            if look.logs.is_empty() {
+                require_container(mount, path)?;
+            }
             return Ok(look.logs);
         }
         // `meta/` named other closed logs than at the last look: the file
@@ -517,6 +520,26 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
             return Ok(look.logs);
         }
         last_named = Some(look.closed);
+    }
+}
+
+/// Fails with `Stale` when no container is at `path`. A file without logs
+/// is empty only while its container exists; a reader that opened it and
+/// loads its index after another process unlinked it (or renamed it away)
+/// finds no logs either, and read 0 bytes of a whole file, silently.
+fn require_container(mount: &MountState, path: &StorePath) -> Result<()> {
+    let (backend, paths) = canonical(mount, path);
+    let store = mount.store(backend);
+    match store.metadata(&paths.access()) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == ErrorKind::NotFound => Err(Error::new(
+            ErrorKind::Stale,
+            format!(
+                "/{path}: the file is gone: another process unlinked it or renamed it away after it was \
+                 opened here, before its first read (open it again by name)"
+            ),
+        )),
+        Err(error) => Err(error.context(store.url().to_owned())),
     }
 }
 

@@ -39,6 +39,10 @@ pub enum ErrorKind {
     BadHandle,
     /// The extended attribute does not exist.
     NoAttribute,
+    /// The file an open handle stands for is gone: another process
+    /// unlinked it, or renamed it away, before this one read it (ESTALE,
+    /// as an NFS client's descriptor answers).
+    Stale,
     /// A bug: an invariant of plfs itself does not hold.
     Internal,
 }
@@ -62,6 +66,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => libc::EIO,
             ErrorKind::BadHandle => libc::EBADF,
             ErrorKind::NoAttribute => libc::ENODATA,
+            ErrorKind::Stale => libc::ESTALE,
             ErrorKind::Internal => libc::EIO,
         }
     }
@@ -117,6 +122,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Unavailable => "backend unavailable",
             ErrorKind::BadHandle => "bad file handle",
             ErrorKind::NoAttribute => "no such attribute",
+            ErrorKind::Stale => "stale file handle",
             ErrorKind::Internal => "internal error",
         };
         f.write_str(text)

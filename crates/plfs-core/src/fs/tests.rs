@@ -2740,3 +2740,35 @@ fn a_file_removed_or_replaced_during_a_lookup_is_never_a_directory() {
     }
     assert!(acted >= 4, "the other process acted during {acted} lookups");
 }
+
+/// A reader in one process opens a file, another process unlinks it, the
+/// reader reads: as on a local file system on n-n and small_file (the
+/// reader's descriptor keeps the bytes). A shared_file reader loads its
+/// index at its first read, and the unlink's background worker deletes
+/// the logs: it read 0 bytes of a 4 KiB file, silently (three processes
+/// opening a name two others publish and unlink, through the preload: one
+/// read in twenty). Such a read now fails with ESTALE naming the file, as
+/// an NFS client's does.
+#[test]
+fn a_read_after_another_process_unlinked_the_file_is_whole_or_stale() {
+    for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
+        let root = tempfile::tempdir().unwrap();
+        let (stores, unlinking) = posix_mount(root.path(), 2, workload);
+        let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+        let reading = Plfs::with_workload(backends, options(2), workload).unwrap();
+        write_whole(&unlinking, "/f", &[b'x'; 4096]);
+        let handle = reading.open("/f", OpenFlags::RDONLY, 0, 2).unwrap();
+        unlinking.unlink("/f").unwrap();
+        unlinking.finish_removals();
+        let mut buf = vec![0u8; 8192];
+        match (workload, handle.read(&mut buf, 0)) {
+            (Workload::SharedFile, Err(error)) => {
+                assert_eq!(error.kind(), ErrorKind::Stale, "{error}");
+                assert!(error.to_string().contains("/f: the file is gone"), "{error}");
+            }
+            (Workload::SharedFile, Ok(count)) => panic!("shared_file read {count} bytes of a removed file"),
+            (_, read) => assert_eq!(read.unwrap(), 4096, "{workload:?}"),
+        }
+        handle.close().unwrap();
+    }
+}
