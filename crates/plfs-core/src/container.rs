@@ -497,13 +497,25 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
     let mut stuck = 0;
     let mut replacements = 0;
     let mut last_named: Option<Vec<LogId>> = None;
+    let mut empty_before = false;
     loop {
         let look = file_logs_once(mount, path)?;
+        // No logs at all: an empty file, or listings that opened `meta/`
+        // and the container by name just before another process's rename
+        // or unlink moved them away and removed what they held (they read
+        // empty directories). A second look tells: the file is empty twice,
+        // or now has its logs, or is gone.
+        if look.complete && look.logs.is_empty() && !empty_before {
+            empty_before = true;
+            continue;
+        }
         if look.complete {
-            if look.logs.is_empty() {
-                require_container(mount, path)?;
-            }
             return Ok(look.logs);
+        }
+        if look.absent {
+            // No `meta/`: gone, or a container (maybe a newer one) came
+            // after; look again at that one.
+            require_container(mount, path)?;
         }
         // `meta/` named other closed logs than at the last look: the file
         // was replaced again meanwhile (a name republished by rename faster
@@ -523,10 +535,10 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
     }
 }
 
-/// Fails with `Stale` when no container is at `path`. A file without logs
-/// is empty only while its container exists; a reader that opened it and
-/// loads its index after another process unlinked it (or renamed it away)
-/// finds no logs either, and read 0 bytes of a whole file, silently.
+/// Fails with `Stale` when no container is at `path`. A reader that opened
+/// the file and loads its index after another process unlinked it (or
+/// renamed it away) finds no `meta/` and no logs, which passed for an empty
+/// file: it read 0 bytes of a whole file, silently.
 fn require_container(mount: &MountState, path: &StorePath) -> Result<()> {
     let (backend, paths) = canonical(mount, path);
     let store = mount.store(backend);
@@ -562,6 +574,8 @@ struct FileLogsLook {
     complete: bool,
     /// The closed logs `meta/` named, sorted.
     closed: Vec<LogId>,
+    /// `meta/` was missing (see [`MetaRecords::absent`]); never complete.
+    absent: bool,
 }
 
 fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<FileLogsLook> {
@@ -590,6 +604,7 @@ fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<FileLogsLook> 
     // to the new file).
     let emptied = meta.open.is_empty() && meta.sizes.is_empty() && !meta.damaged && !found.is_empty();
     let complete = !emptied
+        && !meta.absent
         && meta
             .sizes
             .iter()
@@ -601,7 +616,7 @@ fn file_logs_once(mount: &MountState, path: &StorePath) -> Result<FileLogsLook> 
         .into_iter()
         .filter(|log| log.has_index && (damaged || named.contains(&log.id)))
         .collect();
-    Ok(FileLogsLook { logs, complete, closed })
+    Ok(FileLogsLook { logs, complete, closed, absent: meta.absent })
 }
 
 /// The records in `meta/`, split into open records and size records.
@@ -611,6 +626,10 @@ pub struct MetaRecords {
     pub sizes: Vec<SizeRecord>,
     /// A size record name failed its checksum: sizes must come from logs.
     pub damaged: bool,
+    /// There was no `meta/` to list: no container at the path then (one
+    /// that another process removed or renamed away), or one made without
+    /// atomic directory renames that has none yet.
+    pub absent: bool,
 }
 
 pub(crate) fn read_meta(mount: &MountState, path: &StorePath) -> Result<MetaRecords> {
@@ -619,7 +638,10 @@ pub(crate) fn read_meta(mount: &MountState, path: &StorePath) -> Result<MetaReco
     let mut records = MetaRecords::default();
     let entries = match store.list(&paths.meta_dir()) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(records),
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            records.absent = true;
+            return Ok(records);
+        }
         Err(error) => return Err(error.context(format!("{}: {}", store.url(), paths.meta_dir()))),
     };
     for entry in entries {
