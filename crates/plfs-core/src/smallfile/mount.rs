@@ -149,7 +149,8 @@ pub(crate) fn open(
     // A hidden name is the façade's, for a file unlinked while open: an
     // interface opens it again (FUSE, for an open(2) that reached the
     // file before its unlink), but nothing creates one.
-    if layout::is_reserved(name) && !(layout::is_removed(name) && !flags.create) {
+    let reopening_hidden = layout::is_removed(name) && !flags.create;
+    if layout::is_reserved(name) && !reopening_hidden {
         return Err(Error::invalid(format!(
             "/{logical}: names starting {} are plfs's",
             layout::RESERVED_PREFIX
