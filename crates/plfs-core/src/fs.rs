@@ -28,6 +28,10 @@ mod open_files;
 pub use layouts::{BackendData, BackendUsage};
 use open_files::{OpenEntry, OpenFiles, Release, hold_gates};
 
+/// Removals of a file other processes keep making at a rename's target
+/// (n-n, small_file) before the rename gives up with EEXIST.
+const RENAME_REPLACE_ATTEMPTS_MAX: usize = 64;
+
 /// Who this process is, as recorded in logs and access files.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -537,7 +541,11 @@ impl Plfs {
                 (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
                 // A container replaces a container in one switch, below.
                 (FileKind::File, FileKind::File) if self.replaces_atomically() => {}
-                _ => self.unlink(to)?,
+                // Another process may remove it first: gone either way.
+                _ => match self.unlink(to) {
+                    Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
+                    _ => {}
+                },
             },
             Err(error) if error.kind() == ErrorKind::NotFound => {}
             Err(error) => return Err(error.context(to.to_owned())),
@@ -559,9 +567,42 @@ impl Plfs {
                 self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
                 self.state.store(old).remove_file(&source).context(from.to_owned()).map(|()| None)
             }
-            FileKind::File => self.rename_file(&source, &target),
+            FileKind::File => self.rename_file_replacing(&source, &target, to),
         }
         .with_context(|| format!("rename {from} to {to}"))
+    }
+
+    /// [`rename_file`](Self::rename_file), and where files are not
+    /// containers (n-n, small_file: the caller removed the target, and
+    /// stores never rename over an entry) a file another process made at
+    /// the target meanwhile is removed and the move tried again, as
+    /// rename(2) replaces it. Before, two processes publishing one name by
+    /// rename failed with EEXIST (and with ENOENT when the other removed
+    /// the target first).
+    fn rename_file_replacing(
+        &self,
+        source: &StorePath,
+        target: &StorePath,
+        to: &str,
+    ) -> Result<Option<String>> {
+        let mut attempts = 0;
+        loop {
+            match self.rename_file(source, target) {
+                Err(error)
+                    if error.kind() == ErrorKind::AlreadyExists
+                        && !self.replaces_atomically()
+                        && attempts < RENAME_REPLACE_ATTEMPTS_MAX
+                        && self.entry(target).is_ok_and(|entry| entry.kind == FileKind::File) =>
+                {
+                    attempts += 1;
+                    match self.unlink(to) {
+                        Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
+                        _ => {}
+                    }
+                }
+                result => return result,
+            }
+        }
     }
 
     /// Both names are held and the handles of both files wait, from before

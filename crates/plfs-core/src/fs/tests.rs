@@ -2772,3 +2772,104 @@ fn a_read_after_another_process_unlinked_the_file_is_whole_or_stale() {
         handle.close().unwrap();
     }
 }
+
+/// Where files are not containers (n-n, small_file) a rename removes the
+/// target and then moves the source, and stores never rename over an
+/// entry. Two processes publishing one name by rename (write a temporary
+/// file, rename it onto the name) failed with ENOENT when the other removed
+/// the target between the two steps, and with EEXIST when the other's
+/// rename landed there first. Another process acts right after the
+/// rename's first look at the target; the rename replaces whatever is
+/// there, as rename(2) does.
+#[test]
+fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
+    use crate::store::hooked::{HookedStore, Hooks};
+    use std::sync::Mutex;
+
+    /// What the other process does, and whether after our removal.
+    type Action = Option<(bool, Box<dyn FnOnce() + Send>)>;
+    /// Runs the armed action once, after the first metadata call on
+    /// `d/pub` or (`after_removal`) after its removal.
+    struct Armed {
+        armed: Mutex<Action>,
+    }
+    impl Armed {
+        fn fire(&self, path: &StorePath, removal: bool) {
+            if path.to_string() != "d/pub" {
+                return;
+            }
+            let action = {
+                let mut armed = self.armed.lock().unwrap();
+                match armed.take() {
+                    Some((after_removal, action)) if after_removal == removal => Some(action),
+                    other => {
+                        *armed = other;
+                        None
+                    }
+                }
+            };
+            if let Some(action) = action {
+                action();
+            }
+        }
+    }
+    impl Hooks for Armed {
+        fn after_metadata(&self, path: &StorePath) {
+            self.fire(path, false);
+        }
+        fn after_remove_file(&self, path: &StorePath) {
+            self.fire(path, true);
+        }
+    }
+    for workload in [Workload::FilePerProc, Workload::SmallFile, Workload::SharedFile] {
+        let root = tempfile::tempdir().unwrap();
+        let (inner, _) = posix_mount(root.path(), 2, workload);
+        // Real clocks: small_file orders the two renames by their stamps.
+        let real_clock =
+            |pid| Options { stamper: Stamper::new(Arc::new(crate::clock::SystemClock)), ..options(pid) };
+        let plain = inner.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+        let other = Arc::new(Plfs::with_workload(plain, real_clock(1), workload).unwrap());
+        let hooks = Arc::new(Armed { armed: Mutex::new(None) });
+        let backends = inner
+            .iter()
+            .map(|inner| {
+                (
+                    Arc::new(HookedStore { inner: inner.clone(), hooks: hooks.clone() }) as SharedStore,
+                    BackendRole::Any,
+                )
+            })
+            .collect();
+        let renaming = Plfs::with_workload(backends, real_clock(2), workload).unwrap();
+        renaming.mkdir("/d", 0o755).unwrap();
+        // The other process removes the target, or publishes its own file
+        // there (its rename lands before ours), after our first look at
+        // the target or after our removal of it.
+        let publish: fn(&Plfs) = |plfs| {
+            write_whole(plfs, "/d/theirs", b"theirs");
+            plfs.rename("/d/theirs", "/d/pub").unwrap();
+        };
+        type Act = fn(&Plfs);
+        let actions: [(&str, bool, Act); 3] = [
+            ("removed", false, |plfs| plfs.unlink("/d/pub").unwrap()),
+            ("replaced", false, publish),
+            ("published after our removal", true, publish),
+        ];
+        for (what, after_removal, action) in actions {
+            if after_removal && workload != Workload::FilePerProc {
+                continue; // renames onto a name without removing it first
+            }
+            write_whole(&other, "/d/pub", b"old");
+            write_whole(&renaming, "/d/mine", b"mine");
+            let acting = other.clone();
+            *hooks.armed.lock().unwrap() = Some((after_removal, Box::new(move || action(&acting))));
+            renaming
+                .rename("/d/mine", "/d/pub")
+                .unwrap_or_else(|error| panic!("{workload:?}, {what}: {error}"));
+            assert!(hooks.armed.lock().unwrap().is_none(), "{workload:?}, {what}: the other process acted");
+            // A third process reads it (a small-file view caches).
+            let plain = inner.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
+            let reading = Plfs::with_workload(plain, real_clock(3), workload).unwrap();
+            assert_eq!(read_whole(&reading, "/d/pub"), b"mine", "{workload:?}, {what}");
+        }
+    }
+}

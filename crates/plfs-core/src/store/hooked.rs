@@ -29,6 +29,8 @@ pub trait Hooks: Send + Sync {
     fn after_list(&self, _path: &StorePath) {}
     /// Runs after the metadata of `path` was taken, before the caller sees it.
     fn after_metadata(&self, _path: &StorePath) {}
+    /// Runs after `path` was removed (`remove_file`), before the caller learns it.
+    fn after_remove_file(&self, _path: &StorePath) {}
 }
 
 /// Hooks made of two closures, run before each append and each sync.
@@ -139,7 +141,9 @@ impl Store for HookedStore {
         metadata
     }
     fn remove_file(&self, path: &StorePath) -> Result<()> {
-        self.inner.remove_file(path)
+        let removed = self.inner.remove_file(path);
+        self.hooks.after_remove_file(path);
+        removed
     }
     fn remove_dir(&self, path: &StorePath) -> Result<()> {
         self.inner.remove_dir(path)
