@@ -587,20 +587,26 @@ impl Plfs {
     ) -> Result<Option<String>> {
         let mut attempts = 0;
         loop {
-            match self.rename_file(source, target) {
+            let error = match self.rename_file(source, target) {
                 Err(error)
                     if error.kind() == ErrorKind::AlreadyExists
                         && !self.replaces_atomically()
-                        && attempts < RENAME_REPLACE_ATTEMPTS_MAX
-                        && self.entry(target).is_ok_and(|entry| entry.kind == FileKind::File) =>
+                        && attempts < RENAME_REPLACE_ATTEMPTS_MAX =>
                 {
-                    attempts += 1;
-                    match self.unlink(to) {
-                        Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
-                        _ => {}
-                    }
+                    error
                 }
                 result => return result,
+            };
+            attempts += 1;
+            match self.entry(target) {
+                Ok(entry) if entry.kind == FileKind::File => match self.unlink(to) {
+                    Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
+                    _ => {}
+                },
+                // Removed again meanwhile: the move is simply tried again.
+                Err(gone) if gone.kind() == ErrorKind::NotFound => {}
+                // A directory or a link: rename(2) would fail too.
+                _ => return Err(error),
             }
         }
     }
