@@ -2629,6 +2629,73 @@ fn a_writer_closing_during_a_readers_load_is_not_taken_for_damage() {
     }
 }
 
+/// Store hooks that let another process act once between two steps of this
+/// one: right after a metadata call on `path` (the first one `skip` earlier
+/// calls do not reach), or right after `path` is removed.
+struct ActOnce {
+    path: &'static str,
+    armed: std::sync::Mutex<Option<Armed>>,
+}
+
+struct Armed {
+    after_removal: bool,
+    skip: usize,
+    action: Box<dyn FnOnce() + Send>,
+}
+
+impl ActOnce {
+    fn on(path: &'static str) -> Arc<ActOnce> {
+        Arc::new(ActOnce { path, armed: std::sync::Mutex::new(None) })
+    }
+
+    /// `inner`, each behind these hooks.
+    fn wrap(self: &Arc<Self>, inner: &[SharedStore]) -> Vec<SharedStore> {
+        use crate::store::hooked::HookedStore;
+        inner
+            .iter()
+            .map(|inner| Arc::new(HookedStore { inner: inner.clone(), hooks: self.clone() }) as SharedStore)
+            .collect()
+    }
+
+    fn arm(&self, after_removal: bool, skip: usize, action: Box<dyn FnOnce() + Send>) {
+        *self.armed.lock().unwrap() = Some(Armed { after_removal, skip, action });
+    }
+
+    /// Whether the armed action ran; disarms it.
+    fn ran(&self) -> bool {
+        self.armed.lock().unwrap().take().is_none()
+    }
+
+    fn fire(&self, path: &StorePath, removal: bool) {
+        if path.to_string() != self.path {
+            return;
+        }
+        let action = {
+            let mut armed = self.armed.lock().unwrap();
+            match armed.as_mut() {
+                Some(due) if due.after_removal == removal && due.skip > 0 => {
+                    due.skip -= 1;
+                    None
+                }
+                Some(due) if due.after_removal == removal => armed.take().map(|due| due.action),
+                _ => None,
+            }
+        };
+        if let Some(action) = action {
+            action();
+        }
+    }
+}
+
+impl crate::store::hooked::Hooks for ActOnce {
+    fn after_metadata(&self, path: &StorePath) {
+        self.fire(path, false);
+    }
+    fn after_remove_file(&self, path: &StorePath) {
+        self.fire(path, true);
+    }
+}
+
 /// A lookup reads a container's directory entry, then its access file. A
 /// file unlinked or renamed away by another process between the two
 /// looked like a logical directory that had no access file: the churn test
@@ -2638,40 +2705,9 @@ fn a_writer_closing_during_a_readers_load_is_not_taken_for_damage() {
 /// directory.
 #[test]
 fn a_file_removed_or_replaced_during_a_lookup_is_never_a_directory() {
-    use crate::store::hooked::{HookedStore, Hooks};
-    use std::sync::Mutex;
-
-    type Action = Box<dyn FnOnce() + Send>;
-    /// Runs the armed action once, right after the metadata call on `f`
-    /// that `skip` calls before it do not reach.
-    struct AfterMetadata {
-        armed: Mutex<(usize, Option<Action>)>,
-    }
-    impl Hooks for AfterMetadata {
-        fn after_metadata(&self, path: &StorePath) {
-            if path.to_string() == "f" {
-                let action = {
-                    let mut armed = self.armed.lock().unwrap();
-                    match armed.0.checked_sub(1) {
-                        Some(left) => {
-                            armed.0 = left;
-                            None
-                        }
-                        None => armed.1.take(),
-                    }
-                };
-                if let Some(action) = action {
-                    action();
-                }
-            }
-        }
-    }
     let inner = memory_stores(3);
-    let hooks = Arc::new(AfterMetadata { armed: Mutex::new((0, None)) });
-    let stores: Vec<SharedStore> = inner
-        .iter()
-        .map(|inner| Arc::new(HookedStore { inner: inner.clone(), hooks: hooks.clone() }) as SharedStore)
-        .collect();
+    let hooks = ActOnce::on("f");
+    let stores = hooks.wrap(&inner);
     let looking = mount_over(&stores, options(1));
     let other = Arc::new(mount_over(&inner, options(2)));
     // A closed file's stat reads its closed summary and no more; one still
@@ -2686,9 +2722,8 @@ fn a_file_removed_or_replaced_during_a_lookup_is_never_a_directory() {
             handle.close().unwrap();
         }
     };
-    let arm = |skip: usize, action: Action| *hooks.armed.lock().unwrap() = (skip, Some(action));
-    // Whether the armed action ran; disarms it.
-    let ran = || hooks.armed.lock().unwrap().1.take().is_none();
+    let arm = |skip: usize, action: Box<dyn FnOnce() + Send>| hooks.arm(false, skip, action);
+    let ran = || hooks.ran();
     type Look = fn(&Plfs) -> Result<FileKind>;
     let looks: [(&str, Look); 2] = [
         ("stat", |plfs| plfs.stat("/f").map(|attr| attr.kind)),
@@ -2783,44 +2818,6 @@ fn a_read_after_another_process_unlinked_the_file_is_whole_or_stale() {
 /// there, as rename(2) does.
 #[test]
 fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
-    use crate::store::hooked::{HookedStore, Hooks};
-    use std::sync::Mutex;
-
-    /// What the other process does, and whether after our removal.
-    type Action = Option<(bool, Box<dyn FnOnce() + Send>)>;
-    /// Runs the armed action once, after the first metadata call on
-    /// `d/pub` or (`after_removal`) after its removal.
-    struct Armed {
-        armed: Mutex<Action>,
-    }
-    impl Armed {
-        fn fire(&self, path: &StorePath, removal: bool) {
-            if path.to_string() != "d/pub" {
-                return;
-            }
-            let action = {
-                let mut armed = self.armed.lock().unwrap();
-                match armed.take() {
-                    Some((after_removal, action)) if after_removal == removal => Some(action),
-                    other => {
-                        *armed = other;
-                        None
-                    }
-                }
-            };
-            if let Some(action) = action {
-                action();
-            }
-        }
-    }
-    impl Hooks for Armed {
-        fn after_metadata(&self, path: &StorePath) {
-            self.fire(path, false);
-        }
-        fn after_remove_file(&self, path: &StorePath) {
-            self.fire(path, true);
-        }
-    }
     for workload in [Workload::FilePerProc, Workload::SmallFile, Workload::SharedFile] {
         let root = tempfile::tempdir().unwrap();
         let (inner, _) = posix_mount(root.path(), 2, workload);
@@ -2829,16 +2826,8 @@ fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
             |pid| Options { stamper: Stamper::new(Arc::new(crate::clock::SystemClock)), ..options(pid) };
         let plain = inner.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
         let other = Arc::new(Plfs::with_workload(plain, real_clock(1), workload).unwrap());
-        let hooks = Arc::new(Armed { armed: Mutex::new(None) });
-        let backends = inner
-            .iter()
-            .map(|inner| {
-                (
-                    Arc::new(HookedStore { inner: inner.clone(), hooks: hooks.clone() }) as SharedStore,
-                    BackendRole::Any,
-                )
-            })
-            .collect();
+        let hooks = ActOnce::on("d/pub");
+        let backends = hooks.wrap(&inner).into_iter().map(|store| (store, BackendRole::Any)).collect();
         let renaming = Plfs::with_workload(backends, real_clock(2), workload).unwrap();
         renaming.mkdir("/d", 0o755).unwrap();
         // The other process removes the target, or publishes its own file
@@ -2861,11 +2850,11 @@ fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
             write_whole(&other, "/d/pub", b"old");
             write_whole(&renaming, "/d/mine", b"mine");
             let acting = other.clone();
-            *hooks.armed.lock().unwrap() = Some((after_removal, Box::new(move || action(&acting))));
+            hooks.arm(after_removal, 0, Box::new(move || action(&acting)));
             renaming
                 .rename("/d/mine", "/d/pub")
                 .unwrap_or_else(|error| panic!("{workload:?}, {what}: {error}"));
-            assert!(hooks.armed.lock().unwrap().is_none(), "{workload:?}, {what}: the other process acted");
+            assert!(hooks.ran(), "{workload:?}, {what}: the other process acted");
             // A third process reads it (a small-file view caches).
             let plain = inner.iter().map(|store| (store.clone(), BackendRole::Any)).collect();
             let reading = Plfs::with_workload(plain, real_clock(3), workload).unwrap();
