@@ -431,10 +431,15 @@ fn opens_racing_publication_and_unlink_find_a_whole_file_or_nothing() {
         };
         let children: Vec<_> = ["w", "w", "r", "r", "r"].into_iter().map(spawn).collect();
         let mut problems = Vec::new();
+        let mut whole = 0;
         for child in children {
             let output = child.wait_with_output().unwrap();
             assert!(output.status.success(), "open_race: {}", describe(&output));
             let counts = String::from_utf8_lossy(&output.stdout).into_owned();
+            whole += counts
+                .split_whitespace()
+                .find_map(|field| field.strip_prefix("whole="))
+                .map_or(0, |count| count.parse::<u64>().unwrap());
             if !counts.is_empty() && !counts.contains("errors=0 short=0") {
                 problems.push(format!(
                     "{} ({})",
@@ -443,6 +448,8 @@ fn opens_racing_publication_and_unlink_find_a_whole_file_or_nothing() {
                 ));
             }
         }
+        // A race only where the readers met published files.
+        assert!(whole > 0, "no reader read a published file in {}", dir.display());
         problems
     };
     let work = plain.path().join("d");
