@@ -586,7 +586,9 @@ impl OpenFile {
             ignore_exists(store.create_dir_protected(&paths.hostdir(hostdir), &pieces.dir))
                 .with_context(context)?;
         } else {
-            create_shadow(store, &paths, hostdir, &pieces).with_context(context)?;
+            // Made again below if it is removed meanwhile.
+            container::ignore_missing(create_shadow(store, &paths, hostdir, &pieces))
+                .with_context(context)?;
         }
         let id = LogId::new(mount.stamper.next(), writer, mount.pid, &mount.hostname);
         let canonical_store = mount.store(canonical_backend);
@@ -608,9 +610,27 @@ impl OpenFile {
         }
         let header =
             LogHeader { created_stamp: id.stamp, writer, pid: mount.pid, hostname: mount.hostname.clone() };
-        let mut index = store
-            .create_append_protected(&paths.log(hostdir, LogKind::Index, &id), &pieces.file)
-            .with_context(context)?;
+        let index_path = paths.log(hostdir, LogKind::Index, &id);
+        let mut shadow_attempts = 1;
+        let mut index = loop {
+            match store.create_append_protected(&index_path, &pieces.file) {
+                // Another process's unlink of the file that was at this
+                // name before removes the shadow directories it emptied
+                // (`rename::gather_removed`); one it removed after they
+                // were made here is made again. Once the index log is in
+                // it, the hostdir is never empty.
+                Err(error)
+                    if error.kind() == ErrorKind::NotFound
+                        && backend != canonical_backend
+                        && shadow_attempts < SHADOW_ATTEMPTS_MAX =>
+                {
+                    shadow_attempts += 1;
+                    container::ignore_missing(create_shadow(store, &paths, hostdir, &pieces))
+                        .with_context(context)?;
+                }
+                other => break other.with_context(context)?,
+            }
+        };
         index.append(&header.encode(INDEX_MAGIC)).with_context(context)?;
         let mut data = store
             .create_append_protected(&paths.log(hostdir, LogKind::Data, &id), &pieces.file)
@@ -1202,6 +1222,11 @@ fn moved_container(path: &StorePath, index: &dyn AppendWriter) -> Option<StorePa
     );
     (is_hostdir && container != *path).then_some(container)
 }
+
+/// Attempts at making a writer's shadow hostdir and its index log, when
+/// removals of emptied shadows at the name keep taking the hostdir away
+/// in between.
+const SHADOW_ATTEMPTS_MAX: usize = 8;
 
 /// Makes the writer's hostdir on a backend other than the file's canonical
 /// one, with the shadow container above it, both protected as the file.

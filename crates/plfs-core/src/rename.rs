@@ -41,6 +41,10 @@ use crate::store::{EntryKind, Store, StoreExt, StorePath};
 /// Staging names tried until one lands on the target's canonical backend.
 const STAGING_ATTEMPTS_MAX: usize = 4096;
 
+/// Renames of one log whose target hostdir keeps being removed (emptied
+/// shadows at a name go when the file there is unlinked).
+const MOVE_ATTEMPTS_MAX: usize = 8;
+
 /// Rounds of exchange-or-rename when the target keeps appearing and
 /// disappearing under a racing create and unlink.
 const SWITCH_ATTEMPTS_MAX: usize = 8;
@@ -343,35 +347,78 @@ fn switch(mount: &MountState, plan: &Plan, b: BackendId) -> Result<Option<StoreP
 
 /// Step 5: the displaced file's logs still sit in the target's shadow
 /// containers on other backends; they move beside its container. Its logs
-/// are those its own `meta/` names, and any that the new file's `meta/`
-/// does not (listed first, so a writer of the new file that starts later
-/// has its open record in the `meta/` read after the listing).
+/// are those its own `meta/` names (a writer makes its open record before
+/// its logs). Only when a record there is damaged are they guessed: then
+/// those the new file's `meta/` does not name (listed first, so a writer
+/// of the new file that starts later has its open record in the `meta/`
+/// read after the listing). Never otherwise: a log no `meta/` names may be
+/// another file's on its way in (a rename onto the same name, in its
+/// step 3), which must not leave with this one.
 fn gather_displaced(
     mount: &MountState,
     target: &StorePath,
     displaced: &StorePath,
     b: BackendId,
 ) -> Result<()> {
+    // The target's hostdirs stay, even emptied: a writer of the new file
+    // may be about to create a log in one.
+    gather_logs_of(mount, target, displaced, b, false)
+}
+
+/// After an unlink renamed the canonical container of `name` (on `b`) to
+/// the hidden `removed`: its logs in shadow containers at `name` on the
+/// other backends move to `removed` there too, log by log, and shadow
+/// directories left empty go.
+///
+/// The shadows are not moved whole: a file another process puts at the
+/// name meanwhile (made by open, or a rename's step 3) has its logs in
+/// them, and they must stay.
+pub(crate) fn gather_removed(
+    mount: &MountState,
+    name: &StorePath,
+    removed: &StorePath,
+    b: BackendId,
+) -> Result<()> {
+    gather_logs_of(mount, name, removed, b, true)
+}
+
+/// Moves the logs of the file whose canonical container is `holder` (on
+/// `b`) from the shadows at `name` to `holder` on each other backend, as
+/// [`gather_displaced`] says; with `prune`, emptied shadow directories at
+/// `name` go.
+fn gather_logs_of(
+    mount: &MountState,
+    name: &StorePath,
+    holder: &StorePath,
+    b: BackendId,
+    prune: bool,
+) -> Result<()> {
     let store_b = mount.store(b);
-    let old = meta_ids(store_b, displaced)?.unwrap_or_default();
+    let old = meta_ids(store_b, holder)?;
     let mut listed: Vec<(BackendId, BTreeSet<LogId>)> = Vec::new();
     for backend in mount.placement.all_backends().filter(|backend| *backend != b) {
-        listed.push((backend, log_ids(mount.store(backend), target)?));
+        let store = mount.store(backend);
+        let ids = log_ids(store, name).with_context(|| format!("{}: {name}", store.url()))?;
+        listed.push((backend, ids));
     }
-    let new = meta_ids(store_b, target)?;
+    let new = match old {
+        Some(_) => None,
+        None => meta_ids(store_b, name)?,
+    };
     for (backend, ids) in listed {
         let store = mount.store(backend);
         let theirs: BTreeSet<LogId> = ids
             .into_iter()
-            .filter(|id| old.contains(id) || new.as_ref().is_some_and(|new| !new.contains(id)))
+            .filter(|id| match (&old, &new) {
+                (Some(old), _) => old.contains(id),
+                (None, new) => new.as_ref().is_some_and(|new| !new.contains(id)),
+            })
             .collect();
-        if theirs.is_empty() {
+        if theirs.is_empty() && !prune {
             continue;
         }
-        // The target's hostdirs stay, even emptied: a writer of the new
-        // file may be about to create a log in one.
-        move_logs(store, target, displaced, |id| theirs.contains(id), false)
-            .with_context(|| format!("{}: {target}: moving the replaced file's logs", store.url()))?;
+        move_logs(store, name, holder, |id| theirs.contains(id), prune)
+            .with_context(|| format!("{}: {name}: moving the logs of {holder}", store.url()))?;
     }
     Ok(())
 }
@@ -448,10 +495,33 @@ fn move_logs(
             .filter(|log| layout::parse_log_name(&log.name).is_some_and(|(_, id)| wanted(&id)))
             .collect();
         if !logs.is_empty() {
-            store.create_dir_all(&target_dir)?;
+            // Made again below if it is removed meanwhile.
+            ignore_missing(store.create_dir_all(&target_dir))?;
         }
         for log in logs {
-            ignore_missing(store.rename(&source_dir.join(&log.name)?, &target_dir.join(&log.name)?))?;
+            let (source, target) = (source_dir.join(&log.name)?, target_dir.join(&log.name)?);
+            let mut attempts = 1;
+            loop {
+                match store.rename(&source, &target) {
+                    Ok(()) => break,
+                    Err(error) if error.kind() == ErrorKind::NotFound => {
+                        // Gone from the source: moved by a redo of this step.
+                        if !store.exists(&source)? {
+                            break;
+                        }
+                        // The target hostdir is missing: an unlink of the
+                        // file at that name removed the shadow directories
+                        // it emptied (`gather_removed`), maybe just after
+                        // they were made here. Make them again.
+                        if attempts == MOVE_ATTEMPTS_MAX {
+                            return Err(error);
+                        }
+                        attempts += 1;
+                        ignore_missing(store.create_dir_all(&target_dir))?;
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
         }
         if prune {
             remove_if_empty(store, &source_dir)?;

@@ -2630,15 +2630,25 @@ fn a_writer_closing_during_a_readers_load_is_not_taken_for_damage() {
 }
 
 /// Store hooks that let another process act once between two steps of this
-/// one: right after a metadata call on `path` (the first one `skip` earlier
-/// calls do not reach), or right after `path` is removed.
+/// one: right after a metadata call on `path`, a removal, a rename or the
+/// making of it (the first such call that `skip` earlier ones do not
+/// reach).
 struct ActOnce {
     path: &'static str,
     armed: std::sync::Mutex<Option<Armed>>,
 }
 
+/// The store call on the watched path that the action follows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Metadata,
+    Removal,
+    Rename,
+    CreateDir,
+}
+
 struct Armed {
-    after_removal: bool,
+    step: Step,
     skip: usize,
     action: Box<dyn FnOnce() + Send>,
 }
@@ -2657,8 +2667,8 @@ impl ActOnce {
             .collect()
     }
 
-    fn arm(&self, after_removal: bool, skip: usize, action: Box<dyn FnOnce() + Send>) {
-        *self.armed.lock().unwrap() = Some(Armed { after_removal, skip, action });
+    fn arm(&self, step: Step, skip: usize, action: Box<dyn FnOnce() + Send>) {
+        *self.armed.lock().unwrap() = Some(Armed { step, skip, action });
     }
 
     /// Whether the armed action ran; disarms it.
@@ -2666,18 +2676,18 @@ impl ActOnce {
         self.armed.lock().unwrap().take().is_none()
     }
 
-    fn fire(&self, path: &StorePath, removal: bool) {
+    fn fire(&self, path: &StorePath, step: Step) {
         if path.to_string() != self.path {
             return;
         }
         let action = {
             let mut armed = self.armed.lock().unwrap();
             match armed.as_mut() {
-                Some(due) if due.after_removal == removal && due.skip > 0 => {
+                Some(due) if due.step == step && due.skip > 0 => {
                     due.skip -= 1;
                     None
                 }
-                Some(due) if due.after_removal == removal => armed.take().map(|due| due.action),
+                Some(due) if due.step == step => armed.take().map(|due| due.action),
                 _ => None,
             }
         };
@@ -2689,10 +2699,16 @@ impl ActOnce {
 
 impl crate::store::hooked::Hooks for ActOnce {
     fn after_metadata(&self, path: &StorePath) {
-        self.fire(path, false);
+        self.fire(path, Step::Metadata);
     }
     fn after_remove_file(&self, path: &StorePath) {
-        self.fire(path, true);
+        self.fire(path, Step::Removal);
+    }
+    fn after_rename(&self, from: &StorePath) {
+        self.fire(from, Step::Rename);
+    }
+    fn after_create_dir(&self, path: &StorePath) {
+        self.fire(path, Step::CreateDir);
     }
 }
 
@@ -2722,7 +2738,7 @@ fn a_file_removed_or_replaced_during_a_lookup_is_never_a_directory() {
             handle.close().unwrap();
         }
     };
-    let arm = |skip: usize, action: Box<dyn FnOnce() + Send>| hooks.arm(false, skip, action);
+    let arm = |skip: usize, action: Box<dyn FnOnce() + Send>| hooks.arm(Step::Metadata, skip, action);
     let ran = || hooks.ran();
     type Look = fn(&Plfs) -> Result<FileKind>;
     let looks: [(&str, Look); 2] = [
@@ -2838,19 +2854,19 @@ fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
             plfs.rename("/d/theirs", "/d/pub").unwrap();
         };
         type Act = fn(&Plfs);
-        let actions: [(&str, bool, Act); 3] = [
-            ("removed", false, |plfs| plfs.unlink("/d/pub").unwrap()),
-            ("replaced", false, publish),
-            ("published after our removal", true, publish),
+        let actions: [(&str, Step, Act); 3] = [
+            ("removed", Step::Metadata, |plfs| plfs.unlink("/d/pub").unwrap()),
+            ("replaced", Step::Metadata, publish),
+            ("published after our removal", Step::Removal, publish),
         ];
-        for (what, after_removal, action) in actions {
-            if after_removal && workload != Workload::FilePerProc {
+        for (what, step, action) in actions {
+            if step == Step::Removal && workload != Workload::FilePerProc {
                 continue; // renames onto a name without removing it first
             }
             write_whole(&other, "/d/pub", b"old");
             write_whole(&renaming, "/d/mine", b"mine");
             let acting = other.clone();
-            hooks.arm(after_removal, 0, Box::new(move || action(&acting)));
+            hooks.arm(step, 0, Box::new(move || action(&acting)));
             renaming
                 .rename("/d/mine", "/d/pub")
                 .unwrap_or_else(|error| panic!("{workload:?}, {what}: {error}"));
@@ -2861,4 +2877,153 @@ fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
             assert_eq!(read_whole(&reading, "/d/pub"), b"mine", "{workload:?}, {what}");
         }
     }
+}
+
+/// A shared_file unlink takes the container out of the namespace with one
+/// rename on its canonical backend and then took its shadow containers on
+/// the other backends away whole. A file another process put at the name in
+/// between (published by rename, or made by open) had its logs in those
+/// shadows already: the unlink took them along and deleted them, and the
+/// new file read as 0 bytes, silently (found through the preload: two
+/// processes publishing and unlinking one name over two backends). Another
+/// process now acts right after the unlink's first rename; its file keeps
+/// every byte, and an unlink leaves nothing at the name on any backend.
+#[test]
+fn a_file_put_at_a_name_while_another_process_unlinks_it_keeps_its_bytes() {
+    let inner = memory_stores(3);
+    let (host, temporary) = logs_off_canonical(&inner);
+    let no_reclaim_worker = |pid| on_host_without_reclaim_worker(&host, pid);
+    let path = "/f".to_owned();
+    let hooks = ActOnce::on("f");
+    let unlinking = mount_over(&hooks.wrap(&inner), no_reclaim_worker(2));
+    let other = Arc::new(mount_over(&inner, no_reclaim_worker(3)));
+    type Act = fn(&Plfs, &str, &str);
+    let actions: [(&str, Act); 2] = [
+        ("published by rename", |plfs, path, temporary| {
+            write_whole(plfs, temporary, &[2; 4096]);
+            plfs.rename(temporary, path).unwrap();
+        }),
+        ("made by open", |plfs, path, _| write_whole(plfs, path, &[2; 4096])),
+    ];
+    for (what, action) in actions {
+        write_whole(&other, &path, &[1; 4096]);
+        let (acting, target) = (other.clone(), path.clone());
+        hooks.arm(Step::Rename, 0, Box::new(move || action(&acting, &target, temporary)));
+        unlinking.unlink(&path).unwrap();
+        assert!(hooks.ran(), "{what}: the other process acted");
+        let reading = mount_over(&inner, no_reclaim_worker(4));
+        assert_eq!(read_whole(&reading, &path), vec![2; 4096], "{what}");
+        unlinking.unlink(&path).unwrap();
+        for store in &inner {
+            let left = store.list(&StorePath::default()).unwrap();
+            assert!(left.is_empty(), "{what}: {}: left {:?}", store.url(), left);
+        }
+    }
+}
+
+/// Over `inner`: a host whose logs of `/f` lie off the canonical backend of
+/// `f` (in a shadow container), and a name whose logs of that host do too.
+fn logs_off_canonical(inner: &[SharedStore]) -> (String, &'static str) {
+    let probe = mount_over(inner, options(1));
+    let placement = probe.placement();
+    let off = |name: &str, host: &str| {
+        placement.hostdir_backend(name, placement.hostdir(host)) != placement.canonical_backend("f")
+    };
+    let host = (0..64).map(|i| format!("node{i}")).find(|host| off("f", host)).unwrap();
+    let temporary = (0..).map(|i| format!("/t{i}")).find(|name| off(&name[1..], &host)).unwrap();
+    (host, Box::leak(temporary.into_boxed_str()))
+}
+
+/// A process on `host` whose removals delete their pieces before they
+/// return (no background worker), so a test sees what they deleted.
+fn on_host_without_reclaim_worker(host: &str, pid: u32) -> Options {
+    let options = options(pid);
+    Options {
+        hostname: host.to_owned(),
+        tuning: Tuning { background_reclaim: false, ..options.tuning },
+        ..options
+    }
+}
+
+/// The shadow hostdir at `/f` that writers on `host` use, as a store path.
+fn shadow_hostdir_of_f(plfs: &Plfs, host: &str) -> &'static str {
+    let hostdir = ContainerPaths::new(StorePath::parse("f").unwrap()).hostdir(plfs.placement().hostdir(host));
+    Box::leak(hostdir.to_string().into_boxed_str())
+}
+
+/// A rename moves the new file's logs into the target's shadow hostdirs,
+/// making each hostdir first. Another process's unlink of the file at the
+/// target can take that hostdir away right after it was made (an unlink
+/// removes the shadow directories it empties; it took whole shadows away
+/// before): the log's move failed with "not found", which passed for a log
+/// moved already, and the renamed file lost it. The move now makes the
+/// hostdir again.
+#[test]
+fn a_rename_onto_a_name_another_process_unlinks_keeps_every_log() {
+    let inner = memory_stores(3);
+    let (host, temporary) = logs_off_canonical(&inner);
+    let other = Arc::new(mount_over(&inner, on_host_without_reclaim_worker(&host, 1)));
+    let hooks = ActOnce::on(shadow_hostdir_of_f(&other, &host));
+    let renaming = mount_over(&hooks.wrap(&inner), on_host_without_reclaim_worker(&host, 2));
+    write_whole(&other, "/f", &[1; 4096]);
+    write_whole(&renaming, temporary, &[2; 4096]);
+    let acting = other.clone();
+    hooks.arm(Step::CreateDir, 0, Box::new(move || acting.unlink("/f").unwrap()));
+    renaming.rename(temporary, "/f").unwrap();
+    assert!(hooks.ran(), "the other process unlinked the target");
+    let reading = mount_over(&inner, on_host_without_reclaim_worker(&host, 3));
+    assert_eq!(read_whole(&reading, "/f"), vec![2; 4096]);
+}
+
+/// A writer makes its shadow hostdir, then its logs in it. An unlink by
+/// another process of the file that was at the name before removes the
+/// shadow directories it empties, and may find the writer's hostdir made
+/// but still empty: the writer's first write then failed with "not found".
+/// It makes the hostdir again.
+#[test]
+fn a_file_made_at_a_name_while_another_process_unlinks_the_old_one_can_be_written() {
+    use std::sync::mpsc;
+    let inner = memory_stores(3);
+    let (host, _) = logs_off_canonical(&inner);
+    let unlink_hooks = ActOnce::on("f");
+    let unlinking = mount_over(&unlink_hooks.wrap(&inner), on_host_without_reclaim_worker(&host, 1));
+    let write_hooks = ActOnce::on(shadow_hostdir_of_f(&unlinking, &host));
+    let writing = Arc::new(mount_over(&write_hooks.wrap(&inner), on_host_without_reclaim_worker(&host, 2)));
+    write_whole(&unlinking, "/f", &[1; 4096]);
+    // Right after the unlink's first rename, the writer makes a new `/f`
+    // and writes; it stops right after making its hostdir until the unlink
+    // has returned.
+    let (made, hostdir_made) = mpsc::channel::<()>();
+    let (go_on, unlinked) = mpsc::channel::<()>();
+    write_hooks.arm(
+        Step::CreateDir,
+        0,
+        Box::new(move || {
+            made.send(()).unwrap();
+            unlinked.recv().unwrap();
+        }),
+    );
+    type Writer = std::thread::JoinHandle<Result<()>>;
+    let writer: Arc<Mutex<Option<Writer>>> = Arc::default();
+    let (slot, writing) = (writer.clone(), writing.clone());
+    unlink_hooks.arm(
+        Step::Rename,
+        0,
+        Box::new(move || {
+            *slot.lock().unwrap() = Some(std::thread::spawn(move || {
+                let handle = writing.open("/f", OpenFlags::WRONLY.create(), 0o644, 1)?;
+                handle.write(&[2; 4096], 0)?;
+                handle.close()
+            }));
+            hostdir_made.recv().unwrap();
+        }),
+    );
+    unlinking.unlink("/f").unwrap();
+    assert!(unlink_hooks.ran(), "the writer started during the unlink");
+    go_on.send(()).unwrap();
+    let thread = writer.lock().unwrap().take().unwrap();
+    thread.join().unwrap().expect("the new file's write");
+    assert!(write_hooks.ran(), "the writer made its hostdir during the unlink");
+    let reading = mount_over(&inner, on_host_without_reclaim_worker(&host, 3));
+    assert_eq!(read_whole(&reading, "/f"), vec![2; 4096]);
 }

@@ -31,6 +31,11 @@ pub trait Hooks: Send + Sync {
     fn after_metadata(&self, _path: &StorePath) {}
     /// Runs after `path` was removed (`remove_file`), before the caller learns it.
     fn after_remove_file(&self, _path: &StorePath) {}
+    /// Runs after `from` was renamed (`rename`), before the caller learns it.
+    fn after_rename(&self, _from: &StorePath) {}
+    /// Runs after `path` was made (`create_dir`, `create_dir_all`), before
+    /// the caller learns it.
+    fn after_create_dir(&self, _path: &StorePath) {}
 }
 
 /// Hooks made of two closures, run before each append and each sync.
@@ -125,10 +130,14 @@ impl Store for HookedStore {
         self.inner.capabilities()
     }
     fn create_dir(&self, path: &StorePath, mode: u32) -> Result<()> {
-        self.inner.create_dir(path, mode)
+        let made = self.inner.create_dir(path, mode);
+        self.hooks.after_create_dir(path);
+        made
     }
     fn create_dir_all(&self, path: &StorePath) -> Result<()> {
-        self.inner.create_dir_all(path)
+        let made = self.inner.create_dir_all(path);
+        self.hooks.after_create_dir(path);
+        made
     }
     fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>> {
         let listed = self.inner.list(path);
@@ -149,7 +158,9 @@ impl Store for HookedStore {
         self.inner.remove_dir(path)
     }
     fn rename(&self, from: &StorePath, to: &StorePath) -> Result<()> {
-        self.inner.rename(from, to)
+        let renamed = self.inner.rename(from, to);
+        self.hooks.after_rename(from);
+        renamed
     }
     fn local_path(&self, path: &StorePath) -> Option<std::path::PathBuf> {
         self.inner.local_path(path)

@@ -25,7 +25,7 @@ use crate::placement::BackendId;
 use crate::plfs25;
 use crate::protection::{self, Pieces};
 use crate::read_ahead::ReadAhead;
-use crate::store::{EntryKind, Store, StorePath};
+use crate::store::{EntryKind, StorePath};
 use crate::stripes;
 
 /// The open file every handle of one container shares in this process
@@ -97,10 +97,11 @@ impl Containers {
 
     /// Makes the container vanish in one rename on its canonical backend
     /// and returns; its pieces are deleted afterwards (`reclaim.rs`). Its
-    /// shadows on other backends take the same hidden name first, so a file
-    /// made at this name at once never meets the old one's logs. A crash
-    /// before the deletion leaves hidden `.plfs-reclaim.*` directories,
-    /// which `plfs recover` (of the directory or any file in it) finishes.
+    /// logs on other backends leave the shadows at the name for the same
+    /// hidden name there first, one by one (a file another process makes at
+    /// the name at once puts its own logs in those shadows). A crash before
+    /// the deletion leaves hidden `.plfs-reclaim.*` directories, which `plfs
+    /// recover` (of the directory or any file in it) finishes.
     fn remove_container(&self, mount: &MountState, logical: &StorePath) -> Result<()> {
         let (backend, _) = container::canonical(mount, logical);
         let store = mount.store(backend);
@@ -109,17 +110,10 @@ impl Containers {
         let doomed = parent.join(&layout::reclaim_name(name, mount.stamper.next(), mount.pid))?;
         store.rename(logical, &doomed)?;
         mount.log_cache.forget_under(logical);
-        let mut pieces = vec![mount.stores[backend.0].clone()];
-        let mut first_error = None;
-        for other in mount.placement.all_backends().filter(|other| *other != backend) {
-            match hide_shadow(mount.store(other), logical, &doomed) {
-                Ok(true) => pieces.push(mount.stores[other.0].clone()),
-                Ok(false) => {}
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
+        let gathered = crate::rename::gather_removed(mount, logical, &doomed, backend);
+        // What was gathered goes, also after an error (what is left at the
+        // name is debris for `plfs recover`).
+        let pieces = mount.stores.clone();
         mount.reclaimer.defer(Box::new(move || {
             for store in pieces {
                 if let Err(error) = container::remove_tree(store.as_ref(), &doomed) {
@@ -131,18 +125,7 @@ impl Containers {
                 }
             }
         }));
-        first_error.map_or(Ok(()), Err)
-    }
-}
-
-/// Moves a shadow container of `logical` on a backend other than its
-/// canonical one to `doomed`; whether there was one.
-fn hide_shadow(store: &dyn Store, logical: &StorePath, doomed: &StorePath) -> Result<bool> {
-    match store.metadata(logical) {
-        Ok(metadata) if metadata.kind == EntryKind::Directory => store.rename(logical, doomed).map(|()| true),
-        Ok(_) => Ok(false),
-        Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
-        Err(error) => Err(error),
+        gathered
     }
 }
 
