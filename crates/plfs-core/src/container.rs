@@ -548,7 +548,7 @@ fn require_container(mount: &MountState, path: &StorePath) -> Result<()> {
             ErrorKind::Stale,
             format!(
                 "/{path}: the file is gone: another process unlinked it or renamed it away after it was \
-                 opened here, before its first read (open it again by name)"
+                 opened here, before this process had loaded it (open it again by name)"
             ),
         )),
         Err(error) => Err(error.context(store.url().to_owned())),

@@ -949,6 +949,31 @@ impl OpenFile {
         read_checked(&self.mount, source, cached, buf, physical, buf.len())
     }
 
+    /// Builds the read state and opens the data logs it names (as many
+    /// as half the mount's cache of read handles holds), so an open file
+    /// keeps its bytes when another process removes the file (the logs'
+    /// handles outlive their names on stores that keep open files). Not
+    /// while this process writes the file: building the state would flush
+    /// its writers' records, whose failures are their calls' news.
+    pub(crate) fn prepare_reads(&self) -> Result<()> {
+        if !lock(&self.writers).is_empty() {
+            return Ok(());
+        }
+        self.ensure_read_state()?;
+        let sources = match read_lock(&self.read_state).as_ref() {
+            Some(state) => state.sources.clone(),
+            None => return Ok(()),
+        };
+        if sources.len() > self.mount.tuning.read_handles_max / 2 {
+            return Ok(());
+        }
+        for source in sources {
+            let store = self.mount.store(source.backend);
+            self.mount.log_cache.get(source.backend, source.id, store, &source.path)?;
+        }
+        Ok(())
+    }
+
     fn ensure_read_state(&self) -> Result<()> {
         self.revalidate()?;
         if read_lock(&self.read_state).is_some() {
@@ -1057,6 +1082,12 @@ impl OpenFile {
         }
         let (others, own) = match self.other_writers_logs() {
             Ok(found) => found,
+            // Another process removed the file (unlinked it or renamed it
+            // away): what this process loaded stays its view, as an open
+            // file keeps its bytes on a local file system.
+            Err(error) if error.kind() == ErrorKind::Stale && read_lock(&self.read_state).is_some() => {
+                return Ok(());
+            }
             Err(error) => {
                 self.stale.store(true, Ordering::Release);
                 return Err(error);

@@ -260,6 +260,26 @@ impl Plfs {
             }
             return Err(error.context(path.to_owned()));
         }
+        if flags.read && !flags.write {
+            match handle.file.prepare_reads() {
+                Ok(()) => {}
+                // Another process removed the file while this open ran: the
+                // open comes after the removal, as an open that started a
+                // moment later would (its reads could only fail).
+                Err(error) if error.kind() == ErrorKind::Stale => {
+                    if let Err(closing) = handle.close() {
+                        tracing::warn!("{path}: closing an unclosed handle failed: {closing}");
+                    }
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("{path}: removed by another process during the open"),
+                    ));
+                }
+                // Best effort: a file that cannot be read (damaged) opens
+                // as before, and its reads say why.
+                Err(error) => tracing::debug!("{path}: loading what reads need at the open: {error}"),
+            }
+        }
         Ok(handle)
     }
 

@@ -393,6 +393,16 @@ pub(crate) trait WorkloadFile: Debug + Send + Sync {
 
     fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
 
+    /// Loads now what reads will need, for an open that only reads: the
+    /// bytes of the file as it is at the open then stay readable if
+    /// another process unlinks it or renames it away before the first
+    /// read, as an open file's bytes do on a local file system. Only a
+    /// container, which readers otherwise find by name at their first
+    /// read, has anything to do.
+    fn prepare_reads(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Makes what was written visible to other processes that reopen
     /// (no fsync).
     fn flush(&self) -> Result<()>;

@@ -429,6 +429,10 @@ impl WorkloadFile for ContainerFile {
         self.shared.file.read_with(buf, offset, Some(&self.ahead))
     }
 
+    fn prepare_reads(&self) -> Result<()> {
+        self.shared.file.prepare_reads()
+    }
+
     fn flush(&self) -> Result<()> {
         self.shared.file.flush_index()
     }
