@@ -949,12 +949,12 @@ impl OpenFile {
         read_checked(&self.mount, source, cached, buf, physical, buf.len())
     }
 
-    /// Builds the read state and opens the data logs it names (as many
-    /// as half the mount's cache of read handles holds), so an open file
-    /// keeps its bytes when another process removes the file (the logs'
-    /// handles outlive their names on stores that keep open files). Not
-    /// while this process writes the file: building the state would flush
-    /// its writers' records, whose failures are their calls' news.
+    /// Builds the read state and opens the data logs it names (a file of
+    /// at most [`PREPARED_DATA_LOGS_MAX`] logs), so an open file keeps its
+    /// bytes when another process removes the file (the logs' handles
+    /// outlive their names on stores that keep open files). Not while this
+    /// process writes the file: building the state would flush its
+    /// writers' records, whose failures are their calls' news.
     pub(crate) fn prepare_reads(&self) -> Result<()> {
         if !lock(&self.writers).is_empty() {
             return Ok(());
@@ -964,7 +964,7 @@ impl OpenFile {
             Some(state) => state.sources.clone(),
             None => return Ok(()),
         };
-        if sources.len() > self.mount.tuning.read_handles_max / 2 {
+        if sources.len() > PREPARED_DATA_LOGS_MAX.min(self.mount.tuning.read_handles_max / 2) {
             return Ok(());
         }
         for source in sources {
@@ -1253,6 +1253,11 @@ fn moved_container(path: &StorePath, index: &dyn AppendWriter) -> Option<StorePa
     );
     (is_hostdir && container != *path).then_some(container)
 }
+
+/// Data logs an open for reading opens at once. A file with more (an N-1
+/// checkpoint) is mostly read in parts, each reader touching a few logs:
+/// opening all N would cost each of M readers N opens.
+pub const PREPARED_DATA_LOGS_MAX: usize = 4;
 
 /// Attempts at making a writer's shadow hostdir and its index log, when
 /// removals of emptied shadows at the name keep taking the hostdir away

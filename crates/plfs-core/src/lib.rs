@@ -111,4 +111,5 @@ pub(crate) mod workload;
 pub mod xattr;
 
 pub use error::{Error, ErrorKind, Result};
+pub use file::PREPARED_DATA_LOGS_MAX;
 pub use migrate::{MigrateOptions, MigrateOutcome, MigrateReport};

@@ -372,6 +372,13 @@ fn add_plfs25_check(figures: &mut Figures, operation: Operation, m: u64) {
     figures.bytes_read += lookups * ACCESS_BYTES;
 }
 
+/// The data logs an open for reading opens at once (so that its bytes
+/// stay readable if another process removes the file): all of a file with
+/// few logs, none of a larger one.
+fn prepared_data_logs(n: u64) -> u64 {
+    if n <= plfs::PREPARED_DATA_LOGS_MAX as u64 { n } else { 0 }
+}
+
 fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures {
     let (n, m) = (t.n, t.m);
     let headers: u64 = t.header.iter().sum();
@@ -445,12 +452,12 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
         // Every reader alone: two lookups (open and access check), a try
         // at the global index (counted though it fails), the logs found,
         // every index log read, and meta/ listed again to check that no
-        // closed log lost records.
+        // closed log lost records; then the data logs, if few.
         Operation::OpenNaive => Figures {
-            opens: m * (3 + n),
+            opens: m * (3 + n + prepared_data_logs(n)),
             index_log_opens: m * n,
             global_index_opens: m,
-            max_rank_opens: 3 + n,
+            max_rank_opens: 3 + n + prepared_data_logs(n),
             stats: 2 * m,
             lists: m * (t.find_logs_lists() + 1),
             bytes_read: m * (2 * ACCESS_BYTES + t.all_index_logs()),
@@ -458,11 +465,12 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
             ..Figures::default()
         },
         // With a valid global index every reader reads it instead: two
-        // lookups, the global index, and meta/ to check it is current.
+        // lookups, the global index, and meta/ to check it is current;
+        // then the data logs, if few.
         Operation::OpenNaiveFlattened => Figures {
-            opens: 3 * m,
+            opens: m * (3 + prepared_data_logs(n)),
             global_index_opens: m,
-            max_rank_opens: 3,
+            max_rank_opens: 3 + prepared_data_logs(n),
             stats: 2 * m,
             lists: m,
             bytes_read: m * (2 * ACCESS_BYTES + t.global),
