@@ -395,32 +395,84 @@ fn gather_logs_of(
 ) -> Result<()> {
     let store_b = mount.store(b);
     let old = meta_ids(store_b, holder)?;
-    let mut listed: Vec<(BackendId, BTreeSet<LogId>)> = Vec::new();
+    let mut listed: Vec<(BackendId, Vec<ListedHostdir>)> = Vec::new();
     for backend in mount.placement.all_backends().filter(|backend| *backend != b) {
         let store = mount.store(backend);
-        let ids = log_ids(store, name).with_context(|| format!("{}: {name}", store.url()))?;
-        listed.push((backend, ids));
+        if let Some(hostdirs) =
+            shadow_logs(store, name).with_context(|| format!("{}: {name}", store.url()))?
+        {
+            listed.push((backend, hostdirs));
+        }
     }
     let new = match old {
         Some(_) => None,
         None => meta_ids(store_b, name)?,
     };
-    for (backend, ids) in listed {
+    let theirs = |id: &LogId| match (&old, &new) {
+        (Some(old), _) => old.contains(id),
+        (None, new) => new.as_ref().is_some_and(|new| !new.contains(id)),
+    };
+    for (backend, hostdirs) in listed {
         let store = mount.store(backend);
-        let theirs: BTreeSet<LogId> = ids
-            .into_iter()
-            .filter(|id| match (&old, &new) {
-                (Some(old), _) => old.contains(id),
-                (None, new) => new.as_ref().is_some_and(|new| !new.contains(id)),
-            })
-            .collect();
-        if theirs.is_empty() && !prune {
-            continue;
+        let context = || format!("{}: {name}: moving the logs of {holder}", store.url());
+        let mut emptied = 0;
+        for hostdir in &hostdirs {
+            let (source_dir, target_dir) = (name.join(&hostdir.name)?, holder.join(&hostdir.name)?);
+            let moving: Vec<&str> =
+                hostdir.logs.iter().filter(|(id, _)| theirs(id)).map(|(_, log)| log.as_str()).collect();
+            if !moving.is_empty() {
+                // Made again by `move_log` if it is removed meanwhile.
+                ignore_missing(store.create_dir_all(&target_dir)).with_context(context)?;
+            }
+            for log in &moving {
+                move_log(store, &source_dir, &target_dir, log).with_context(context)?;
+            }
+            if prune && moving.len() == hostdir.logs.len() {
+                remove_if_empty(store, &source_dir).with_context(context)?;
+                emptied += 1;
+            }
         }
-        move_logs(store, name, holder, |id| theirs.contains(id), prune)
-            .with_context(|| format!("{}: {name}: moving the logs of {holder}", store.url()))?;
+        if prune && emptied == hostdirs.len() {
+            // Not a canonical container: `name`'s is on `b`.
+            remove_if_empty(store, name).with_context(context)?;
+        }
     }
     Ok(())
+}
+
+/// One hostdir of a shadow container, with its logs (id and entry name).
+struct ListedHostdir {
+    name: String,
+    logs: Vec<(LogId, String)>,
+}
+
+/// The hostdirs and logs of the shadow container at `name`; None when
+/// there is none.
+fn shadow_logs(store: &dyn Store, name: &StorePath) -> Result<Option<Vec<ListedHostdir>>> {
+    let entries = match store.list(name) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let mut hostdirs = Vec::new();
+    for entry in entries {
+        if entry.kind != EntryKind::Directory
+            || !matches!(layout::classify_container_entry(&entry.name), ContainerEntry::Hostdir(_))
+        {
+            continue;
+        }
+        let logs = match store.list(&name.join(&entry.name)?) {
+            Ok(logs) => logs,
+            Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        let logs = logs
+            .into_iter()
+            .filter_map(|log| layout::parse_log_name(&log.name).map(|(_, id)| (id, log.name)))
+            .collect();
+        hostdirs.push(ListedHostdir { name: entry.name, logs });
+    }
+    Ok(Some(hostdirs))
 }
 
 /// Ids of the logs a container's `meta/` names; None if a record is
@@ -442,18 +494,6 @@ fn meta_ids(store: &dyn Store, container: &StorePath) -> Result<Option<BTreeSet<
         };
     }
     Ok(Some(ids))
-}
-
-fn log_ids(store: &dyn Store, container: &StorePath) -> Result<BTreeSet<LogId>> {
-    let mut ids = BTreeSet::new();
-    for hostdir in hostdirs(store, container)? {
-        for log in store.list(&container.join(&hostdir)?)? {
-            if let Some((_, id)) = layout::parse_log_name(&log.name) {
-                ids.insert(id);
-            }
-        }
-    }
-    Ok(ids)
 }
 
 fn hostdirs(store: &dyn Store, container: &StorePath) -> Result<Vec<String>> {
@@ -499,29 +539,7 @@ fn move_logs(
             ignore_missing(store.create_dir_all(&target_dir))?;
         }
         for log in logs {
-            let (source, target) = (source_dir.join(&log.name)?, target_dir.join(&log.name)?);
-            let mut attempts = 1;
-            loop {
-                match store.rename(&source, &target) {
-                    Ok(()) => break,
-                    Err(error) if error.kind() == ErrorKind::NotFound => {
-                        // Gone from the source: moved by a redo of this step.
-                        if !store.exists(&source)? {
-                            break;
-                        }
-                        // The target hostdir is missing: an unlink of the
-                        // file at that name removed the shadow directories
-                        // it emptied (`gather_removed`), maybe just after
-                        // they were made here. Make them again.
-                        if attempts == MOVE_ATTEMPTS_MAX {
-                            return Err(error);
-                        }
-                        attempts += 1;
-                        ignore_missing(store.create_dir_all(&target_dir))?;
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
+            move_log(store, &source_dir, &target_dir, &log.name)?;
         }
         if prune {
             remove_if_empty(store, &source_dir)?;
@@ -531,6 +549,33 @@ fn move_logs(
         remove_if_empty(store, from)?;
     }
     Ok(())
+}
+
+/// Moves the log `name` from `source_dir` to `target_dir` (made already).
+fn move_log(store: &dyn Store, source_dir: &StorePath, target_dir: &StorePath, name: &str) -> Result<()> {
+    let (source, target) = (source_dir.join(name)?, target_dir.join(name)?);
+    let mut attempts = 1;
+    loop {
+        match store.rename(&source, &target) {
+            Ok(()) => return Ok(()),
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                // Gone from the source: moved by a redo of this step.
+                if !store.exists(&source)? {
+                    return Ok(());
+                }
+                // The target hostdir is missing: an unlink of the file at
+                // that name removed the shadow directories it emptied
+                // (`gather_removed`), maybe just after they were made
+                // here. Make them again.
+                if attempts == MOVE_ATTEMPTS_MAX {
+                    return Err(error);
+                }
+                attempts += 1;
+                ignore_missing(store.create_dir_all(target_dir))?;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 fn is_canonical_container(store: &dyn Store, path: &StorePath) -> Result<bool> {
