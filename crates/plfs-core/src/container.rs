@@ -526,6 +526,12 @@ pub(crate) fn file_logs(mount: &MountState, path: &StorePath) -> Result<Vec<LogL
             replacements += 1;
         } else if stuck + 1 < FILE_LOGS_ATTEMPTS_MAX {
             stuck += 1;
+            // A log can be away for a moment: an unlink of the file that
+            // was at this name before takes its shadows along and returns
+            // this file's logs right after (rename::gather_removed). Looks
+            // at once could all fall in that moment, and then the file read
+            // short, silently: they wait a little longer each time.
+            std::thread::sleep(STUCK_LOOK_PAUSE * (1 << stuck));
         } else {
             // A size record whose log stays missing is damage `plfs
             // recover` reports; read what there is.
@@ -558,7 +564,11 @@ fn require_container(mount: &MountState, path: &StorePath) -> Result<()> {
 /// Looks taken while a rename replaces the file can disagree (meta/ of the
 /// old file, its logs on another backend already moved away): then look
 /// again, a bounded number of times.
-const FILE_LOGS_ATTEMPTS_MAX: usize = 4;
+const FILE_LOGS_ATTEMPTS_MAX: usize = 8;
+
+/// The first pause between looks that disagree; it doubles each time (all
+/// seven pauses: about 32 ms, paid only by a file whose log stays missing).
+const STUCK_LOOK_PAUSE: std::time::Duration = std::time::Duration::from_micros(125);
 
 /// Looks again when each disagreeing look found `meta/` naming other logs
 /// (the file replaced once more), on top of `FILE_LOGS_ATTEMPTS_MAX`.

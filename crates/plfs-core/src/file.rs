@@ -615,10 +615,10 @@ impl OpenFile {
         let mut index = loop {
             match store.create_append_protected(&index_path, &pieces.file) {
                 // Another process's unlink of the file that was at this
-                // name before removes the shadow directories it emptied
-                // (`rename::gather_removed`); one it removed after they
-                // were made here is made again. Once the index log is in
-                // it, the hostdir is never empty.
+                // name before takes the shadows away whole and returns
+                // the logs of other files (`rename::gather_removed`): a
+                // hostdir it took after it was made here, still empty, is
+                // made again.
                 Err(error)
                     if error.kind() == ErrorKind::NotFound
                         && backend != canonical_backend
@@ -1260,8 +1260,7 @@ fn moved_container(path: &StorePath, index: &dyn AppendWriter) -> Option<StorePa
 pub const PREPARED_DATA_LOGS_MAX: usize = 4;
 
 /// Attempts at making a writer's shadow hostdir and its index log, when
-/// removals of emptied shadows at the name keep taking the hostdir away
-/// in between.
+/// unlinks of files at the name keep taking the hostdir away in between.
 const SHADOW_ATTEMPTS_MAX: usize = 8;
 
 /// Makes the writer's hostdir on a backend other than the file's canonical

@@ -2892,14 +2892,15 @@ fn a_rename_onto_a_name_another_process_publishes_replaces_it() {
 }
 
 /// A shared_file unlink takes the container out of the namespace with one
-/// rename on its canonical backend and then took its shadow containers on
+/// rename on its canonical backend and then takes its shadow containers on
 /// the other backends away whole. A file another process put at the name in
 /// between (published by rename, or made by open) had its logs in those
-/// shadows already: the unlink took them along and deleted them, and the
-/// new file read as 0 bytes, silently (found through the preload: two
-/// processes publishing and unlinking one name over two backends). Another
-/// process now acts right after the unlink's first rename; its file keeps
-/// every byte, and an unlink leaves nothing at the name on any backend.
+/// shadows already: the unlink deleted them with the removed file's, and
+/// the new file read as 0 bytes, silently (found through the preload: two
+/// processes publishing and unlinking one name over two backends). Such
+/// logs now return to the name. Another process acts right after the
+/// unlink's first rename; its file keeps every byte, and an unlink leaves
+/// nothing at the name on any backend.
 #[test]
 fn a_file_put_at_a_name_while_another_process_unlinks_it_keeps_its_bytes() {
     let inner = memory_stores(3);
@@ -2966,10 +2967,9 @@ fn shadow_hostdir_of_f(plfs: &Plfs, host: &str) -> &'static str {
 /// A rename moves the new file's logs into the target's shadow hostdirs,
 /// making each hostdir first. Another process's unlink of the file at the
 /// target can take that hostdir away right after it was made (an unlink
-/// removes the shadow directories it empties; it took whole shadows away
-/// before): the log's move failed with "not found", which passed for a log
-/// moved already, and the renamed file lost it. The move now makes the
-/// hostdir again.
+/// takes the shadows at the name along): the log's move failed with "not
+/// found", which passed for a log moved already, and the renamed file lost
+/// it. The move now makes the hostdir again.
 #[test]
 fn a_rename_onto_a_name_another_process_unlinks_keeps_every_log() {
     let inner = memory_stores(3);
@@ -2988,10 +2988,10 @@ fn a_rename_onto_a_name_another_process_unlinks_keeps_every_log() {
 }
 
 /// A writer makes its shadow hostdir, then its logs in it. An unlink by
-/// another process of the file that was at the name before removes the
-/// shadow directories it empties, and may find the writer's hostdir made
-/// but still empty: the writer's first write then failed with "not found".
-/// It makes the hostdir again.
+/// another process of the file that was at the name before takes the
+/// shadows at the name along, and may take the writer's hostdir made but
+/// still empty: the writer's first write then failed with "not found". It
+/// makes the hostdir again.
 #[test]
 fn a_file_made_at_a_name_while_another_process_unlinks_the_old_one_can_be_written() {
     use std::sync::mpsc;

@@ -97,9 +97,9 @@ impl Containers {
 
     /// Makes the container vanish in one rename on its canonical backend
     /// and returns; its pieces are deleted afterwards (`reclaim.rs`). Its
-    /// logs on other backends leave the shadows at the name for the same
-    /// hidden name there first, one by one (a file another process makes at
-    /// the name at once puts its own logs in those shadows). A crash before
+    /// shadows on other backends take the same hidden name first, and logs
+    /// of another file that went along (one another process made at the
+    /// name at once) return to the name. A crash before
     /// the deletion leaves hidden `.plfs-reclaim.*` directories, which `plfs
     /// recover` (of the directory or any file in it) finishes.
     fn remove_container(&self, mount: &MountState, logical: &StorePath) -> Result<()> {
