@@ -111,9 +111,13 @@ impl Containers {
         store.rename(logical, &doomed)?;
         mount.log_cache.forget_under(logical);
         let gathered = crate::rename::gather_removed(mount, logical, &doomed, backend);
-        // What was gathered goes, also after an error (what is left at the
-        // name is debris for `plfs recover`).
-        let pieces = mount.stores.clone();
+        // After an error, logs of another file may be left among the
+        // removed one's on some backend: only the canonical container,
+        // which holds none, goes now (the rest is left for `plfs recover`).
+        let pieces = match &gathered {
+            Ok(()) => mount.stores.clone(),
+            Err(_) => vec![mount.stores[backend.0].clone()],
+        };
         mount.reclaimer.defer(Box::new(move || {
             for store in pieces {
                 if let Err(error) = container::remove_tree(store.as_ref(), &doomed) {
