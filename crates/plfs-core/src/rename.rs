@@ -385,16 +385,7 @@ fn gather_displaced(
         let store = mount.store(backend);
         let context = || format!("{}: {target}: moving the replaced file's logs", store.url());
         for hostdir in &hostdirs {
-            let moving: Vec<&str> =
-                hostdir.logs.iter().filter(|(id, _)| theirs(id)).map(|(_, log)| log.as_str()).collect();
-            if moving.is_empty() {
-                continue;
-            }
-            let (source_dir, target_dir) = (target.join(&hostdir.name)?, displaced.join(&hostdir.name)?);
-            ignore_missing(store.create_dir_all(&target_dir)).with_context(context)?;
-            for log in moving {
-                move_log(store, &source_dir, &target_dir, log).with_context(context)?;
-            }
+            move_picked(store, target, displaced, hostdir, theirs).with_context(context)?;
         }
     }
     Ok(())
@@ -446,35 +437,17 @@ pub(crate) fn gather_removed(
             }
         }
         let Some(hostdirs) = shadow_logs(store, removed).with_context(context)? else { continue };
-        for hostdir in hostdirs {
-            let back: Vec<&str> = match &old {
-                Some(old) => hostdir
-                    .logs
-                    .iter()
-                    .filter(|(id, _)| !old.contains(id))
-                    .map(|(_, log)| log.as_str())
-                    .collect(),
-                None => {
-                    let new = match &new {
-                        Some(new) => new,
-                        None => new.insert(meta_ids(store_b, name)?),
-                    };
-                    hostdir
-                        .logs
-                        .iter()
-                        .filter(|(id, _)| new.as_ref().is_some_and(|new| new.contains(id)))
-                        .map(|(_, log)| log.as_str())
-                        .collect()
-                }
-            };
-            if back.is_empty() {
-                continue;
-            }
-            let (source_dir, target_dir) = (removed.join(&hostdir.name)?, name.join(&hostdir.name)?);
-            ignore_missing(store.create_dir_all(&target_dir)).with_context(context)?;
-            for log in back {
-                move_log(store, &source_dir, &target_dir, log).with_context(context)?;
-            }
+        if old.is_none() && new.is_none() {
+            new = Some(meta_ids(store_b, name).with_context(context)?);
+        }
+        // What `removed`'s `meta/` does not name goes back (with a damaged
+        // record: what the file now at the name names).
+        let returns = |id: &LogId| match (&old, &new) {
+            (Some(old), _) => !old.contains(id),
+            (None, new) => new.as_ref().and_then(Option::as_ref).is_some_and(|new| new.contains(id)),
+        };
+        for hostdir in &hostdirs {
+            move_picked(store, removed, name, hostdir, returns).with_context(context)?;
         }
     }
     first_error.map_or(Ok(()), Err)
@@ -536,22 +509,6 @@ fn meta_ids(store: &dyn Store, container: &StorePath) -> Result<Option<BTreeSet<
     Ok(Some(ids))
 }
 
-fn hostdirs(store: &dyn Store, container: &StorePath) -> Result<Vec<String>> {
-    let entries = match store.list(container) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(error),
-    };
-    Ok(entries
-        .into_iter()
-        .filter(|entry| {
-            entry.kind == EntryKind::Directory
-                && matches!(layout::classify_container_entry(&entry.name), ContainerEntry::Hostdir(_))
-        })
-        .map(|entry| entry.name)
-        .collect())
-}
-
 /// Moves the logs `wanted` picks from `from`'s hostdirs to the same
 /// hostdirs of `to` (made as needed), one rename each; log names are
 /// unique, so nothing is ever replaced. With `prune`, emptied directories
@@ -563,30 +520,37 @@ fn move_logs(
     wanted: impl Fn(&LogId) -> bool,
     prune: bool,
 ) -> Result<()> {
-    for hostdir in hostdirs(store, from)? {
-        let (source_dir, target_dir) = (from.join(&hostdir)?, to.join(&hostdir)?);
-        let logs = match store.list(&source_dir) {
-            Ok(logs) => logs,
-            Err(error) if error.kind() == ErrorKind::NotFound => continue,
-            Err(error) => return Err(error),
-        };
-        let logs: Vec<_> = logs
-            .into_iter()
-            .filter(|log| layout::parse_log_name(&log.name).is_some_and(|(_, id)| wanted(&id)))
-            .collect();
-        if !logs.is_empty() {
-            // Made again below if it is removed meanwhile.
-            ignore_missing(store.create_dir_all(&target_dir))?;
-        }
-        for log in logs {
-            move_log(store, &source_dir, &target_dir, &log.name)?;
-        }
+    for hostdir in shadow_logs(store, from)?.unwrap_or_default() {
+        move_picked(store, from, to, &hostdir, &wanted)?;
         if prune {
-            remove_if_empty(store, &source_dir)?;
+            remove_if_empty(store, &from.join(&hostdir.name)?)?;
         }
     }
     if prune && !is_canonical_container(store, from)? {
         remove_if_empty(store, from)?;
+    }
+    Ok(())
+}
+
+/// Moves the logs of `hostdir` (as listed under `from`) that `pick` picks
+/// to the same hostdir under `to`, made as needed.
+fn move_picked(
+    store: &dyn Store,
+    from: &StorePath,
+    to: &StorePath,
+    hostdir: &ListedHostdir,
+    pick: impl Fn(&LogId) -> bool,
+) -> Result<()> {
+    let picked: Vec<&str> =
+        hostdir.logs.iter().filter(|(id, _)| pick(id)).map(|(_, log)| log.as_str()).collect();
+    if picked.is_empty() {
+        return Ok(());
+    }
+    let (source_dir, target_dir) = (from.join(&hostdir.name)?, to.join(&hostdir.name)?);
+    // Made again by `move_log` if it is removed meanwhile.
+    ignore_missing(store.create_dir_all(&target_dir))?;
+    for log in picked {
+        move_log(store, &source_dir, &target_dir, log)?;
     }
     Ok(())
 }
