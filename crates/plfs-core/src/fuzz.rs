@@ -132,6 +132,7 @@ impl Decoder {
                     small::NameRecord::Rename { stamp: 2, from: "a".into(), to: "b".into() },
                     small::NameRecord::Truncate { stamp: 3, size: 9, name: "b".into() },
                     small::NameRecord::Delete { stamp: 4, name: "b".into() },
+                    small::NameRecord::OpenOrCreate { stamp: 5, fid: 1, name: "c".into() },
                 ];
                 vec![small_log(&header, small::NAME_LOG_MAGIC, &records)]
             }

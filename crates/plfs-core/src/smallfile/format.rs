@@ -22,6 +22,7 @@ pub const KIND_DELETE: u8 = 3;
 pub const KIND_RENAME: u8 = 4;
 pub const KIND_UTIME: u8 = 5;
 pub const KIND_TRUNCATE: u8 = 6;
+pub const KIND_OPEN_OR_CREATE: u8 = 7;
 pub const KIND_WRITE: u8 = 1;
 const WRITE_BODY_BYTES: u16 = 48;
 
@@ -64,6 +65,16 @@ pub enum NameRecord {
         size: u64,
         name: String,
     },
+    /// `fid` stands for the file `name` denotes, or, if it denotes none, for
+    /// a new empty file of that name: an open with `O_CREAT` and without
+    /// `O_TRUNC` of a name this process did not know. Another process may
+    /// have made the file meanwhile, and its bytes must stay (a create
+    /// would empty it at replay).
+    OpenOrCreate {
+        stamp: u64,
+        fid: u64,
+        name: String,
+    },
 }
 
 impl NameRecord {
@@ -74,7 +85,8 @@ impl NameRecord {
             | NameRecord::Delete { stamp, .. }
             | NameRecord::Rename { stamp, .. }
             | NameRecord::Utime { stamp, .. }
-            | NameRecord::Truncate { stamp, .. } => *stamp,
+            | NameRecord::Truncate { stamp, .. }
+            | NameRecord::OpenOrCreate { stamp, .. } => *stamp,
         }
     }
 
@@ -86,6 +98,7 @@ impl NameRecord {
             NameRecord::Rename { .. } => KIND_RENAME,
             NameRecord::Utime { .. } => KIND_UTIME,
             NameRecord::Truncate { .. } => KIND_TRUNCATE,
+            NameRecord::OpenOrCreate { .. } => KIND_OPEN_OR_CREATE,
         }
     }
 }
@@ -127,7 +140,9 @@ impl FramedRecord for NameRecord {
         put_u16(out, 0);
         put_u64(out, self.stamp());
         match self {
-            NameRecord::Create { fid, name, .. } | NameRecord::Open { fid, name, .. } => {
+            NameRecord::Create { fid, name, .. }
+            | NameRecord::Open { fid, name, .. }
+            | NameRecord::OpenOrCreate { fid, name, .. } => {
                 put_u64(out, *fid);
                 put_name(out, name);
             }
@@ -170,6 +185,9 @@ impl FramedRecord for NameRecord {
                 name: take_name(&mut body)?,
             },
             KIND_TRUNCATE => NameRecord::Truncate { stamp, size: body.u64()?, name: take_name(&mut body)? },
+            KIND_OPEN_OR_CREATE => {
+                NameRecord::OpenOrCreate { stamp, fid: body.u64()?, name: take_name(&mut body)? }
+            }
             _ => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
@@ -305,6 +323,10 @@ mod tests {
                 NameRecord::Truncate { stamp: 0x1122334455667788, size: 0x0100, name: "f".into() },
                 [&[6, 0, 19, 0][..], &stamp, &[0, 1, 0, 0, 0, 0, 0, 0], &[1, 0], b"f"].concat(),
             ),
+            (
+                NameRecord::OpenOrCreate { stamp: 0x1122334455667788, fid: 3, name: "log".into() },
+                [&[7, 0, 21, 0][..], &stamp, &[3, 0, 0, 0, 0, 0, 0, 0], &[3, 0], b"log"].concat(),
+            ),
         ];
         for (record, golden) in cases {
             assert_eq!(record_bytes(record.clone()), golden, "{record:?}");
@@ -408,14 +430,15 @@ mod tests {
     }
 
     fn record_strategy() -> impl Strategy<Value = NameRecord> {
-        (0u8..6, any::<u64>(), any::<u64>(), any::<u64>(), name_strategy(), name_strategy()).prop_map(
+        (0u8..7, any::<u64>(), any::<u64>(), any::<u64>(), name_strategy(), name_strategy()).prop_map(
             |(kind, stamp, a, b, name, other)| match kind {
                 0 => NameRecord::Create { stamp, fid: a, name },
                 1 => NameRecord::Open { stamp, fid: a, name },
                 2 => NameRecord::Delete { stamp, name },
                 3 => NameRecord::Rename { stamp, from: name, to: other },
                 4 => NameRecord::Utime { stamp, atime_ns: a, mtime_ns: b, name },
-                _ => NameRecord::Truncate { stamp, size: a, name },
+                5 => NameRecord::Truncate { stamp, size: a, name },
+                _ => NameRecord::OpenOrCreate { stamp, fid: a, name },
             },
         )
     }

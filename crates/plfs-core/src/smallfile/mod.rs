@@ -154,6 +154,22 @@ impl SmallFileStore {
     /// Creates an empty file `name` in `dir`, replacing any file of that
     /// name (O_CREAT | O_TRUNC). Writes one name record; no backend file.
     pub fn create(&self, dir: &StorePath, name: &str, writer: u64) -> Result<FileId> {
+        self.make(dir, name, writer, true)
+    }
+
+    /// Opens the file `name` as another process may have made it since this
+    /// process last looked, or else creates it empty (O_CREAT without
+    /// O_TRUNC of a name this process does not know). Writes one name
+    /// record, whose replay keeps the bytes of a file someone else made at
+    /// the name first: a create record would empty it. Before, two
+    /// processes opening a new log with O_CREAT | O_APPEND at once lost
+    /// what the first wrote before the second's open was published.
+    pub fn open_or_create(&self, dir: &StorePath, name: &str, writer: u64) -> Result<FileId> {
+        self.make(dir, name, writer, false)
+    }
+
+    /// A create record (`truncating`) or an open-or-create one.
+    fn make(&self, dir: &StorePath, name: &str, writer: u64, truncating: bool) -> Result<FileId> {
         validate_component(name)?;
         self.with_container(dir, |this, container| {
             // Over a name it knows, the same file emptied (O_TRUNC keeps the
@@ -164,7 +180,13 @@ impl SmallFileStore {
             let session = container.session(this, writer)?;
             let id = existing.unwrap_or_else(|| FileId::created(stamp, &session.data_path));
             let fid = session.bind_created(name, id);
-            container.push_name(writer, NameRecord::Create { stamp, fid, name: name.to_owned() });
+            let owned = name.to_owned();
+            let record = if truncating {
+                NameRecord::Create { stamp, fid, name: owned }
+            } else {
+                NameRecord::OpenOrCreate { stamp, fid, name: owned }
+            };
+            container.push_name(writer, record);
             container.know(name, Some(id));
             Ok((container.after_record(this, writer), id))
         })
@@ -683,6 +705,15 @@ enum Pending {
     Write { writer: u64, file: FileId, entry: IndexEntry },
 }
 
+impl Pending {
+    fn stamp(&self) -> u64 {
+        match self {
+            Pending::Name { record, .. } => record.stamp(),
+            Pending::Write { entry, .. } => entry.stamp,
+        }
+    }
+}
+
 /// What one flush carries, taken under the container's lock and published
 /// without it.
 struct Batch {
@@ -979,6 +1010,18 @@ impl DirContainer {
         let Some(view) = self.view.as_mut() else { return true };
         if pending.is_empty() {
             return true;
+        }
+        // A fold applies these records after everything the view holds; a
+        // reload replays them in stamp order. The two agree only if no
+        // record the view holds is newer than the oldest of these: one
+        // another process published while this process held its records
+        // (a create buffered since an open, then a lock's reload of the
+        // holder's writes) came before some of them. Before, the fold
+        // emptied that file again, and this process read its own writes
+        // as lost while every other reader saw them.
+        let oldest = pending.iter().map(Pending::stamp).min().unwrap_or(u64::MAX);
+        if oldest < view.newest_stamp() {
+            return false;
         }
         // Copy on write only if a reader still holds this version.
         let view = Arc::make_mut(view);

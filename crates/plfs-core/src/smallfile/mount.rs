@@ -215,7 +215,16 @@ pub(crate) fn open(
             *file.lock_size() = stat.size;
         }
     } else if flags.create {
-        file.set_file(engine.create(&dir, name, writer)?);
+        // Another process may make the file before this record is
+        // published: without O_TRUNC its bytes must stay (`open_or_create`).
+        // O_EXCL cannot be promised across processes here; sharing the
+        // file at least loses nothing.
+        let id = if flags.truncate {
+            engine.create(&dir, name, writer)?
+        } else {
+            engine.open_or_create(&dir, name, writer)?
+        };
+        file.set_file(id);
         file.dirty.store(true, Ordering::Relaxed);
     } else {
         return Err(Error::new(ErrorKind::NotFound, format!("/{logical}")));

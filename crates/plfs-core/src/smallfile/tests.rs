@@ -720,6 +720,7 @@ fn open_containers_stay_within_the_bound_and_evicted_ones_are_flushed() {
 #[derive(Debug, Clone)]
 enum Op {
     Create { process: usize, writer: u64, name: usize },
+    OpenOrCreate { process: usize, writer: u64, name: usize },
     Write { process: usize, writer: u64, name: usize, offset: u64, length: usize, seed: u8 },
     Truncate { process: usize, writer: u64, name: usize, size: u64 },
     Utime { process: usize, writer: u64, name: usize },
@@ -741,6 +742,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (process.clone(), writer.clone(), name.clone())
             .prop_map(|(process, writer, name)| Op::Create { process, writer, name }),
+        2 => (process.clone(), writer.clone(), name.clone())
+            .prop_map(|(process, writer, name)| Op::OpenOrCreate { process, writer, name }),
         5 => (process.clone(), writer.clone(), name.clone(), 0u64..40, 1usize..24, any::<u8>()).prop_map(
             |(process, writer, name, offset, length, seed)| Op::Write { process, writer, name, offset, length, seed }),
         1 => (process.clone(), writer.clone(), name.clone(), 0u64..50)
@@ -772,6 +775,13 @@ enum Change {
         made: u64,
         key: Key,
     },
+    /// Binds `key` to the file `name` names, or to a new file `made` of
+    /// that name if there is none.
+    OpenOrCreate {
+        name: String,
+        made: u64,
+        key: Key,
+    },
     /// Binds `key` to the file `name` names, if any.
     Open {
         name: String,
@@ -786,6 +796,8 @@ enum Change {
         bytes: Vec<u8>,
     },
     Truncate(String, u64),
+    /// Sets times, which the model does not follow (it takes a stamp).
+    Utime,
     Delete(String),
     Rename(String, String),
 }
@@ -799,6 +811,11 @@ struct Files {
     data: HashMap<u64, Vec<u8>>,
     /// What each key is bound to (a replay of the store's records).
     bound: HashMap<Key, u64>,
+    /// A file a create made (`made`) that found its name taken, and the
+    /// file it found (where a process folds its writes to `made`).
+    aliases: HashMap<u64, u64>,
+    /// The time of the newest change this holds.
+    newest: u64,
 }
 
 impl Files {
@@ -853,6 +870,17 @@ fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>, f
                 let id = *files.names.entry(name).or_insert(made);
                 files.data.insert(id, Vec::new());
                 files.bound.insert(key, id);
+                if id != made {
+                    files.aliases.insert(made, id);
+                }
+            }
+            Change::OpenOrCreate { name, made, key } => {
+                let id = *files.names.entry(name).or_insert(made);
+                files.data.entry(id).or_default();
+                files.bound.insert(key, id);
+                if id != made {
+                    files.aliases.insert(made, id);
+                }
             }
             Change::Open { name, key } => match files.names.get(&name) {
                 Some(&id) => {
@@ -863,7 +891,11 @@ fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>, f
                 }
             },
             Change::Write { key, file, offset, bytes } => {
-                let id = if fold { Some(file) } else { files.bound.get(&key).copied() };
+                let id = if fold {
+                    Some(files.aliases.get(&file).copied().unwrap_or(file))
+                } else {
+                    files.bound.get(&key).copied()
+                };
                 if let Some(data) = id.and_then(|id| files.data.get_mut(&id)) {
                     let end = offset as usize + bytes.len();
                     if data.len() < end {
@@ -872,6 +904,7 @@ fn apply_changes(files: &mut Files, changes: impl IntoIterator<Item = Change>, f
                     data[offset as usize..end].copy_from_slice(&bytes);
                 }
             }
+            Change::Utime => {}
             Change::Truncate(name, size) => {
                 if let Some(data) = files.names.get(&name).and_then(|id| files.data.get_mut(id)) {
                     data.resize(size as usize, 0);
@@ -898,7 +931,7 @@ impl Model {
     fn store_state(&self) -> Files {
         let mut flushed = self.flushed.clone();
         flushed.sort_by_key(|(time, _)| *time);
-        let mut files = Files::default();
+        let mut files = Files { newest: flushed.last().map_or(0, |(time, _)| *time), ..Files::default() };
         apply_changes(&mut files, flushed.into_iter().map(|(_, change)| change), false);
         files
     }
@@ -929,9 +962,10 @@ impl Model {
         self.processes[process].known.insert(name.to_owned(), file);
     }
 
-    /// A create as the engine makes it: over a name the process knows
-    /// without loading a view, that file; else a new one.
-    fn create(&mut self, process: usize, writer: u64, name: &str) {
+    /// A create (or, not `truncating`, an open-or-create) as the engine
+    /// makes it: over a name the process knows without loading a view,
+    /// that file; else a new one.
+    fn create(&mut self, process: usize, writer: u64, name: &str, truncating: bool) {
         let state = &mut self.processes[process];
         let existing = match state.known.get(name) {
             Some(&known) => known,
@@ -944,8 +978,14 @@ impl Model {
             Some(&fid) if session.names[fid as usize] == name => fid,
             _ => session.new_fid(name, id),
         };
-        self.record(process, Change::Create { name: name.to_owned(), made, key: (process, writer, fid) });
-        self.know(process, name, Some(id));
+        let (name, key) = (name.to_owned(), (process, writer, fid));
+        let change = if truncating {
+            Change::Create { name: name.clone(), made, key }
+        } else {
+            Change::OpenOrCreate { name: name.clone(), made, key }
+        };
+        self.record(process, change);
+        self.know(process, &name, Some(id));
     }
 
     /// A write as the engine makes it: through the session's key for the
@@ -982,7 +1022,11 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
         match op {
             Op::Create { process, writer, name } => {
                 engines[process].create(&d, NAMES[name], writer).unwrap();
-                model.create(process, writer, NAMES[name]);
+                model.create(process, writer, NAMES[name], true);
+            }
+            Op::OpenOrCreate { process, writer, name } => {
+                engines[process].open_or_create(&d, NAMES[name], writer).unwrap();
+                model.create(process, writer, NAMES[name], false);
             }
             Op::Write { process, writer, name, offset, length, seed } => {
                 let bytes: Vec<u8> = (0..length).map(|i| seed.wrapping_add(i as u8)).collect();
@@ -1009,7 +1053,7 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
                 if model.identity(process, NAMES[name]).is_some() {
                     result.unwrap();
                     // Times are checked elsewhere; here it only takes a stamp.
-                    model.time += 1;
+                    model.record(process, Change::Utime);
                 } else {
                     prop_assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
                 }
@@ -1042,9 +1086,17 @@ fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
                 let pending = std::mem::take(&mut state.pending);
                 state.known.clear();
                 // The process's own records are folded into its view (if it
-                // has one) in their order; others' stay unseen.
+                // has one) in their order; others' stay unseen. Unless the
+                // view holds a change newer than one of them: folding them
+                // after it would not be what a replay does, so the view is
+                // loaded again.
+                let oldest = pending.first().map_or(u64::MAX, |(time, _)| *time);
+                if state.view.as_ref().is_some_and(|view| view.newest > oldest) {
+                    state.view = None;
+                }
                 if let Some(view) = &mut state.view {
                     apply_changes(view, pending.iter().map(|(_, change)| change.clone()), true);
+                    view.newest = view.newest.max(pending.last().map_or(0, |(time, _)| *time));
                 }
                 model.flushed.extend(pending);
             }

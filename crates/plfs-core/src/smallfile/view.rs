@@ -139,6 +139,10 @@ pub struct DirView {
     /// A later listing that differs means other writers flushed since; see
     /// [`DirView::is_current`].
     log_lengths: HashMap<StorePath, (usize, Option<u64>)>,
+    /// The file a writer made by a create record (as [`FileId::created`])
+    /// that found its name taken, and the file it found: the writer's
+    /// handles know the file by the first, every view by the second.
+    aliases: HashMap<FileId, FileId>,
 }
 
 /// One record of the merge, ordered by `(stamp, session, log, position)`.
@@ -186,6 +190,7 @@ impl DirView {
             newest_stamp: 0,
             handles: Arc::new(Mutex::new(HashMap::new())),
             log_lengths: HashMap::new(),
+            aliases: HashMap::new(),
         };
         // Every name log first, then every index log: a writer publishes
         // all its index entries before any of its names (see
@@ -277,7 +282,9 @@ impl DirView {
             // binds it as the records come).
             let mut table = HashMap::new();
             for (position, record) in names.iter().enumerate() {
-                if let NameRecord::Create { fid, name, .. } | NameRecord::Open { fid, name, .. } = record
+                if let NameRecord::Create { fid, name, .. }
+                | NameRecord::Open { fid, name, .. }
+                | NameRecord::OpenOrCreate { fid, name, .. } = record
                     && table.insert(*fid, name.as_str()).is_some_and(|old| old != name)
                 {
                     let log = &self.sessions[session].data;
@@ -298,7 +305,7 @@ impl DirView {
                 Event::Name(record) => {
                     let origin = origins[session];
                     match record {
-                        NameRecord::Create { fid, .. } => {
+                        NameRecord::Create { fid, .. } | NameRecord::OpenOrCreate { fid, .. } => {
                             bound.insert((session, *fid), self.apply_create(record, origin));
                         }
                         NameRecord::Open { fid, name, stamp } => {
@@ -396,6 +403,7 @@ impl DirView {
         // A handle opened before these bytes were appended may not see them
         // on every store (some snapshot the object's length at open).
         self.handles.lock().unwrap_or_else(PoisonError::into_inner).remove(&session);
+        let file = self.aliases.get(&file).copied().unwrap_or(file);
         self.apply_write(session, Some(file), entry);
     }
 
@@ -417,26 +425,39 @@ impl DirView {
 
     /// A create: a new empty file, or, over an existing name, that file
     /// emptied (O_CREAT | O_TRUNC keeps the inode, so its other writers
-    /// keep writing to it). Returns the file.
+    /// keep writing to it). An open-or-create over an existing name leaves
+    /// the file as it is. Returns the file.
     fn apply_create(&mut self, record: &NameRecord, origin: u64) -> FileId {
-        let NameRecord::Create { stamp, name, .. } = record else { unreachable!("a create record") };
+        let (NameRecord::Create { stamp, name, .. } | NameRecord::OpenOrCreate { stamp, name, .. }) = record
+        else {
+            unreachable!("a create or open-or-create record")
+        };
         self.newest_stamp = self.newest_stamp.max(*stamp);
-        let id = match self.files.get(name) {
-            Some(&id) => id,
-            None => {
-                let id = FileId { stamp: *stamp, origin };
-                self.files.insert(name.clone(), id);
+        let made = FileId { stamp: *stamp, origin };
+        match self.files.get(name) {
+            Some(&id) => {
+                // The writer took `made` for its file: its writes, folded
+                // in as `made`, go to the file it found.
+                if id != made {
+                    self.aliases.insert(made, id);
+                }
+                if matches!(record, NameRecord::Create { .. }) {
+                    self.states.insert(id, FileState::new(*stamp));
+                }
                 id
             }
-        };
-        self.states.insert(id, FileState::new(*stamp));
-        id
+            None => {
+                self.files.insert(name.clone(), made);
+                self.states.insert(made, FileState::new(*stamp));
+                made
+            }
+        }
     }
 
     fn apply_name(&mut self, record: &NameRecord, origin: u64) {
         self.newest_stamp = self.newest_stamp.max(record.stamp());
         match record {
-            NameRecord::Create { .. } => {
+            NameRecord::Create { .. } | NameRecord::OpenOrCreate { .. } => {
                 self.apply_create(record, origin);
             }
             NameRecord::Open { .. } => {}
