@@ -333,6 +333,16 @@ pub fn is_reclaim(name: &str) -> bool {
     name.starts_with(RECLAIM_PREFIX)
 }
 
+/// Whether `reclaim` ([`reclaim_name`]) was made for a file named
+/// `file_name` (by its name's hash: another name may share it).
+pub fn reclaim_may_be_of(reclaim: &str, file_name: &str) -> bool {
+    reclaim
+        .strip_prefix(RECLAIM_PREFIX)
+        .and_then(|rest| rest.split('.').next())
+        .and_then(|hash| u32::from_str_radix(hash, 16).ok())
+        .is_some_and(|hash| hash == name_hash(file_name))
+}
+
 /// Name a container takes in the target's directory while a rename moves
 /// it onto `file_name` (it is then swapped with the file it replaces,
 /// which leaves under this name). Process and host say whether the
@@ -662,6 +672,15 @@ mod tests {
         // Names from before the host field: no owner to ask about.
         assert_eq!(removed_owner(".plfs-gone.0000002a.0000000000000007.00000008"), None);
         assert_eq!(removed_owner(".plfs-gone.0"), None);
+    }
+
+    #[test]
+    fn a_reclaim_name_tells_which_file_it_may_be_of() {
+        let reclaim = reclaim_name("checkpoint.7", 0x1234, 99);
+        assert!(reclaim_may_be_of(&reclaim, "checkpoint.7"));
+        assert!(!reclaim_may_be_of(&reclaim, "checkpoint.8"));
+        assert!(!reclaim_may_be_of("checkpoint.7", "checkpoint.7"));
+        assert!(!reclaim_may_be_of(".plfs-reclaim.zz.1.2", "checkpoint.7"));
     }
 
     #[test]

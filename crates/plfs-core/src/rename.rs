@@ -453,6 +453,47 @@ pub(crate) fn gather_removed(
     first_error.map_or(Ok(()), Err)
 }
 
+/// Finishes what an unlink stopped between two of its steps may have left
+/// undone (its process was killed, or still runs while `plfs recover`
+/// looks): logs of the file now at `name` that sat in a shadow container
+/// the unlink took whole to `removed`, and that [`gather_removed`] had not
+/// moved back yet. The same logs go back as there: those `removed`'s
+/// `meta/` does not name, or, when that is unknown (its record damaged, its
+/// canonical container gone already) or `named_only` (another name of the
+/// directory shares the hash in `removed`'s name), only those the file at
+/// `name` names. Call it before `removed` is deleted anywhere; returns how
+/// many logs went back.
+pub(crate) fn return_from_reclaim(
+    mount: &MountState,
+    name: &StorePath,
+    removed: &StorePath,
+    named_only: bool,
+) -> Result<usize> {
+    let (b, paths) = container::canonical(mount, name);
+    let store_b = mount.store(b);
+    // No file at the name: its logs have nowhere to go.
+    if !store_b.exists(&paths.access())? {
+        return Ok(0);
+    }
+    let old = if !named_only && store_b.exists(removed)? { meta_ids(store_b, removed)? } else { None };
+    let new = if old.is_none() { meta_ids(store_b, name)? } else { None };
+    let returns = |id: &LogId| match (&old, &new) {
+        (Some(old), _) => !old.contains(id),
+        (None, new) => new.as_ref().is_some_and(|new| new.contains(id)),
+    };
+    let mut returned = 0;
+    for backend in mount.placement.all_backends().filter(|backend| *backend != b) {
+        let store = mount.store(backend);
+        let context = || format!("{}: {removed}: returning logs of {name}", store.url());
+        let Some(hostdirs) = shadow_logs(store, removed).with_context(context)? else { continue };
+        for hostdir in &hostdirs {
+            returned += hostdir.logs.iter().filter(|(id, _)| returns(id)).count();
+            move_picked(store, removed, name, hostdir, returns).with_context(context)?;
+        }
+    }
+    Ok(returned)
+}
+
 /// One hostdir of a shadow container, with its logs (id and entry name).
 struct ListedHostdir {
     name: String,

@@ -24,7 +24,7 @@ use crate::mount_state::MountState;
 pub use crate::placement::HostdirId;
 use crate::placement::{BackendId, name_hash};
 use crate::plfs25::{self, Found25};
-use crate::rename::HeldIntent;
+use crate::rename::{self, HeldIntent};
 use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 use crate::stripes::{self, LayoutProblem};
 use crate::workload::Found;
@@ -1021,6 +1021,7 @@ impl Recovery<'_> {
     }
 
     fn debris_in(&mut self, parent: &StorePath) -> Result<()> {
+        self.return_from_reclaims(parent)?;
         for backend in self.state.placement.all_backends() {
             let store = self.state.store(backend);
             let entries = match store.list(parent) {
@@ -1065,6 +1066,53 @@ impl Recovery<'_> {
                     "left by a crash".into(),
                     fixed,
                 );
+            }
+        }
+        Ok(())
+    }
+
+    /// Before the pieces of removed files in `parent` are deleted: an
+    /// unlink stopped between taking a shadow container along and moving
+    /// back what was not the removed file's may hold logs of the file
+    /// another process put at the name meanwhile; they go back to it
+    /// (`rename::return_from_reclaim`). Before, recover deleted them, and
+    /// that file read as 0 bytes. Moving them is no repair of damage, as
+    /// the deletion after it is not: it needs no --fix.
+    fn return_from_reclaims(&mut self, parent: &StorePath) -> Result<()> {
+        let mut reclaims = BTreeSet::new();
+        let mut names = BTreeSet::new();
+        for backend in self.state.placement.all_backends() {
+            let entries = match self.state.store(backend).list(parent) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            for entry in entries {
+                if layout::is_reclaim(&entry.name) {
+                    reclaims.insert(entry.name);
+                } else if !layout::is_reserved(&entry.name) && entry.kind == EntryKind::Directory {
+                    names.insert(entry.name);
+                }
+            }
+        }
+        for reclaim in &reclaims {
+            let owners: Vec<&String> =
+                names.iter().filter(|name| layout::reclaim_may_be_of(reclaim, name)).collect();
+            let named_only = owners.len() > 1;
+            for name in owners {
+                let (name, removed) = (parent.join(name)?, parent.join(reclaim)?);
+                let returned = rename::return_from_reclaim(self.state, &name, &removed, named_only)?;
+                if returned > 0 {
+                    self.note(
+                        Problem::PendingReclaim,
+                        format!("/{removed}"),
+                        format!(
+                            "{returned} logs of /{name}, taken along by an unlink that stopped midway: \
+                             returned to it"
+                        ),
+                        true,
+                    );
+                }
             }
         }
         Ok(())

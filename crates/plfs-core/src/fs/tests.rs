@@ -3036,6 +3036,46 @@ fn a_file_put_at_a_name_while_another_process_unlinks_it_keeps_its_bytes() {
     }
 }
 
+/// An unlink killed between taking a shadow container along and moving
+/// back what was not the removed file's leaves the logs of the file another
+/// process had just put at the name among the removed file's pieces. `plfs
+/// recover` of the directory deleted those pieces, and that file read as 0
+/// bytes; it now returns the logs first. The kill is a panic right after
+/// the unlink renamed the shadow.
+#[test]
+fn recover_after_an_unlink_killed_midway_keeps_the_file_put_at_its_name() {
+    let inner = memory_stores(3);
+    let (host, _) = logs_off_canonical(&inner);
+    let no_reclaim_worker = |pid| on_host_without_reclaim_worker(&host, pid);
+    let hooks = ActOnce::on("f");
+    let unlinking = mount_over(&hooks.wrap(&inner), no_reclaim_worker(2));
+    let other = Arc::new(mount_over(&inner, no_reclaim_worker(3)));
+    write_whole(&other, "/f", &[1; 4096]);
+    let (acting, again) = (other.clone(), hooks.clone());
+    hooks.arm(
+        Step::Rename,
+        0,
+        Box::new(move || {
+            write_whole(&acting, "/f", &[2; 4096]);
+            again.arm(Step::Rename, 0, Box::new(|| panic!("killed right after taking a shadow along")));
+        }),
+    );
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unlinking.unlink("/f")));
+    assert!(killed.is_err() && hooks.ran(), "the unlink was killed after its shadow rename");
+    let reading = mount_over(&inner, no_reclaim_worker(4));
+    let report = reading.recover("/f", false).unwrap();
+    assert!(
+        report.findings.iter().any(|finding| finding.detail.contains("returned to it")),
+        "{:?}",
+        report.findings
+    );
+    assert_eq!(read_whole(&reading, "/f"), vec![2; 4096]);
+    for store in &inner {
+        let left = store.list(&StorePath::default()).unwrap();
+        assert!(left.iter().all(|entry| entry.name == "f"), "{}: left {:?}", store.url(), left);
+    }
+}
+
 /// Over `inner`: a host whose logs of `/f` lie off the canonical backend of
 /// `f` (in a shadow container), and a name whose logs of that host do too.
 fn logs_off_canonical(inner: &[SharedStore]) -> (String, &'static str) {
