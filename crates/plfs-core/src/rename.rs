@@ -411,9 +411,16 @@ pub(crate) fn gather_removed(
     b: BackendId,
 ) -> Result<()> {
     let store_b = mount.store(b);
-    let old = meta_ids(store_b, removed)?;
-    // With a damaged record in `removed`, the logs the file now at the
-    // name names are its; read once, when needed.
+    let old = match meta_ids(store_b, removed)? {
+        // No records: none yet, or `plfs recover` already deleted
+        // `removed` (it may run while this unlink does). Then which logs
+        // were the removed file's is unknown, and taking them all for
+        // another file's put the removed file's logs under the name.
+        Some(ids) if ids.is_empty() && !store_b.exists(removed)? => None,
+        other => other,
+    };
+    // With a damaged record in `removed` (or none left), the logs the file
+    // now at the name names are its; read once, when needed.
     let mut new: Option<Option<BTreeSet<LogId>>> = None;
     let mut first_error = None;
     for backend in mount.placement.all_backends().filter(|backend| *backend != b) {

@@ -3076,6 +3076,40 @@ fn recover_after_an_unlink_killed_midway_keeps_the_file_put_at_its_name() {
     }
 }
 
+/// `plfs recover` may run while an unlink is under way, and delete the
+/// removed file's canonical container before the unlink reads which logs
+/// are the removed file's. The unlink then took every log in the shadows
+/// for another file's and moved them all back to the name: the removed
+/// file's logs stayed in the container of the file another process had put
+/// there meanwhile (its readers skip them, recover reports them as foreign,
+/// they are never deleted). With the removed file's records gone, only
+/// the logs the file at the name names go back now.
+#[test]
+fn an_unlink_whose_removed_records_recover_deleted_returns_only_the_new_files_logs() {
+    let inner = memory_stores(3);
+    let (host, _) = logs_off_canonical(&inner);
+    let no_reclaim_worker = |pid| on_host_without_reclaim_worker(&host, pid);
+    let hooks = ActOnce::on("f");
+    let unlinking = mount_over(&hooks.wrap(&inner), no_reclaim_worker(2));
+    let other = Arc::new(mount_over(&inner, no_reclaim_worker(3)));
+    write_whole(&other, "/f", &[1; 8192]);
+    let acting = other.clone();
+    hooks.arm(
+        Step::Rename,
+        0,
+        Box::new(move || {
+            write_whole(&acting, "/f", &[2; 4096]);
+            acting.recover("/f", false).unwrap();
+        }),
+    );
+    unlinking.unlink("/f").unwrap();
+    assert!(hooks.ran());
+    let reading = mount_over(&inner, no_reclaim_worker(4));
+    assert_eq!(read_whole(&reading, "/f"), vec![2; 4096]);
+    let findings = reading.recover("/f", false).unwrap().findings;
+    assert!(findings.is_empty(), "{findings:?}");
+}
+
 /// Over `inner`: a host whose logs of `/f` lie off the canonical backend of
 /// `f` (in a shadow container), and a name whose logs of that host do too.
 fn logs_off_canonical(inner: &[SharedStore]) -> (String, &'static str) {
