@@ -183,7 +183,17 @@ pub(crate) struct OpenFile {
     /// The container's creation is known durable (`container::sync_creation`
     /// ran in this process since the open).
     creation_synced: AtomicBool,
+    /// Which container the read state was loaded from ([`Identity`]), so a
+    /// later look at the name can tell another file put there.
+    identity: Mutex<Option<Identity>>,
 }
+
+/// Tells one container from another that later took its name: the
+/// modification time of its version file, written once when the container
+/// is made (a rename that moves a file to another backend, or `plfs
+/// recover` rewriting a damaged one, makes a new one). None where the
+/// store keeps no times.
+type Identity = Option<std::time::SystemTime>;
 
 /// An index log and its length in bytes.
 type LogLength = (LogId, u64);
@@ -217,6 +227,7 @@ impl OpenFile {
             others_seen: Mutex::new(None),
             look_again: LookAgain::default(),
             creation_synced: AtomicBool::new(false),
+            identity: Mutex::new(None),
         }
     }
 
@@ -226,6 +237,42 @@ impl OpenFile {
 
     pub(crate) fn set_path(&self, path: StorePath) {
         *write_lock(&self.path) = path;
+        // Learnt again at the next load: a move may have made it anew.
+        *lock(&self.identity) = None;
+    }
+
+    /// The identity of the container now at this file's name; `Stale` if
+    /// there is none.
+    fn identity_at_name(&self) -> Result<Identity> {
+        let path = self.path();
+        let (backend, paths) = container::canonical(&self.mount, &path);
+        match self.mount.store(backend).metadata(&paths.version()) {
+            Ok(metadata) => Ok(metadata.mtime),
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                Err(Error::new(ErrorKind::Stale, format!("/{path}: removed by another process")))
+            }
+            Err(error) => Err(error.context(format!("/{path}"))),
+        }
+    }
+
+    /// Whether another file than the one loaded is at the name now (false
+    /// when that cannot be told).
+    pub(crate) fn replaced_at_name(&self) -> bool {
+        read_lock(&self.read_state).is_some() && matches!(self.name_taken_by_another(), Ok(true))
+    }
+
+    /// Whether the container at the name is another file than the one the
+    /// read state was loaded from (learning it the first time).
+    fn name_taken_by_another(&self) -> Result<bool> {
+        let now = self.identity_at_name()?;
+        let mut known = lock(&self.identity);
+        Ok(match *known {
+            Some(known) => now.is_some() && known != now,
+            None => {
+                *known = Some(now);
+                false
+            }
+        })
     }
 
     fn slot(&self, key: SlotKey) -> Arc<Mutex<WriterSlot>> {
@@ -987,6 +1034,16 @@ impl OpenFile {
         for slot in self.slots() {
             self.flush_frame(&mut lock(&slot))?;
         }
+        // A descriptor reads its own file, as on a local file system: not
+        // one another process put at the name since (by unlink and
+        // create, or a rename onto it). Before, a reader whose view was
+        // dropped read that file's bytes, silently.
+        if lock(&self.writers).is_empty() && self.name_taken_by_another()? {
+            return Err(Error::new(
+                ErrorKind::Stale,
+                format!("/{path}: removed by another process, and another file is at its name"),
+            ));
+        }
         let state = load_read_state(&self.mount, &path)?;
         let mut known = lock(&self.known);
         let (bytes, last_stamp) = known.map_or((state.index.data_bytes(), 0), |k| (k.bytes, k.last_stamp));
@@ -1079,6 +1136,19 @@ impl OpenFile {
     fn revalidate(&self) -> Result<()> {
         if !self.stale.swap(false, Ordering::AcqRel) {
             return Ok(());
+        }
+        // Another file at the name now (the one loaded was removed or
+        // renamed away): what this process loaded stays its view.
+        if read_lock(&self.read_state).is_some() && lock(&self.writers).is_empty() {
+            match self.name_taken_by_another() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(error) if error.kind() == ErrorKind::Stale => return Ok(()),
+                Err(error) => {
+                    self.stale.store(true, Ordering::Release);
+                    return Err(error);
+                }
+            }
         }
         let (others, own) = match self.other_writers_logs() {
             Ok(found) => found,

@@ -251,6 +251,14 @@ impl Plfs {
         // the name runs until this open has registered.
         let _claim = self.state.open_files.claim_open(&logical);
         let opened = self.state.files.open(&self.state.shared, &logical, &request)?;
+        // The file open here under this name was replaced by another
+        // process (unlinked and made again, or renamed onto): its handles
+        // keep it, detached, and this open gets the file at the name now.
+        if let Some(entry) = self.state.open_files.get(&logical)
+            && entry.shared().is_some_and(|shared| shared.replaced_at_name())
+        {
+            self.state.open_files.detach(&logical);
+        }
         let truncate = matches!(opened, Opened::Shared { truncate: true, .. });
         let handle = self.join(&logical, opened, None, flags, writer);
         if truncate && let Err(error) = handle.truncate(0) {

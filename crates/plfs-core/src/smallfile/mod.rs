@@ -293,10 +293,21 @@ impl SmallFileStore {
     /// Reads from the cached view; `NotFound` if the view has no such file
     /// (see [`read_fresh`](Self::read_fresh) for what handles read).
     pub fn read(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_as(dir, name, None, offset, buf)
+    }
+
+    /// As [`read`](Self::read), of `file` when given (see
+    /// [`read_fresh`](Self::read_fresh)).
+    pub fn read_as(
+        &self,
+        dir: &StorePath,
+        name: &str,
+        file: Option<FileId>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
         let view = self.view(dir)?;
-        view.read(name, offset, buf)
-            .and_then(|count| count.ok_or_else(not_found))
-            .with_context(|| logical(dir, name))
+        read_in(&view, dir, name, file, offset, buf)
     }
 
     /// Reads as a handle does: a file this process changed since its last
@@ -304,7 +315,20 @@ impl SmallFileStore {
     /// first, so every handle here reads what was written here, as on a
     /// local file system. Before, a handle read the bytes from before
     /// another handle's write, and so did every later open.
-    pub fn read_fresh(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    ///
+    /// Reads `file` when given: the file a handle opened, wherever renames
+    /// took it. A handle read by name, so after its view was loaded again
+    /// (a lock, a look at the end) it read whatever file another process
+    /// had put at the name since, silently. A file another process removed
+    /// is `Stale` once the view no longer holds it.
+    pub fn read_fresh(
+        &self,
+        dir: &StorePath,
+        name: &str,
+        file: Option<FileId>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
         // One lock for the common case (nothing of this file unflushed).
         let cached = self
             .with_container(dir, |this, container| {
@@ -318,15 +342,20 @@ impl SmallFileStore {
                 self.view(dir)?
             }
         };
-        view.read(name, offset, buf)
-            .and_then(|count| count.ok_or_else(not_found))
-            .with_context(|| logical(dir, name))
+        read_in(&view, dir, name, file, offset, buf)
     }
 
     /// Stat from the cached view alone (see [`stat_fresh`](Self::stat_fresh)
     /// for the close-to-open one).
     pub fn stat(&self, dir: &StorePath, name: &str) -> Result<FileStat> {
         self.view(dir)?.stat(name).ok_or_else(not_found).with_context(|| logical(dir, name))
+    }
+
+    /// As [`stat`](Self::stat), of `file` when given (`Stale` when the view
+    /// no longer holds it; see [`read_fresh`](Self::read_fresh)).
+    pub fn stat_as(&self, dir: &StorePath, name: &str, file: Option<FileId>) -> Result<FileStat> {
+        let view = self.view(dir)?;
+        view.stat_as(name, file).ok_or_else(|| gone(file)).with_context(|| logical(dir, name))
     }
 
     /// Stat under close-to-open: a name the cached view lacks is looked
@@ -622,6 +651,29 @@ impl SmallFileStore {
                 .with_context(|| format!("closing least recently used {evicted_dir}"))?;
         }
         Ok(slot)
+    }
+}
+
+/// Reads `file` (or `name`'s) from `view`.
+fn read_in(
+    view: &DirView,
+    dir: &StorePath,
+    name: &str,
+    file: Option<FileId>,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize> {
+    view.read(name, file, offset, buf)
+        .and_then(|count| count.ok_or_else(|| gone(file)))
+        .with_context(|| logical(dir, name))
+}
+
+/// The error for a file the view lacks: a handle's file (`file`) was
+/// removed by another process; a name denotes nothing.
+fn gone(file: Option<FileId>) -> Error {
+    match file {
+        Some(_) => Error::new(ErrorKind::Stale, "removed by another process"),
+        None => not_found(),
     }
 }
 

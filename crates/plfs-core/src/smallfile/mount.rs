@@ -357,6 +357,10 @@ pub(crate) struct SmallFile {
     size: Mutex<u64>,
     /// Records of this handle not yet published.
     dirty: AtomicBool,
+    /// Moved by this process ([`moved`](Self::moved)): a file's identity
+    /// names the directory its creator's logs are in, so after a move of
+    /// its directory the file is known by another, found by its new name.
+    rebind: AtomicBool,
     /// `size` may miss what other processes published: a lock was
     /// granted since ([`refresh`](Self::refresh)).
     size_stale: AtomicBool,
@@ -372,6 +376,7 @@ impl SmallFile {
             file: Mutex::new(None),
             size: Mutex::new(0),
             dirty: AtomicBool::new(false),
+            rebind: AtomicBool::new(false),
             size_stale: AtomicBool::new(false),
             look_again: LookAgain::default(),
         }
@@ -400,7 +405,19 @@ impl SmallFile {
         if let Ok((dir, name)) = split(path) {
             let name = name.to_owned();
             *self.at.write().unwrap_or_else(PoisonError::into_inner) = Location { dir, name };
+            self.rebind.store(true, Ordering::Release);
         }
+    }
+
+    /// The file this handle reads: its own, wherever other processes'
+    /// renames took it (None: the one its name denotes).
+    fn own_file(&self, engine: &SmallFileStore, at: &Location) -> Result<Option<FileId>> {
+        if self.rebind.swap(false, Ordering::AcqRel) {
+            // This process moved it: the name denotes it now.
+            let id = engine.identity(&at.dir, &at.name)?;
+            *self.file.lock().unwrap_or_else(PoisonError::into_inner) = id;
+        }
+        Ok(*self.file.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn context(&self) -> String {
@@ -432,12 +449,23 @@ impl SmallFile {
             self.sync(engine)?;
         }
         let at = self.at();
-        let count = engine.read_fresh(&at.dir, &at.name, offset, buf)?;
+        // This handle's file, not whatever is at its name now.
+        let file = self.own_file(engine, &at)?;
+        let count = match engine.read_fresh(&at.dir, &at.name, file, offset, buf) {
+            // Removed by another process, and the view that had it is
+            // gone: at or past its end it still ends there.
+            Err(error) if error.kind() == ErrorKind::Stale && offset >= *self.lock_size() => return Ok(0),
+            other => other?,
+        };
         // At the end as cached: another process may have written past it.
         if count < buf.len() && self.look_again.due(engine.now_ns()) {
             engine.revalidate(&at.dir);
             self.size_stale.store(true, Ordering::Release);
-            return engine.read(&at.dir, &at.name, offset, buf);
+            return match engine.read_as(&at.dir, &at.name, file, offset, buf) {
+                // Removed by another process since: what it had.
+                Err(error) if error.kind() == ErrorKind::Stale => Ok(count),
+                other => other,
+            };
         }
         Ok(count)
     }
@@ -454,12 +482,12 @@ impl SmallFile {
             }
             let stat = {
                 let at = self.at();
-                engine.stat(&at.dir, &at.name)
+                self.own_file(engine, &at).and_then(|file| engine.stat_as(&at.dir, &at.name, file))
             };
             match stat {
                 Ok(stat) => *self.lock_size() = stat.size,
                 // Removed by another process: the size this handle knew.
-                Err(error) if error.kind() == ErrorKind::NotFound => {}
+                Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::Stale) => {}
                 Err(error) => return Err(error.context(self.context())),
             }
             self.size_stale.store(false, Ordering::Release);

@@ -111,9 +111,9 @@ fn a_stat_after_this_processs_own_change_sees_it() {
     // A read (any handle of this process) after a write by another writer
     // id of this process reads the new bytes, not the cached ones.
     let mut buf = [0u8; 16];
-    assert_eq!(engine.read_fresh(&d, "f", 0, &mut buf).unwrap(), 4);
+    assert_eq!(engine.read_fresh(&d, "f", None, 0, &mut buf).unwrap(), 4);
     engine.write(&d, "f", 2, 0, b"abcdef").unwrap();
-    let count = engine.read_fresh(&d, "f", 0, &mut buf).unwrap();
+    let count = engine.read_fresh(&d, "f", None, 0, &mut buf).unwrap();
     assert_eq!(&buf[..count], b"abcdef");
     engine.close().unwrap();
 }
@@ -505,7 +505,7 @@ fn a_view_held_by_a_reader_is_not_changed_by_a_fold() {
     engine.flush_writes(&d).unwrap();
     assert_eq!(held.names(), vec!["a"]);
     let mut buf = [0u8; 5];
-    assert_eq!(held.read("a", 0, &mut buf).unwrap(), Some(5));
+    assert_eq!(held.read("a", None, 0, &mut buf).unwrap(), Some(5));
     assert_eq!(&buf, b"first");
     assert_eq!(engine.list(&d).unwrap(), vec!["a", "b"]);
     assert_eq!(read_all(&engine, &d, "a").unwrap(), b"FIrst");

@@ -502,6 +502,15 @@ impl DirView {
         self.states.get(self.files.get(name)?)
     }
 
+    /// The file a handle opened as `file` (when it knows it), wherever it
+    /// is now, else the file `name` denotes.
+    fn state_as(&self, name: &str, file: Option<FileId>) -> Option<&FileState> {
+        match file {
+            Some(id) => self.states.get(self.aliases.get(&id).unwrap_or(&id)),
+            None => self.state(name),
+        }
+    }
+
     /// The file `name` denotes in this view.
     pub fn identity(&self, name: &str) -> Option<FileId> {
         self.files.get(name).copied()
@@ -514,6 +523,11 @@ impl DirView {
 
     pub fn stat(&self, name: &str) -> Option<FileStat> {
         self.state(name).map(|file| file.stat)
+    }
+
+    /// As [`stat`](Self::stat), of `file` when given ([`Self::read_as`]).
+    pub fn stat_as(&self, name: &str, file: Option<FileId>) -> Option<FileStat> {
+        self.state_as(name, file).map(|file| file.stat)
     }
 
     #[cfg(test)]
@@ -532,8 +546,17 @@ impl DirView {
 
     /// Reads up to `buf.len()` bytes at `offset`; short only at end of file.
     /// Bytes no write covers read as zeros.
-    pub fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
-        let Some(file) = self.state(name) else { return Ok(None) };
+    /// Reads `file` when given (a handle's file, under whatever name
+    /// renames gave it), else the file `name` denotes; None if there is
+    /// none.
+    pub fn read(
+        &self,
+        name: &str,
+        file: Option<FileId>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
+        let Some(file) = self.state_as(name, file) else { return Ok(None) };
         if offset >= file.stat.size {
             return Ok(Some(0));
         }

@@ -368,6 +368,11 @@ pub(crate) trait SharedFile: Debug + Send + Sync {
     /// A collective open installs the index another rank loaded.
     fn seed(&self, index: LoadedIndex);
 
+    /// Whether another process put another file at this file's name since
+    /// this state was loaded from it (an open of the name then gets a state
+    /// of its own; this one stays its handles').
+    fn replaced_at_name(&self) -> bool;
+
     /// The file now lives at `path` (its directory or itself renamed, or
     /// hidden as replaced): what it caches under the old path goes.
     fn moved(&self, path: &StorePath);

@@ -62,6 +62,10 @@ impl SharedFile for ContainerShared {
         self.file.seed_read_state(index);
     }
 
+    fn replaced_at_name(&self) -> bool {
+        self.file.replaced_at_name()
+    }
+
     /// Its merged index names logs under the old name.
     fn moved(&self, path: &StorePath) {
         self.file.set_path(path.clone());
