@@ -2910,9 +2910,7 @@ fn a_read_after_another_process_removed_the_file_keeps_its_bytes() {
         for renamed in [false, true] {
             let what = format!("{workload:?}, renamed away: {renamed}");
             let root = tempfile::tempdir().unwrap();
-            let (stores, removing) = posix_mount(root.path(), 2, workload);
-            let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
-            let reading = Plfs::with_workload(backends, options(2), workload).unwrap();
+            let (removing, reading) = two_processes_on_disk(root.path(), workload);
             write_whole(&removing, "/f", &[b'x'; 4096]);
             let handle = reading.open("/f", OpenFlags::RDONLY, 0, 2).unwrap();
             if renamed {
@@ -2939,22 +2937,28 @@ fn a_read_after_another_process_removed_the_file_keeps_its_bytes() {
     }
 }
 
+/// Two mounts of `workload` ("processes" 1 and 2) over two POSIX backends
+/// in `root`.
+fn two_processes_on_disk(root: &std::path::Path, workload: Workload) -> (Plfs, Plfs) {
+    let (stores, first) = posix_mount(root, 2, workload);
+    let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+    (first, Plfs::with_workload(backends, options(2), workload).unwrap())
+}
+
 /// A process holds a file open while another renames it away and puts a
 /// new file at its name, or removes it and puts a new one there. After a
-/// refresh (a lock) the holder reads its own file, under its new name, as
-/// on a local file system; one removed is ESTALE on small_file, never the
-/// new file's bytes. Before, a small_file handle read whatever file was at
-/// its name once its view was loaded again: the new file, silently.
-/// (shared_file handles still find their container by name: not yet.)
+/// refresh (a lock) the holder reads its own file, as on a local file
+/// system: shared_file keeps what it loaded, small_file reads the file
+/// where it went, or fails with ESTALE once it is removed; never the new
+/// file's bytes. Before, shared_file and small_file handles read whatever
+/// file was at the name once they looked again: the new file, silently.
 #[test]
 fn a_descriptor_keeps_its_file_when_another_process_reuses_the_name() {
     for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
         for removed in [false, true] {
             let what = format!("{workload:?}, removed: {removed}");
             let root = tempfile::tempdir().unwrap();
-            let (stores, other) = posix_mount(root.path(), 2, workload);
-            let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
-            let holding = Plfs::with_workload(backends, options(2), workload).unwrap();
+            let (other, holding) = two_processes_on_disk(root.path(), workload);
             write_whole(&other, "/f", &[b'x'; 4096]);
             let handle = holding.open("/f", OpenFlags::RDONLY, 0, 2).unwrap();
             if removed {

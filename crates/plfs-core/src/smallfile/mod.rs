@@ -290,15 +290,10 @@ impl SmallFileStore {
         self.name_op(dir, from, writer, record, Effect::MovesTo(to))
     }
 
-    /// Reads from the cached view; `NotFound` if the view has no such file
-    /// (see [`read_fresh`](Self::read_fresh) for what handles read).
-    pub fn read(&self, dir: &StorePath, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.read_as(dir, name, None, offset, buf)
-    }
-
-    /// As [`read`](Self::read), of `file` when given (see
-    /// [`read_fresh`](Self::read_fresh)).
-    pub fn read_as(
+    /// Reads `file` (else the file `name` denotes) from the cached view;
+    /// `NotFound` if the view has no such file (see
+    /// [`read_fresh`](Self::read_fresh) for what handles read).
+    pub fn read(
         &self,
         dir: &StorePath,
         name: &str,

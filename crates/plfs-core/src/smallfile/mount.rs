@@ -305,7 +305,7 @@ pub(crate) fn rename_file(
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES.min(usize::try_from(stat.size).unwrap_or(COPY_CHUNK_BYTES))];
     let mut offset = 0;
     while offset < stat.size {
-        let count = engine.read(&from_dir, from, offset, &mut buffer)?;
+        let count = engine.read(&from_dir, from, None, offset, &mut buffer)?;
         if count == 0 {
             break;
         }
@@ -461,7 +461,7 @@ impl SmallFile {
         if count < buf.len() && self.look_again.due(engine.now_ns()) {
             engine.revalidate(&at.dir);
             self.size_stale.store(true, Ordering::Release);
-            return match engine.read_as(&at.dir, &at.name, file, offset, buf) {
+            return match engine.read(&at.dir, &at.name, file, offset, buf) {
                 // Removed by another process since: what it had.
                 Err(error) if error.kind() == ErrorKind::Stale => Ok(count),
                 other => other,

@@ -35,7 +35,7 @@ fn dir(text: &str) -> StorePath {
 fn read_all(engine: &SmallFileStore, directory: &StorePath, name: &str) -> Result<Vec<u8>> {
     let size = engine.stat(directory, name)?.size as usize;
     let mut buf = vec![0xAA; size + 7];
-    let count = engine.read(directory, name, 0, &mut buf)?;
+    let count = engine.read(directory, name, None, 0, &mut buf)?;
     assert_eq!(count, size, "{name}: read length disagrees with stat");
     buf.truncate(count);
     Ok(buf)
@@ -81,8 +81,8 @@ fn writes_are_visible_only_after_flush_and_invalidate() {
     assert_eq!(reader.list(&d).unwrap(), vec!["a".to_owned()]);
     assert_eq!(read_all(&reader, &d, "a").unwrap(), b"help!");
     let mut tail = [0u8; 10];
-    assert_eq!(reader.read(&d, "a", 3, &mut tail).unwrap(), 2);
-    assert_eq!(reader.read(&d, "a", 9, &mut tail).unwrap(), 0);
+    assert_eq!(reader.read(&d, "a", None, 3, &mut tail).unwrap(), 2);
+    assert_eq!(reader.read(&d, "a", None, 9, &mut tail).unwrap(), 0);
     writer.close().unwrap();
     reader.close().unwrap();
 }
