@@ -32,6 +32,8 @@ pub const TEMP_PREFIX: &str = ".plfs-tmp.";
 /// A stale temp of an earlier process with our pid can hold a name, and so
 /// can a process with the same pid on another host sharing the backend.
 const TEMP_ATTEMPTS: u32 = 64;
+/// Tries of a `mkdir -p` whose directory others keep taking away.
+const MKDIR_ATTEMPTS: u32 = 8;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -243,7 +245,27 @@ impl Store for PosixStore {
     }
 
     fn create_dir_all(&self, path: &StorePath) -> Result<()> {
-        fs::DirBuilder::new().recursive(true).create(self.full(path)).map_err(self.fail("mkdir -p", path))
+        let full = self.full(path);
+        let mut attempts = 1;
+        loop {
+            match fs::DirBuilder::new().recursive(true).create(&full) {
+                // std answers a mkdir's EEXIST by checking that the path is
+                // a directory, and makes a missing parent before it tries
+                // again. Another process that took the path or a parent
+                // away in between (a shared_file unlink renames a shadow
+                // container whole) left EEXIST for a path that is not
+                // there, or ENOENT: make it again.
+                Err(error)
+                    if matches!(error.kind(), io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound)
+                        && attempts < MKDIR_ATTEMPTS
+                        && fs::symlink_metadata(&full)
+                            .is_err_and(|gone| gone.kind() == io::ErrorKind::NotFound) =>
+                {
+                    attempts += 1;
+                }
+                result => return result.map_err(self.fail("mkdir -p", path)),
+            }
+        }
     }
 
     fn list(&self, path: &StorePath) -> Result<Vec<DirEntry>> {
@@ -1008,6 +1030,42 @@ mod tests {
     fn conformance_suite() {
         let (_dir, store) = store();
         conformance::run_all(&store);
+    }
+
+    /// `mkdir -p` of a directory another thread keeps taking away whole (as
+    /// a shared_file unlink takes a shadow container) while it is made.
+    /// std's recursive create answers a mkdir's EEXIST by checking that the
+    /// path is a directory; taken away in between, that check failed and
+    /// the EEXIST went to the caller: a rename(2) through the preload
+    /// failed with "mkdir -p race/pub/hostdir.23: already exists".
+    #[test]
+    fn mkdir_p_of_a_directory_taken_away_meanwhile_makes_it_again() {
+        let (_dir, store) = store();
+        let store = Arc::new(store);
+        let done = Arc::new(AtomicBool::new(false));
+        let taker = {
+            let (store, done) = (store.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut taken = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    let away = p(&format!("away.{taken}"));
+                    if store.rename(&p("pub"), &away).is_ok() {
+                        taken += 1;
+                    }
+                }
+                taken
+            })
+        };
+        let mut failures = Vec::new();
+        for _ in 0..20_000 {
+            if let Err(error) = store.create_dir_all(&p("pub/hostdir.23")) {
+                failures.push(error.to_string());
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        let taken = taker.join().unwrap();
+        assert!(taken > 0, "the other thread took the directory away");
+        assert!(failures.is_empty(), "{} of 20000 failed, first: {}", failures.len(), failures[0]);
     }
 
     #[test]
