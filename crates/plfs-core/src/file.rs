@@ -183,9 +183,9 @@ pub(crate) struct OpenFile {
     /// The container's creation is known durable (`container::sync_creation`
     /// ran in this process since the open).
     creation_synced: AtomicBool,
-    /// Which container the read state was loaded from ([`Identity`]), so a
-    /// later look at the name can tell another file put there.
-    identity: Mutex<Option<Identity>>,
+    /// Which container the read state was last loaded from, so a later
+    /// look at the name can tell another file put there.
+    loaded_from: Mutex<Option<LoadedFrom>>,
 }
 
 /// Tells one container from another that later took its name: the
@@ -194,6 +194,17 @@ pub(crate) struct OpenFile {
 /// recover` rewriting a damaged one, makes a new one). None where the
 /// store keeps no times.
 type Identity = Option<std::time::SystemTime>;
+
+/// The container a read state was loaded from: its [`Identity`] and the
+/// logs it had. Another file at the name has another identity and none of
+/// those logs; a time that changed while the logs stayed is the same file
+/// (HDFS sets a file's time again when it closes it, which may be after
+/// its creator returned).
+#[derive(Debug)]
+struct LoadedFrom {
+    identity: Identity,
+    logs: Vec<LogId>,
+}
 
 /// An index log and its length in bytes.
 type LogLength = (LogId, u64);
@@ -227,7 +238,7 @@ impl OpenFile {
             others_seen: Mutex::new(None),
             look_again: LookAgain::default(),
             creation_synced: AtomicBool::new(false),
-            identity: Mutex::new(None),
+            loaded_from: Mutex::new(None),
         }
     }
 
@@ -238,7 +249,7 @@ impl OpenFile {
     pub(crate) fn set_path(&self, path: StorePath) {
         *write_lock(&self.path) = path;
         // Learnt again at the next load: a move may have made it anew.
-        *lock(&self.identity) = None;
+        *lock(&self.loaded_from) = None;
     }
 
     /// The identity of the container now at this file's name; `Stale` if
@@ -258,21 +269,28 @@ impl OpenFile {
     /// Whether another file than the one loaded is at the name now (false
     /// when that cannot be told).
     pub(crate) fn replaced_at_name(&self) -> bool {
-        read_lock(&self.read_state).is_some() && matches!(self.name_taken_by_another(), Ok(true))
+        read_lock(&self.read_state).is_some()
+            && self
+                .identity_at_name()
+                .and_then(|now| self.name_taken_by_another(now))
+                .is_ok_and(|taken| taken)
     }
 
-    /// Whether the container at the name is another file than the one the
-    /// read state was loaded from (learning it the first time).
-    fn name_taken_by_another(&self) -> Result<bool> {
-        let now = self.identity_at_name()?;
-        let mut known = lock(&self.identity);
-        Ok(match *known {
-            Some(known) => now.is_some() && known != now,
-            None => {
-                *known = Some(now);
-                false
-            }
-        })
+    /// Whether the container at the name, of identity `now`, is another
+    /// file than the one the read state was last loaded from (false when
+    /// none was).
+    fn name_taken_by_another(&self, now: Identity) -> Result<bool> {
+        let mut loaded_from = lock(&self.loaded_from);
+        let Some(loaded) = loaded_from.as_mut() else { return Ok(false) };
+        if now.is_none() || loaded.identity == now {
+            return Ok(false);
+        }
+        let logs = container::file_logs(&self.mount, &self.path())?;
+        let taken = loaded.logs.is_empty() || !logs.iter().any(|log| loaded.logs.contains(&log.id));
+        if !taken {
+            loaded.identity = now;
+        }
+        Ok(taken)
     }
 
     fn slot(&self, key: SlotKey) -> Arc<Mutex<WriterSlot>> {
@@ -772,7 +790,7 @@ impl OpenFile {
                 Ok(plan) => plan,
                 Err(error) if error.kind() == ErrorKind::NotFound && attempt < READ_ATTEMPTS_MAX => {
                     attempt += 1;
-                    self.invalidate_read_state();
+                    self.reload_the_file_at_the_name();
                     continue;
                 }
                 Err(error) => return Err(error),
@@ -804,7 +822,7 @@ impl OpenFile {
                             attempt + replacements
                         )));
                     }
-                    self.invalidate_read_state();
+                    self.reload_the_file_at_the_name();
                 }
                 Err(error) => {
                     return Err(
@@ -1038,13 +1056,17 @@ impl OpenFile {
         // one another process put at the name since (by unlink and
         // create, or a rename onto it). Before, a reader whose view was
         // dropped read that file's bytes, silently.
-        if lock(&self.writers).is_empty() && self.name_taken_by_another()? {
+        let reading_only = lock(&self.writers).is_empty();
+        let identity = if reading_only { self.identity_at_name()? } else { None };
+        if reading_only && self.name_taken_by_another(identity)? {
             return Err(Error::new(
                 ErrorKind::Stale,
                 format!("/{path}: removed by another process, and another file is at its name"),
             ));
         }
         let state = load_read_state(&self.mount, &path)?;
+        let logs = state.sources.iter().map(|source| source.id).collect();
+        *lock(&self.loaded_from) = Some(LoadedFrom { identity, logs });
         let mut known = lock(&self.known);
         let (bytes, last_stamp) = known.map_or((state.index.data_bytes(), 0), |k| (k.bytes, k.last_stamp));
         *known = Some(SizeSummary { eof: state.index.eof(), bytes, last_stamp });
@@ -1119,6 +1141,15 @@ impl OpenFile {
         *write_lock(&self.read_state) = None;
     }
 
+    /// The logs the view named are gone (the file was replaced by a rename
+    /// and its logs deleted, where no handle kept them open): its bytes are
+    /// no longer anywhere, and the file at the name now answers, whichever
+    /// it is, rather than an error.
+    fn reload_the_file_at_the_name(&self) {
+        *lock(&self.loaded_from) = None;
+        self.invalidate_read_state();
+    }
+
     /// Makes the next read and size see what other processes published
     /// since (a lock was granted: what its holder before wrote must be
     /// seen). No I/O here; see [`revalidate`](Self::revalidate).
@@ -1140,7 +1171,7 @@ impl OpenFile {
         // Another file at the name now (the one loaded was removed or
         // renamed away): what this process loaded stays its view.
         if read_lock(&self.read_state).is_some() && lock(&self.writers).is_empty() {
-            match self.name_taken_by_another() {
+            match self.identity_at_name().and_then(|now| self.name_taken_by_another(now)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(error) if error.kind() == ErrorKind::Stale => return Ok(()),

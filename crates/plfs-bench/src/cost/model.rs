@@ -449,29 +449,31 @@ fn predict_one(params: &CostParams, t: &Terms, operation: Operation) -> Figures 
         Operation::Stat => {
             Figures { opens: 1, max_rank_opens: 1, stats: 1, bytes_read: SUMMARY_BYTES, ..Figures::default() }
         }
-        // Every reader alone: two lookups (open and access check), a try
-        // at the global index (counted though it fails), the logs found,
-        // every index log read, and meta/ listed again to check that no
-        // closed log lost records; then the data logs, if few.
+        // Every reader alone: two lookups (open and access check), the
+        // version file's stat (which tells this container from one put at
+        // the name later), a try at the global index (counted though it
+        // fails), the logs found, every index log read, and meta/ listed
+        // again to check that no closed log lost records; then the data
+        // logs, if few.
         Operation::OpenNaive => Figures {
             opens: m * (3 + n + prepared_data_logs(n)),
             index_log_opens: m * n,
             global_index_opens: m,
             max_rank_opens: 3 + n + prepared_data_logs(n),
-            stats: 2 * m,
+            stats: 3 * m,
             lists: m * (t.find_logs_lists() + 1),
             bytes_read: m * (2 * ACCESS_BYTES + t.all_index_logs()),
             index_bytes_read: m * t.all_index_logs(),
             ..Figures::default()
         },
         // With a valid global index every reader reads it instead: two
-        // lookups, the global index, and meta/ to check it is current;
-        // then the data logs, if few.
+        // lookups, the version file's stat, the global index, and meta/ to
+        // check it is current; then the data logs, if few.
         Operation::OpenNaiveFlattened => Figures {
             opens: m * (3 + prepared_data_logs(n)),
             global_index_opens: m,
             max_rank_opens: 3 + prepared_data_logs(n),
-            stats: 2 * m,
+            stats: 3 * m,
             lists: m,
             bytes_read: m * (2 * ACCESS_BYTES + t.global),
             index_bytes_read: m * t.global,
