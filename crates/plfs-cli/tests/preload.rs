@@ -1276,6 +1276,35 @@ db.close()
     }
 }
 
+/// A Python reader at the end of `latest` while another process publishes
+/// a new version there with `mv` (write elsewhere, rename onto the name)
+/// reads the end of its own file a second later, as on a local file
+/// system; a new open reads the new version. Before, the reader's look for
+/// appends found the new file, and on shared_file and small_file it read
+/// 4096 bytes of the new version past its own end.
+#[test]
+fn a_reader_at_the_end_of_a_file_republished_by_mv_reads_its_own_end() {
+    let reader = r#"import os, subprocess, sys, time
+latest, new = sys.argv[1], sys.argv[2]
+fd = os.open(latest, os.O_RDONLY)
+first = os.read(fd, 8192)
+subprocess.run(['mv', new, latest], check=True)
+time.sleep(1.3)
+more = os.read(fd, 8192)
+with open(latest, 'rb') as f:
+    now = f.read()
+print(len(first), sorted(set(first)), len(more), len(now), sorted(set(now)))
+"#;
+    for workload in ["shared_file", "file_per_proc", "small_file"] {
+        let setup = Setup::with_workload(workload);
+        let (latest, new) = (setup.logical("latest"), setup.logical("new"));
+        setup.run("python3", &["-c", &format!("open('{latest}', 'wb').write(b'x' * 4096)")]);
+        setup.run("python3", &["-c", &format!("open('{new}', 'wb').write(b'y' * 8192)")]);
+        let output = setup.run("python3", &["-c", reader, &latest, &new]);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "4096 [120] 0 8192 [121]\n", "{workload}");
+    }
+}
+
 /// `tail -f` follows a file other processes append to, on every workload:
 /// an open file's size and a read at its cached end look at the store
 /// again after a second, and a writer holding its file open publishes
