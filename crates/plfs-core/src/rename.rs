@@ -375,6 +375,7 @@ fn gather_displaced(
         Some(_) => None,
         None => meta_ids(store_b, target)?,
     };
+    // The complement of `goes_back`, but nothing when neither is known.
     let theirs = |id: &LogId| match (&old, &new) {
         (Some(old), _) => old.contains(id),
         (None, new) => new.as_ref().is_some_and(|new| !new.contains(id)),
@@ -449,10 +450,7 @@ pub(crate) fn gather_removed(
         }
         // What `removed`'s `meta/` does not name goes back (with a damaged
         // record: what the file now at the name names).
-        let returns = |id: &LogId| match (&old, &new) {
-            (Some(old), _) => !old.contains(id),
-            (None, new) => new.as_ref().and_then(Option::as_ref).is_some_and(|new| new.contains(id)),
-        };
+        let returns = |id: &LogId| goes_back(old.as_ref(), new.as_ref().and_then(Option::as_ref), id);
         for hostdir in &hostdirs {
             move_picked(store, removed, name, hostdir, returns).with_context(context)?;
         }
@@ -484,10 +482,7 @@ pub(crate) fn return_from_reclaim(
     }
     let old = if !named_only && store_b.exists(removed)? { meta_ids(store_b, removed)? } else { None };
     let new = if old.is_none() { meta_ids(store_b, name)? } else { None };
-    let returns = |id: &LogId| match (&old, &new) {
-        (Some(old), _) => !old.contains(id),
-        (None, new) => new.as_ref().is_some_and(|new| new.contains(id)),
-    };
+    let returns = |id: &LogId| goes_back(old.as_ref(), new.as_ref(), id);
     let mut returned = 0;
     for backend in mount.placement.all_backends().filter(|backend| *backend != b) {
         let store = mount.store(backend);
@@ -499,6 +494,17 @@ pub(crate) fn return_from_reclaim(
         }
     }
     Ok(returned)
+}
+
+/// Whether a log found among a removed or replaced file's pieces belongs to
+/// the file now at its name: one the removed file's `meta/` (`old`) does
+/// not name, or, when that is unknown, one the file at the name (`new`)
+/// names.
+fn goes_back(old: Option<&BTreeSet<LogId>>, new: Option<&BTreeSet<LogId>>, id: &LogId) -> bool {
+    match old {
+        Some(old) => !old.contains(id),
+        None => new.is_some_and(|new| new.contains(id)),
+    }
 }
 
 /// One hostdir of a shadow container, with its logs (id and entry name).

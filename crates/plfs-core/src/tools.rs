@@ -25,7 +25,7 @@ pub use crate::placement::HostdirId;
 use crate::placement::{BackendId, name_hash};
 use crate::plfs25::{self, Found25};
 use crate::rename::{self, HeldIntent};
-use crate::store::{EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
+use crate::store::{DirEntry, EntryKind, Protection, ReadHandle, Store, StoreExt, StorePath};
 use crate::stripes::{self, LayoutProblem};
 use crate::workload::Found;
 
@@ -1021,15 +1021,18 @@ impl Recovery<'_> {
     }
 
     fn debris_in(&mut self, parent: &StorePath) -> Result<()> {
-        self.return_from_reclaims(parent)?;
+        let mut listings = Vec::new();
         for backend in self.state.placement.all_backends() {
-            let store = self.state.store(backend);
-            let entries = match store.list(parent) {
-                Ok(entries) => entries,
-                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+            match self.state.store(backend).list(parent) {
+                Ok(entries) => listings.push((backend, entries)),
+                Err(error) if error.kind() == ErrorKind::NotFound => {}
                 Err(error) => return Err(error),
-            };
-            for entry in &entries {
+            }
+        }
+        self.return_from_reclaims(parent, &listings)?;
+        for (backend, entries) in &listings {
+            let store = self.state.store(*backend);
+            for entry in entries {
                 let debris = parent.join(&entry.name)?;
                 if layout::is_reclaim(&entry.name) {
                     // The unlink already returned: finishing it is no repair
@@ -1078,26 +1081,23 @@ impl Recovery<'_> {
     /// (`rename::return_from_reclaim`). Before, recover deleted them, and
     /// that file read as 0 bytes. Moving them is no repair of damage, as
     /// the deletion after it is not: it needs no --fix.
-    fn return_from_reclaims(&mut self, parent: &StorePath) -> Result<()> {
+    fn return_from_reclaims(
+        &mut self,
+        parent: &StorePath,
+        listings: &[(BackendId, Vec<DirEntry>)],
+    ) -> Result<()> {
         let mut reclaims = BTreeSet::new();
         let mut names = BTreeSet::new();
-        for backend in self.state.placement.all_backends() {
-            let entries = match self.state.store(backend).list(parent) {
-                Ok(entries) => entries,
-                Err(error) if error.kind() == ErrorKind::NotFound => continue,
-                Err(error) => return Err(error),
-            };
-            for entry in entries {
-                if layout::is_reclaim(&entry.name) {
-                    reclaims.insert(entry.name);
-                } else if !layout::is_reserved(&entry.name) && entry.kind == EntryKind::Directory {
-                    names.insert(entry.name);
-                }
+        for entry in listings.iter().flat_map(|(_, entries)| entries) {
+            if layout::is_reclaim(&entry.name) {
+                reclaims.insert(&entry.name);
+            } else if !layout::is_reserved(&entry.name) && entry.kind == EntryKind::Directory {
+                names.insert(&entry.name);
             }
         }
         for reclaim in &reclaims {
             let owners: Vec<&String> =
-                names.iter().filter(|name| layout::reclaim_may_be_of(reclaim, name)).collect();
+                names.iter().copied().filter(|name| layout::reclaim_may_be_of(reclaim, name)).collect();
             let named_only = owners.len() > 1;
             for name in owners {
                 let (name, removed) = (parent.join(name)?, parent.join(reclaim)?);
