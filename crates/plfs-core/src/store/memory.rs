@@ -71,11 +71,28 @@ impl MemoryStore {
     /// of the `unsynced` bytes past a file's synced length survive (at most
     /// all of them). Files are visited in path order, so a seeded choice
     /// replays exactly. [`discard_unsynced`](Self::discard_unsynced) keeps none.
+    ///
+    /// A file written in place or cut below its synced length since its
+    /// last sync (`write_at`, `set_len`) comes back as it was at that sync
+    /// when `kept` answers 0, else with its rewrites and `kept` bytes of
+    /// its tail: a crash never takes synced bytes the rewrite did not
+    /// touch, as a real file system's would not.
     pub fn crash(&self, mut kept: impl FnMut(&str, usize) -> usize) {
         for (path, node) in &self.tree().entries {
             let mut state = node.state();
             let synced = state.synced.min(state.data.len());
             let unsynced = state.data.len() - synced;
+            if let Some(at_sync) = state.at_sync.take() {
+                let kept = kept(path, unsynced.max(1));
+                if kept == 0 {
+                    state.synced = at_sync.len();
+                    state.data = at_sync;
+                } else {
+                    state.data.truncate(synced + kept.min(unsynced));
+                    state.mark_synced();
+                }
+                continue;
+            }
             let survives = synced + kept(path, unsynced).min(unsynced);
             state.data.truncate(survives);
             state.synced = survives;
@@ -184,7 +201,7 @@ impl Store for MemoryStore {
         let tree = self.tree();
         let node = tree.node(path, false).map_err(self.fail("fsync", path))?;
         let mut state = node.state();
-        state.synced = state.data.len();
+        state.mark_synced();
         Ok(())
     }
 
@@ -584,6 +601,9 @@ struct State {
     data: Vec<u8>,
     /// Length that survives [`MemoryStore::discard_unsynced`].
     synced: usize,
+    /// The file as at its last sync, kept from the first change below
+    /// `synced` since (a rewrite or a cut): what a crash may go back to.
+    at_sync: Option<Vec<u8>>,
     mode: u32,
     uid: u32,
     gid: u32,
@@ -592,11 +612,37 @@ struct State {
     ctime: SystemTime,
 }
 
+impl State {
+    /// Everything written so far is durable.
+    fn mark_synced(&mut self) {
+        self.synced = self.data.len();
+        self.at_sync = None;
+    }
+
+    /// Before the first change since the last sync to bytes it covered.
+    fn keep_synced_copy(&mut self) {
+        if self.at_sync.is_none() {
+            let synced = self.synced.min(self.data.len());
+            self.at_sync = Some(self.data[..synced].to_vec());
+        }
+    }
+}
+
 impl Node {
     fn new(kind: Kind, mode: u32) -> Arc<Node> {
         let now = SystemTime::now();
         let (uid, gid) = current_owner();
-        let state = State { data: Vec::new(), synced: 0, mode, uid, gid, atime: now, mtime: now, ctime: now };
+        let state = State {
+            data: Vec::new(),
+            synced: 0,
+            at_sync: None,
+            mode,
+            uid,
+            gid,
+            atime: now,
+            mtime: now,
+            ctime: now,
+        };
         Arc::new(Node { kind, state: Mutex::new(state) })
     }
 
@@ -675,7 +721,7 @@ impl AppendWriter for MemoryAppendWriter {
     /// fdatasync covers the whole file, including other writers' bytes.
     fn sync(&mut self) -> Result<()> {
         let mut state = self.node.state();
-        state.synced = state.data.len();
+        state.mark_synced();
         Ok(())
     }
 
@@ -742,9 +788,10 @@ impl RandomWriter for MemoryRandomWriter {
             if state.data.len() < end {
                 state.data.resize(end, 0);
             }
+            if start < state.synced {
+                state.keep_synced_copy();
+            }
             state.data[start..end].copy_from_slice(buf);
-            // Bytes rewritten below the synced length are not durable yet.
-            state.synced = state.synced.min(start);
         });
         Ok(())
     }
@@ -752,15 +799,17 @@ impl RandomWriter for MemoryRandomWriter {
     fn set_len(&self, size: u64) -> Result<()> {
         let size = usize::try_from(size).map_err(|_| Error::invalid(format!("size {size} is too large")))?;
         self.reader.node.modify(|state| {
+            if size < state.synced {
+                state.keep_synced_copy();
+            }
             state.data.resize(size, 0);
-            state.synced = state.synced.min(size);
         });
         Ok(())
     }
 
     fn sync(&self) -> Result<()> {
         let mut state = self.reader.node.state();
-        state.synced = state.data.len();
+        state.mark_synced();
         Ok(())
     }
 }
@@ -817,6 +866,32 @@ mod tests {
         assert_eq!(store.read_all(&p("fresh")).unwrap(), b"");
         assert_eq!(store.read_all(&p("published")).unwrap(), b"whole");
         assert_eq!(store.read_all(&p("replaced")).unwrap(), b"also whole");
+    }
+
+    /// A rewrite in place of synced bytes is undone by a crash or kept,
+    /// never a reason to lose the synced bytes after it. Before, the
+    /// synced length dropped to the rewrite's offset, and a crash cut the
+    /// file there (an n-n file lost synced bytes in the simulation).
+    #[test]
+    fn a_crash_after_a_rewrite_in_place_keeps_the_synced_bytes_after_it() {
+        let store = MemoryStore::new("memory://rewrite");
+        let file = store.open_write(&p("plain"), WriteOpen::CreateNew { mode: 0o644 }).unwrap();
+        file.write_at(b"0123456789", 0).unwrap();
+        file.sync().unwrap();
+        file.write_at(b"ab", 2).unwrap();
+        file.write_at(b"XY", 10).unwrap();
+        store.discard_unsynced();
+        assert_eq!(store.read_all(&p("plain")).unwrap(), b"0123456789", "back to the sync");
+
+        file.write_at(b"ab", 2).unwrap();
+        file.write_at(b"XY", 10).unwrap();
+        store.crash(|_, _| 1);
+        assert_eq!(store.read_all(&p("plain")).unwrap(), b"01ab456789X", "the rewrite and 1 tail byte");
+
+        file.sync().unwrap();
+        file.set_len(4).unwrap();
+        store.discard_unsynced();
+        assert_eq!(store.read_all(&p("plain")).unwrap(), b"01ab456789X", "the cut undone");
     }
 
     #[test]
