@@ -2427,6 +2427,35 @@ fn rename_by_publishing_processes() {
     }
 }
 
+/// The same publish-by-rename on an n-n mount: each version is one plain
+/// file, and its rename onto the name is one rename(2) on the backends'
+/// file system, whichever backends the two names hash to, so readers never
+/// find the name missing. Before, plfs removed the target first and then
+/// moved the new version in, and readers saw ENOENT in between.
+#[test]
+fn rename_by_publishing_processes_on_n_n() {
+    let setup = Setup::with_workload("n-n");
+    let program = rename_support::compile(&setup.scratch(""));
+    setup.run("mkdir", &[&setup.logical("pub")]);
+    let counts = rename_support::publish_while_reading(&program, &setup.logical("pub"), |program| {
+        let mut command = setup.preloaded(s(program), &[]);
+        command.env_remove("PLFS_DEBUG");
+        command
+    });
+    eprintln!("through the preload, n-n: {counts}");
+    assert_eq!(counts, rename_support::CLEAN);
+    let mut files = 0;
+    for index in 0..2 {
+        let backend = setup.dir.path().join(format!("backend{index}")).join("pub");
+        for entry in fs::read_dir(&backend).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            assert!(!name.starts_with(".plfs-"), "left in {}: {name}", backend.display());
+            files += 1;
+        }
+    }
+    assert_eq!(files, 1, "one plain file, the last version, on the backends");
+}
+
 /// The unmodified `setfattr`/`getfattr` under the interposer reach plfs:
 /// a directory's `user.plfs.layout` template is set, checked and shown in
 /// canonical text, and a file copied in below it is striped over both

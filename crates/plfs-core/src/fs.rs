@@ -569,6 +569,14 @@ impl Plfs {
                 (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
                 // A container replaces a container in one switch, below.
                 (FileKind::File, FileKind::File) if self.replaces_atomically() => {}
+                // An n-n file replaces one in one switch where the stores can.
+                (FileKind::File, FileKind::File)
+                    if self
+                        .replace_file(&source, &target)
+                        .with_context(|| format!("rename {from} to {to}"))? =>
+                {
+                    return Ok(None);
+                }
                 // Another process may remove it first: gone either way.
                 _ => match self.unlink(to) {
                     Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
@@ -651,6 +659,20 @@ impl Plfs {
         let kept = replaced.as_ref().map(|path| format!("/{path}"));
         open_files.moved(source, target, replaced);
         Ok(kept)
+    }
+
+    /// A file moved onto another in one switch by the workload, if it can
+    /// (n-n); false when it did nothing. A target open in this process is
+    /// left to the unlink that hides it.
+    fn replace_file(&self, source: &StorePath, target: &StorePath) -> Result<bool> {
+        let open_files = &self.state.open_files;
+        let (_claim, open) = open_files.claim_move(&[source, target]);
+        let _gates = hold_gates(&open);
+        if open_files.is_open(target) || !self.state.files.replace_file(&self.state, source, target)? {
+            return Ok(false);
+        }
+        open_files.moved(source, target, None);
+        Ok(true)
     }
 
     fn rename_everywhere(&self, source: &StorePath, target: &StorePath) -> Result<()> {

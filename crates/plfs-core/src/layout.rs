@@ -429,6 +429,12 @@ pub fn moving_file_name(file_name: &str, stamp: u64, pid: u32) -> String {
     format!("{MOVING_FILE_PREFIX}{:08x}.{stamp:016x}.{pid:08x}", name_hash(file_name))
 }
 
+/// Whether `name` is a copy an n-n rename between backends makes (or the
+/// replaced file it swaps out): hidden, and debris once its process stopped.
+pub fn is_moving_file(name: &str) -> bool {
+    name.starts_with(MOVING_FILE_PREFIX)
+}
+
 /// An extended attribute's name as a path component: `%` and `/` are
 /// percent-encoded, everything else is kept so names stay readable.
 pub fn xattr_component(name: &str) -> Result<String> {

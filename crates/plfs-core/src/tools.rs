@@ -1047,6 +1047,17 @@ impl Recovery<'_> {
                     );
                     continue;
                 }
+                if layout::is_moving_file(&entry.name) && entry.kind == EntryKind::File {
+                    // The file it was copied from is still at its name, or
+                    // it is the file a rename replaced: nothing to keep.
+                    let fixed = self.fix && {
+                        container::ignore_missing(store.remove_file(&debris))?;
+                        true
+                    };
+                    let what = "a copy left by a rename between backends that stopped midway".to_owned();
+                    self.note(Problem::Debris, format!("{}/{debris}", store.url()), what, fixed);
+                    continue;
+                }
                 if !layout::is_new_container(&entry.name) && !layout::is_removed(&entry.name) {
                     continue;
                 }

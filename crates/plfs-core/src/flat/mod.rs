@@ -194,7 +194,134 @@ pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &Store
         let _ = to.remove_file(&staging);
         return Err(error);
     }
-    from.remove_file(source)
+    match from.remove_file(source) {
+        Err(error) if still_there(from, source) => {
+            // The file stays at its old name only: a rename that fails
+            // changes nothing.
+            let _ = to.remove_file(target);
+            Err(error)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// After a removal reported failure: whether the entry is still there
+/// (an error that leaves the answer unknown counts as there).
+fn still_there(store: &dyn Store, path: &StorePath) -> bool {
+    !matches!(store.metadata(path), Err(error) if error.kind() == ErrorKind::NotFound)
+}
+
+/// Moves the n-n file at `source` onto the file at `target`, replacing it
+/// in one step for readers of `target`, as rename(2) does: at no instant
+/// is the name missing, and a move that fails leaves both names as they
+/// were. Where the backends are directories of one file system that is
+/// one rename(2). Otherwise the file goes next to the target (a copy
+/// under a moving name when the backends differ) and the store swaps the
+/// two entries (`exchange`), then removes the old file from the name the
+/// swap gave it. Returns false, having changed nothing, where the store
+/// cannot swap: the caller then removes the target first.
+pub(crate) fn replace_file(mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
+    let from_backend = backend(mount, source);
+    let to_backend = backend(mount, target);
+    let from = mount.store(from_backend);
+    let to = mount.store(to_backend);
+    if let (Some(from_path), Some(to_path)) = (from.local_path(source), to.local_path(target)) {
+        match std::fs::rename(&from_path, &to_path) {
+            Ok(()) => return Ok(true),
+            // Two file systems: copy below.
+            Err(error) if error.raw_os_error() == Some(libc::EXDEV) => {}
+            Err(error) => {
+                return Err(Error::io(
+                    error,
+                    format!("rename /{source} on {} onto /{target} on {}", from.url(), to.url()),
+                ));
+            }
+        }
+    }
+    if !to.capabilities().exchange {
+        return Ok(false);
+    }
+    if from_backend == to_backend {
+        // The old file takes the source's name for the moment between
+        // the swap and its removal.
+        return swap_in(to, source, target, None);
+    }
+    let name = target.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
+    let staging = target.parent().unwrap_or_default().join(&layout::moving_file_name(
+        name,
+        mount.stamper.next(),
+        mount.pid,
+    ))?;
+    let metadata = from.metadata(source)?;
+    if let Err(error) = copy_file(from, source, to, &staging, &metadata) {
+        // Best effort: the staging name is hidden either way.
+        let _ = to.remove_file(&staging);
+        return Err(error.context(format!("copying /{source} from {} to {}", from.url(), to.url())));
+    }
+    swap_in(to, &staging, target, Some((from, source)))
+}
+
+/// Swaps the new file at `new` with the old one at `target` on `store`,
+/// then removes the source's original (`copied_from`, after a copy) and
+/// the old file. Until both removals are done the swap is undone on
+/// failure, so a failed move changes nothing.
+fn swap_in(
+    store: &dyn Store,
+    new: &StorePath,
+    target: &StorePath,
+    copied_from: Option<(&dyn Store, &StorePath)>,
+) -> Result<bool> {
+    let cleanup = |store: &dyn Store| {
+        if copied_from.is_some() {
+            let _ = store.remove_file(new);
+        }
+    };
+    match store.exchange(new, target) {
+        Ok(()) => {}
+        Err(error) if error.kind() == ErrorKind::Unsupported => {
+            cleanup(store);
+            return Ok(false);
+        }
+        Err(error) => {
+            cleanup(store);
+            return Err(error);
+        }
+    }
+    // `new` now holds the old file.
+    let removed = match copied_from {
+        Some((from, source)) => from.remove_file(source),
+        None => Ok(()),
+    }
+    .and_then(|()| {
+        match copied_from {
+            // The copy is in place and its original gone: the move is
+            // done, and the old file is only debris at a hidden name.
+            Some(_) => {
+                if let Err(error) = store.remove_file(new) {
+                    tracing::warn!("{}: /{new}: a replaced file left behind: {error}", store.url());
+                }
+                Ok(())
+            }
+            None => store.remove_file(new),
+        }
+    });
+    if let Err(error) = removed {
+        let done = match copied_from {
+            Some((from, source)) => !still_there(from, source),
+            None => !still_there(store, new),
+        };
+        if done {
+            if copied_from.is_some() {
+                let _ = store.remove_file(new);
+            }
+            return Ok(true);
+        }
+        if store.exchange(new, target).is_ok() {
+            cleanup(store);
+        }
+        return Err(error);
+    }
+    Ok(true)
 }
 
 fn copy_file(

@@ -3289,3 +3289,93 @@ fn a_file_made_at_a_name_while_another_process_unlinks_the_old_one_can_be_writte
     let reading = mount_over(&inner, on_host_without_reclaim_worker(&host, 3));
     assert_eq!(read_whole(&reading, "/f"), vec![2; 4096]);
 }
+
+/// An n-n rename onto an existing file is all or nothing, wherever a
+/// store call fails: the target keeps its old bytes and the source stays,
+/// or the target has the source's bytes and the source is gone. Both
+/// names on one backend (one swap of the entries) and on two (a copy
+/// swapped in) are covered. Before, the rename removed the target first,
+/// so a failure after that lost it (found by `plfs-sim --workload
+/// file_per_proc`), and readers found the name missing meanwhile.
+#[test]
+fn an_n_n_rename_onto_a_file_that_fails_midway_changes_nothing() {
+    use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
+    let inner = memory_stores(2);
+    let faulty: Vec<Arc<FaultyStore>> = inner.iter().map(|s| Arc::new(FaultyStore::new(s.clone()))).collect();
+    let backends = faulty.iter().map(|f| (f.clone() as SharedStore, BackendRole::Any)).collect();
+    let plfs = Plfs::with_workload(backends, options(21), Workload::FilePerProc).unwrap();
+    let contents = |name: &str| -> Option<Vec<u8>> {
+        let handle = match plfs.open(name, OpenFlags::RDONLY, 0, 1) {
+            Ok(handle) => handle,
+            Err(error) if error.kind() == ErrorKind::NotFound => return None,
+            Err(error) => panic!("open {name}: {error}"),
+        };
+        let data = read_all(&handle);
+        handle.close().unwrap();
+        Some(data)
+    };
+    let put = |name: &str, data: &[u8]| {
+        let handle = plfs.open(name, OpenFlags::WRONLY.create().truncate(), 0o644, 1).unwrap();
+        handle.write(data, 0).unwrap();
+        handle.close().unwrap();
+    };
+    let placement = &plfs.state.placement;
+    let (mut same, mut across, mut failed) = (0, 0, 0);
+    let ops = [Op::Metadata, Op::OpenRead, Op::ReadAt, Op::OpenWrite, Op::WriteAt, Op::Sync, Op::SetMode];
+    let ops = ops.into_iter().chain([Op::SetTimes, Op::Rename, Op::Exchange, Op::RemoveFile]);
+    for op in ops {
+        for nth in 1..=3 {
+            for target in ["/t0", "/t1", "/t2", "/t3"] {
+                let source = "/new";
+                put(target, b"old version");
+                put(source, b"new version!");
+                for store in &faulty {
+                    store.add_fault(Fault::new(op, FaultAction::Eio).nth(nth));
+                }
+                let result = plfs.rename(source, target);
+                for store in &faulty {
+                    store.clear();
+                }
+                let (at_source, at_target) = (contents(source), contents(target));
+                match &result {
+                    Ok(()) => {
+                        assert_eq!(at_source, None, "{op:?} #{nth} {target}: source left");
+                        assert_eq!(
+                            at_target.as_deref(),
+                            Some(&b"new version!"[..]),
+                            "{op:?} #{nth} {target}"
+                        );
+                    }
+                    Err(error) => {
+                        failed += 1;
+                        let context = format!("{op:?} #{nth} {target} ({error})");
+                        assert_eq!(at_source.as_deref(), Some(&b"new version!"[..]), "{context}: source");
+                        assert_eq!(at_target.as_deref(), Some(&b"old version"[..]), "{context}: target");
+                    }
+                }
+                if placement.flat_file_backend("new") == placement.flat_file_backend(&target[1..]) {
+                    same += 1;
+                } else {
+                    across += 1;
+                }
+                let _ = plfs.unlink(source);
+                plfs.unlink(target).unwrap();
+            }
+        }
+    }
+    assert!(same > 0 && across > 0, "names on one backend ({same}) and on two ({across})");
+    assert!(failed > 20, "only {failed} renames failed");
+    // A failed removal of the swapped-out file leaves it hidden, as debris
+    // that recover clears.
+    plfs.recover_directory("/", true).unwrap();
+    for store in &inner {
+        let left: Vec<String> = store
+            .list(&StorePath::root())
+            .unwrap()
+            .into_iter()
+            .map(|entry| entry.name)
+            .filter(|name| name.starts_with(".plfs-"))
+            .collect();
+        assert_eq!(left, Vec::<String>::new(), "hidden names left on {}", store.url());
+    }
+}

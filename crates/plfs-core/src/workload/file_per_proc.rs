@@ -93,6 +93,11 @@ impl Workload for FilePerProc {
         false
     }
 
+    /// One rename(2), or a swap of the two entries where the store can.
+    fn replace_file(&self, mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
+        flat::replace_file(mount, source, target)
+    }
+
     /// An n-n file keeps its attributes on its one backend file.
     fn set_file_attributes(
         &self,

@@ -235,6 +235,15 @@ pub(crate) trait Workload: Debug + Send + Sync {
     /// readers; otherwise the façade removes the target first.
     fn replaces_atomically(&self) -> bool;
 
+    /// Where [`replaces_atomically`](Self::replaces_atomically) is false:
+    /// moves the file at `source` onto the file at `target` in one switch
+    /// for readers of `target` if the stores allow, and says whether it
+    /// did. False changes nothing, and the façade removes the target
+    /// first. Not called when the target is open in this process.
+    fn replace_file(&self, _mount: &MountState, _source: &StorePath, _target: &StorePath) -> Result<bool> {
+        Ok(false)
+    }
+
     /// chmod, chown or utime of a file `lookup` found (`shown` is the path
     /// as the caller wrote it, for error messages).
     fn set_file_attributes(
