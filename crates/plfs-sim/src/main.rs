@@ -4,9 +4,11 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use plfs::config::Workload;
 use plfs_sim::{Config, Stats, run, sweep};
 
 const USAGE: &str = "usage: plfs-sim [--seed S | --seeds N [--from S]] [--steps N] [--processes N]
+                [--workload shared_file|file_per_proc|small_file]
                 [--no-rename-open] [--keep-going]
        plfs-sim --sweep
 
@@ -14,6 +16,7 @@ const USAGE: &str = "usage: plfs-sim [--seed S | --seeds N [--from S]] [--steps 
   --seeds N         run N seeds, from --from (default 0)
   --steps N         steps per seed (default 120)
   --processes N     processes per seed (default 3)
+  --workload W      how files are laid out (default shared_file)
   --no-rename-open  never rename or unlink a file that is open
   --keep-going      run every seed, then list the failing ones
   --sweep           the crash-point sweep";
@@ -43,6 +46,7 @@ fn parse() -> Result<Args, String> {
             "--from" => args.from = number("--from", it.next())?,
             "--steps" => args.config.steps = number("--steps", it.next())?,
             "--processes" => args.config.processes = number("--processes", it.next())?.max(1) as usize,
+            "--workload" => args.config.workload = workload(it.next())?,
             "--no-rename-open" => args.config.rename_open_files = false,
             "--keep-going" => args.keep_going = true,
             "--sweep" => args.sweep = true,
@@ -51,6 +55,16 @@ fn parse() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+fn workload(value: Option<String>) -> Result<Workload, String> {
+    match value.as_deref() {
+        Some("shared_file" | "n-1") => Ok(Workload::SharedFile),
+        Some("file_per_proc" | "n-n") => Ok(Workload::FilePerProc),
+        Some("small_file" | "1-n") => Ok(Workload::SmallFile),
+        Some(other) => Err(format!("--workload: {other:?} is not shared_file, file_per_proc or small_file")),
+        None => Err("--workload needs shared_file, file_per_proc or small_file".to_owned()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -104,6 +118,11 @@ fn replay_flags(config: &Config) -> String {
     }
     if config.processes != default.processes {
         flags += &format!(" --processes {}", config.processes);
+    }
+    match config.workload {
+        Workload::SharedFile => {}
+        Workload::FilePerProc => flags += " --workload file_per_proc",
+        Workload::SmallFile => flags += " --workload small_file",
     }
     if !config.rename_open_files {
         flags += " --no-rename-open";

@@ -8,7 +8,7 @@ use std::fmt;
 
 use plfs::ErrorKind;
 use plfs::attr::FileKind;
-use plfs::config::Tuning;
+use plfs::config::{Tuning, Workload};
 use plfs::fs::FileHandle;
 use plfs::fs::Plfs;
 use plfs::open::OpenFlags;
@@ -34,6 +34,10 @@ pub struct Config {
     /// Whether a crash may keep part or all of a file's unsynced tail
     /// (each file independently), or loses every unsynced byte.
     pub tear_on_crash: bool,
+    /// How the processes lay files out: containers (shared_file), one
+    /// backend file per file (file_per_proc), or names and data packed in
+    /// a directory's logs (small_file).
+    pub workload: Workload,
 }
 
 impl Default for Config {
@@ -46,6 +50,7 @@ impl Default for Config {
             crash_percent: 4,
             rename_open_files: true,
             tear_on_crash: true,
+            workload: Workload::SharedFile,
         }
     }
 }
@@ -167,7 +172,7 @@ impl<'a> Sim<'a> {
             seed,
             config,
             rng: SimRng::new(seed),
-            world: World::new(config.backends, tuning),
+            world: World::new(config.backends, tuning, config.workload),
             processes: Vec::new(),
             handles: Vec::new(),
             files: Vec::new(),
@@ -613,6 +618,12 @@ impl<'a> Sim<'a> {
         result.map_err(|error| unexpected(format!("truncate {name} {size}: {error}")))
     }
 
+    /// Whether files are containers (shared_file), which flatten and
+    /// recover work on.
+    fn containers(&self) -> bool {
+        self.config.workload == Workload::SharedFile
+    }
+
     fn is_open(&self, file: FileId) -> bool {
         self.handles.iter().any(|h| h.file == file)
     }
@@ -727,6 +738,8 @@ impl<'a> Sim<'a> {
                 self.note(format!("  flatten refused: {error}"));
                 Ok(())
             }
+            // Only containers have an index to flatten.
+            Err(error) if !self.containers() && error.kind() == ErrorKind::Unsupported => Ok(()),
             Err(error) => Err(unexpected(format!("flatten {name}: {error}"))),
         }
     }
@@ -811,7 +824,10 @@ impl<'a> Sim<'a> {
             }
         }
         for (name, file) in &names {
-            if recover {
+            // recover repairs containers; a file of the other workloads
+            // is a backend file or a name in its directory's logs, which
+            // the directory's recover above covers.
+            if recover && self.containers() {
                 checker.recover(name, true).map_err(|error| format!("recover --fix {name}: {error}"))?;
                 let report = checker
                     .recover_with(name, false, true)

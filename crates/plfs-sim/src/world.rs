@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use plfs::clock::{ManualClock, Stamper};
-use plfs::config::{BackendRole, Tuning};
+use plfs::config::{BackendRole, Tuning, Workload};
 use plfs::fs::Options;
 use plfs::fs::Plfs;
 use plfs::store::faulty::{Fault, FaultAction, FaultyStore, Op};
@@ -58,6 +58,8 @@ pub struct World {
     pub faulty: Vec<Arc<FaultyStore>>,
     pub clock: Arc<ManualClock>,
     pub tuning: Tuning,
+    /// How every process lays files out (the plfsrc's `workload:`).
+    pub workload: Workload,
     next_pid: u32,
     /// Calls refused while frozen: not injected faults.
     frozen_calls: u64,
@@ -65,7 +67,7 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(backends: usize, mut tuning: Tuning) -> World {
+    pub fn new(backends: usize, mut tuning: Tuning, workload: Workload) -> World {
         // An unlink's deferred deletion runs in the unlinking call here:
         // a worker thread's store calls would make the faults each seed
         // picks depend on thread timing, and runs could not be replayed.
@@ -81,6 +83,7 @@ impl World {
             faulty,
             clock: Arc::new(ManualClock::new(1_700_000_000_000_000_000)),
             tuning,
+            workload,
             next_pid: 0,
             frozen_calls: 0,
             freeze_mark: None,
@@ -100,7 +103,7 @@ impl World {
         };
         let backends: Vec<(SharedStore, BackendRole)> =
             self.faulty.iter().map(|store| (store.clone() as SharedStore, BackendRole::Any)).collect();
-        Plfs::new(backends, options).expect("a mount over memory stores")
+        Plfs::with_workload(backends, options, self.workload).expect("a mount over memory stores")
     }
 
     pub fn tick(&self) {

@@ -7,6 +7,7 @@
 //! When a fix lands, its entry goes (the test says when one no longer
 //! occurs).
 
+use plfs::config::Workload;
 use plfs_sim::sweep;
 use plfs_sim::{Config, Failure, run};
 
@@ -54,6 +55,22 @@ fn bounded_seeds_keep_every_promise_but_the_known_bugs() {
         panic!(
             "{} seeds fail in a way not listed in KNOWN_BUGS; the first:\n{failure}\nreplay: plfs-sim --seed {} --no-rename-open",
             unknown.len(),
+            failure.seed
+        );
+    }
+}
+
+/// The n-n layout under the same schedule: each file one backend file
+/// written in place, renames between backends by copy and swap. Its first
+/// runs found renames onto a file that lost the file when they failed.
+#[test]
+fn file_per_proc_seeds_keep_every_promise() {
+    let config = Config { workload: Workload::FilePerProc, ..config() };
+    let failures: Vec<Failure> = (0..SEEDS).filter_map(|seed| run(seed, &config).err()).collect();
+    if let Some(failure) = failures.first() {
+        panic!(
+            "{} of {SEEDS} file_per_proc seeds fail; the first:\n{failure}\nreplay: plfs-sim --seed {} --workload file_per_proc --no-rename-open",
+            failures.len(),
             failure.seed
         );
     }
