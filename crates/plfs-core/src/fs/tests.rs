@@ -3379,3 +3379,61 @@ fn an_n_n_rename_onto_a_file_that_fails_midway_changes_nothing() {
         assert_eq!(left, Vec::<String>::new(), "hidden names left on {}", store.url());
     }
 }
+
+/// A small_file rename onto an existing file in its directory is one name
+/// record: another process that looks at any moment of it (before each of
+/// the renamer's appends and syncs) finds the target, old or new. Before,
+/// the façade published an unlink record first, and a look between the two
+/// publishes found no target.
+#[test]
+fn a_small_file_rename_onto_a_file_never_leaves_the_name_missing() {
+    use crate::store::hooked::{Before, HookedStore};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let inner = memory_stores(2);
+    let watching = Arc::new(AtomicBool::new(false));
+    let (looks, missing) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let observe = {
+        let (inner, watching, looks, missing) = (inner.clone(), watching.clone(), looks.clone(), missing.clone());
+        Arc::new(move || {
+            if !watching.load(Ordering::SeqCst) {
+                return;
+            }
+            let backends = inner.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+            let observer = Plfs::with_workload(backends, options(32), Workload::SmallFile).unwrap();
+            looks.fetch_add(1, Ordering::SeqCst);
+            match observer.stat("/d/target") {
+                Ok(_) => {}
+                Err(error) if error.kind() == ErrorKind::NotFound => {
+                    missing.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(error) => panic!("stat /d/target: {error}"),
+            }
+        }) as Arc<dyn Fn() + Send + Sync>
+    };
+    let hooked = inner
+        .iter()
+        .map(|store| {
+            let hooks = Arc::new(Before { append: observe.clone(), sync: observe.clone() });
+            (Arc::new(HookedStore { inner: store.clone(), hooks }) as SharedStore, BackendRole::Any)
+        })
+        .collect();
+    let renamer = Plfs::with_workload(hooked, options(31), Workload::SmallFile).unwrap();
+    renamer.mkdir("/d", 0o755).unwrap();
+    for (name, data) in [("/d/target", &b"old"[..]), ("/d/tmp", &b"new"[..])] {
+        let handle = renamer.open(name, OpenFlags::WRONLY.create().truncate(), 0o644, 1).unwrap();
+        handle.write(data, 0).unwrap();
+        handle.close().unwrap();
+    }
+    watching.store(true, Ordering::SeqCst);
+    renamer.rename("/d/tmp", "/d/target").unwrap();
+    watching.store(false, Ordering::SeqCst);
+    assert!(looks.load(Ordering::SeqCst) > 0, "the rename made no append or sync");
+    assert_eq!(missing.load(Ordering::SeqCst), 0, "looks that found no target");
+    let handle = memory_mount_over(&inner).open("/d/target", OpenFlags::RDONLY, 0, 1).unwrap();
+    assert_eq!(read_all(&handle), b"new");
+}
+
+fn memory_mount_over(stores: &[SharedStore]) -> Plfs {
+    let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
+    Plfs::with_workload(backends, options(33), Workload::SmallFile).unwrap()
+}

@@ -106,6 +106,17 @@ impl Workload for SmallFile {
         false
     }
 
+    /// Within one directory a rename is one record, which replaces the
+    /// target for every reader at once. Between directories the file is
+    /// copied (a create record, then its data), so the façade removes the
+    /// target first there.
+    fn replace_file(&self, mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
+        if source.parent() != target.parent() {
+            return Ok(false);
+        }
+        small::rename_file(mount, self.engine(), source, target).map(|()| true)
+    }
+
     /// The engine keeps no modes or owners: chmod and chown are accepted
     /// and ignored; times are a record.
     fn set_file_attributes(
