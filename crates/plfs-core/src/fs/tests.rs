@@ -3437,3 +3437,29 @@ fn memory_mount_over(stores: &[SharedStore]) -> Plfs {
     let backends = stores.iter().map(|s| (s.clone(), BackendRole::Any)).collect();
     Plfs::with_workload(backends, options(33), Workload::SmallFile).unwrap()
 }
+
+/// A small_file process looks at its directory again a second after it
+/// loaded its view, whatever it did in between: a name another process
+/// removed two seconds ago is gone. Before, the look-again clock started
+/// at the first lookup after the load, so that lookup answered from a view
+/// of any age (found by `plfs-sim --workload small_file`: an open found a
+/// file renamed away three steps before).
+#[test]
+fn a_small_file_lookup_a_second_after_the_view_was_loaded_sees_a_removal() {
+    let (clock, process) = processes(Workload::SmallFile);
+    let (looker, remover) = (process(3), process(4));
+    for name in ["/gone", "/moved"] {
+        let handle = remover.open(name, OpenFlags::WRONLY.create().truncate(), 0o644, 4).unwrap();
+        handle.write(b"x", 0).unwrap();
+        handle.close().unwrap();
+    }
+    clock.advance(1000);
+    assert_eq!(looker.stat("/gone").unwrap().size, 1, "the view is loaded");
+    remover.unlink("/gone").unwrap();
+    remover.rename("/moved", "/elsewhere").unwrap();
+    clock.advance(2_000_000_000);
+    assert_eq!(looker.stat("/gone").unwrap_err().kind(), ErrorKind::NotFound);
+    let opened = looker.open("/moved", OpenFlags::RDONLY, 0, 3);
+    assert_eq!(opened.map(drop).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(looker.stat("/elsewhere").unwrap().size, 1);
+}

@@ -880,6 +880,9 @@ impl DirContainer {
         }
         let view = Arc::new(DirView::load(&store.stores, &self.dir, &store.options.hostname)?);
         self.view_loads += 1;
+        // A second from now, not from the first lookup that finds it: that
+        // lookup would otherwise answer from a view of any age.
+        self.look_again.restart(store.now_ns());
         // New records must order after everything already on disk, even if
         // another host's clock is ahead of ours.
         store.stamper().observe(view.newest_stamp());
