@@ -431,6 +431,30 @@ impl SmallFileStore {
         result.context(dir.to_string())
     }
 
+    /// The number of the last record pushed into `dir`'s container: a
+    /// handle about to push its first record since its last sync keeps
+    /// this, so its sync can tell whether a failure lost any of its own
+    /// ([`flush_writes_since`](Self::flush_writes_since)).
+    pub(crate) fn pushed(&self, dir: &StorePath) -> Result<u64> {
+        let slot = self.slot(dir).context(dir.to_string())?;
+        Ok(slot.lock().pushed_seq)
+    }
+
+    /// [`flush_writes`](Self::flush_writes) for a handle whose records
+    /// since its last sync were pushed after record `since`: fails, as
+    /// fsync(2) reports a write-back error to every descriptor open when
+    /// it struck, if an earlier failed flush lost any of them, though the
+    /// failure was reported to another call (a read, a stat, another
+    /// handle's sync). Before, such a sync succeeded and the writer
+    /// never learned its bytes were gone.
+    pub fn flush_writes_since(&self, dir: &StorePath, since: u64) -> Result<()> {
+        let slot = self.slot(dir).context(dir.to_string())?;
+        let container = slot.lock();
+        let ticket = container.pushed_seq;
+        let (container, result) = self.flush_slot(&slot, container, ticket);
+        result.and_then(|()| container.failure_within(since, ticket).map_or(Ok(()), Err)).context(dir.to_string())
+    }
+
     fn flush_if(&self, full: bool, dir: &StorePath) -> Result<()> {
         if full { self.flush_writes(dir) } else { Ok(()) }
     }
@@ -943,6 +967,15 @@ impl DirContainer {
             self.buffered_since_ns = now.max(1);
         }
         full || now.saturating_sub(self.buffered_since_ns) >= saturating_ns(PUBLISH_AFTER)
+    }
+
+    /// A failure that lost (or may have lost) any record from `since` to
+    /// `ticket`, if any.
+    fn failure_within(&self, since: u64, ticket: u64) -> Option<Error> {
+        self.failures
+            .iter()
+            .find(|(first, last, _, _)| *first <= ticket && *last >= since)
+            .map(|(_, _, kind, message)| Error::new(*kind, message.clone()))
     }
 
     /// The failure that lost (or may have lost) record `ticket`, if any.

@@ -34,7 +34,7 @@
 //!   publishes them, then unlinks the source (a crash in between leaves a
 //!   copy, never a loss).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
@@ -174,6 +174,7 @@ pub(crate) fn open(
     if flags.create && flags.truncate && flags.write && !flags.exclusive {
         // Exactly the engine's create: no need to know what exists, so a
         // create storm loads no view of the directory.
+        file.will_push(engine, &dir)?;
         file.set_file(engine.create(&dir, name, writer)?);
         file.dirty.store(true, Ordering::Relaxed);
         return Ok(file);
@@ -201,6 +202,7 @@ pub(crate) fn open(
             file.set_file(id);
         }
         if flags.truncate && flags.write {
+            file.will_push(engine, &dir)?;
             engine.truncate(&dir, name, writer, 0)?;
             file.dirty.store(true, Ordering::Relaxed);
         } else {
@@ -219,6 +221,7 @@ pub(crate) fn open(
         // published: without O_TRUNC its bytes must stay (`open_or_create`).
         // O_EXCL cannot be promised across processes here; sharing the
         // file at least loses nothing.
+        file.will_push(engine, &dir)?;
         let id = if flags.truncate {
             engine.create(&dir, name, writer)?
         } else {
@@ -367,6 +370,9 @@ pub(crate) struct SmallFile {
     /// Paces the refreshes a size or a read at the end makes on its own
     /// (see [`LOOK_AGAIN_AFTER`](crate::clock::LOOK_AGAIN_AFTER)).
     look_again: LookAgain,
+    /// The first container record this handle may have pushed since its
+    /// last sync (0: none), so the sync reports a failure that lost one.
+    unsynced_since: AtomicU64,
 }
 
 impl SmallFile {
@@ -379,7 +385,18 @@ impl SmallFile {
             rebind: AtomicBool::new(false),
             size_stale: AtomicBool::new(false),
             look_again: LookAgain::default(),
+            unsynced_since: AtomicU64::new(0),
         }
+    }
+
+    /// Before this handle pushes a record into `dir`'s container: the
+    /// first since its last sync starts the range its sync answers for.
+    fn will_push(&self, engine: &SmallFileStore, dir: &StorePath) -> Result<()> {
+        if self.unsynced_since.load(Ordering::Acquire) == 0 {
+            let next = engine.pushed(dir)? + 1;
+            let _ = self.unsynced_since.compare_exchange(0, next, Ordering::AcqRel, Ordering::Acquire);
+        }
+        Ok(())
     }
 
     fn set_file(&self, id: FileId) {
@@ -406,6 +423,9 @@ impl SmallFile {
             let name = name.to_owned();
             *self.at.write().unwrap_or_else(PoisonError::into_inner) = Location { dir, name };
             self.rebind.store(true, Ordering::Release);
+            // Record numbers are per directory container: the move's own
+            // flush published (or reported) what this handle pushed.
+            self.unsynced_since.store(0, Ordering::Release);
         }
     }
 
@@ -433,6 +453,7 @@ impl SmallFile {
     ) -> Result<usize> {
         let at = self.at();
         let file = *self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        self.will_push(engine, &at.dir)?;
         engine.write_to(&at.dir, &at.name, file, writer, offset, buf)?;
         self.dirty.store(true, Ordering::Relaxed);
         if !buf.is_empty() {
@@ -497,6 +518,7 @@ impl SmallFile {
 
     pub(crate) fn truncate(&self, engine: &SmallFileStore, size: u64, writer: WriterId) -> Result<()> {
         let at = self.at();
+        self.will_push(engine, &at.dir)?;
         engine.truncate(&at.dir, &at.name, writer, size)?;
         self.dirty.store(true, Ordering::Relaxed);
         self.size_stale.store(false, Ordering::Release);
@@ -517,7 +539,10 @@ impl SmallFile {
     pub(crate) fn sync(&self, engine: &SmallFileStore) -> Result<()> {
         self.dirty.store(false, Ordering::Relaxed);
         let dir = self.at().dir.clone();
-        let result = engine.flush_writes(&dir).with_context(|| self.context());
+        // Reported once, as fsync(2) reports a lost write-back.
+        let since = self.unsynced_since.swap(0, Ordering::AcqRel);
+        let result = if since == 0 { engine.flush_writes(&dir) } else { engine.flush_writes_since(&dir, since) };
+        let result = result.with_context(|| self.context());
         if result.is_err() {
             self.dirty.store(true, Ordering::Relaxed);
         }
