@@ -3493,3 +3493,29 @@ fn a_small_file_sync_reports_a_write_an_earlier_failed_flush_lost() {
     handle.sync().unwrap();
     handle.close().unwrap();
 }
+
+/// Two processes open one new small file with O_CREAT before either has
+/// published; the second then reads it through a new handle. The handle's
+/// file is the second process's own unpublished create, which the store's
+/// view does not hold yet: the read publishes it first and reads the one
+/// file both share. Before, it read ESTALE ("removed by another process")
+/// (found by `plfs-sim --workload small_file`, seed 21).
+#[test]
+fn a_read_of_an_unpublished_open_or_create_sees_the_shared_file() {
+    let (clock, process) = processes(Workload::SmallFile);
+    let (first, second) = (process(3), process(4));
+    let a = first.open("/log", OpenFlags::RDWR.create(), 0o644, 3).unwrap();
+    clock.advance(1000);
+    let b = second.open("/log", OpenFlags::RDWR.create(), 0o644, 4).unwrap();
+    clock.advance(1000);
+    a.write(b"first\n", 0).unwrap();
+    a.close().unwrap();
+    // A second later: the second process looks at the store again.
+    clock.advance(2_000_000_000);
+    let reader = second.open("/log", OpenFlags::RDONLY, 0, 5).unwrap();
+    assert_eq!(read_all(&reader), b"first\n");
+    let mut buf = [0u8; 16];
+    assert_eq!(b.read(&mut buf, 0).unwrap(), 6);
+    reader.close().unwrap();
+    b.close().unwrap();
+}

@@ -188,6 +188,10 @@ impl SmallFileStore {
             };
             container.push_name(writer, record);
             container.know(name, Some(id));
+            // A read or stat of it publishes it first: until then the view
+            // lacks the record, and over a file another process made
+            // meanwhile, the alias that leads `id` to that file.
+            container.note_changed(name);
             Ok((container.after_record(this, writer), id))
         })
         .and_then(|(full, id)| self.flush_if(full, dir).map(|()| id))
