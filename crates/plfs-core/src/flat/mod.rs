@@ -278,7 +278,9 @@ fn swap_in(
     };
     match store.exchange(new, target) {
         Ok(()) => {}
-        Err(error) if error.kind() == ErrorKind::Unsupported => {
+        // No swap here, or the target went meanwhile (another process
+        // removed it): the caller's remove-then-move handles both.
+        Err(error) if matches!(error.kind(), ErrorKind::Unsupported | ErrorKind::NotFound) => {
             cleanup(store);
             return Ok(false);
         }
