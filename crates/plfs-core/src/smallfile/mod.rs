@@ -445,18 +445,32 @@ impl SmallFileStore {
     }
 
     /// [`flush_writes`](Self::flush_writes) for a handle whose records
-    /// since its last sync were pushed after record `since`: fails, as
-    /// fsync(2) reports a write-back error to every descriptor open when
-    /// it struck, if an earlier failed flush lost any of them, though the
-    /// failure was reported to another call (a read, a stat, another
-    /// handle's sync). Before, such a sync succeeded and the writer
-    /// never learned its bytes were gone.
+    /// since its last sync were pushed from record `since` on (0: it
+    /// pushed none): fails if a failed flush lost any of them, now or
+    /// earlier, though an earlier failure was reported to another call (a
+    /// read, a stat, another handle's sync), as fsync(2) reports a
+    /// write-back error to each descriptor. Before, such a sync succeeded
+    /// and the writer never learned its bytes were gone; and a handle
+    /// with no records of its own was told of others' failures at every
+    /// sync, forever after one.
     pub fn flush_writes_since(&self, dir: &StorePath, since: u64) -> Result<()> {
         let slot = self.slot(dir).context(dir.to_string())?;
         let container = slot.lock();
         let ticket = container.pushed_seq;
         let (container, result) = self.flush_slot(&slot, container, ticket);
+        if since == 0 {
+            // The records it published were others': theirs to report.
+            return Ok(());
+        }
         result.and_then(|()| container.failure_within(since, ticket).map_or(Ok(()), Err)).context(dir.to_string())
+    }
+
+    /// The failure that lost (or may have lost) a record pushed into
+    /// `dir`'s container after record `since`, if one did.
+    pub(crate) fn lost_since(&self, dir: &StorePath, since: u64) -> Option<Error> {
+        let slot = self.slot(dir).ok()?;
+        let container = slot.lock();
+        container.failure_within(since, container.pushed_seq)
     }
 
     fn flush_if(&self, full: bool, dir: &StorePath) -> Result<()> {

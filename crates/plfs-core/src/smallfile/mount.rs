@@ -389,6 +389,18 @@ impl SmallFile {
         }
     }
 
+    /// A call on a file whose records (its create among them) a failed
+    /// flush lost fails with that failure, an I/O error, rather than with
+    /// what the loss left behind: a name this process no longer knows
+    /// (ENOENT from ftruncate(2), which no file system answers).
+    fn lost_or(&self, engine: &SmallFileStore, dir: &StorePath, error: Error) -> Error {
+        let since = self.unsynced_since.load(Ordering::Acquire);
+        if since == 0 || !matches!(error.kind(), ErrorKind::NotFound | ErrorKind::Stale) {
+            return error;
+        }
+        engine.lost_since(dir, since).unwrap_or(error)
+    }
+
     /// Before this handle pushes a record into `dir`'s container: the
     /// first since its last sync starts the range its sync answers for.
     fn will_push(&self, engine: &SmallFileStore, dir: &StorePath) -> Result<()> {
@@ -454,7 +466,7 @@ impl SmallFile {
         let at = self.at();
         let file = *self.file.lock().unwrap_or_else(PoisonError::into_inner);
         self.will_push(engine, &at.dir)?;
-        engine.write_to(&at.dir, &at.name, file, writer, offset, buf)?;
+        engine.write_to(&at.dir, &at.name, file, writer, offset, buf).map_err(|error| self.lost_or(engine, &at.dir, error))?;
         self.dirty.store(true, Ordering::Relaxed);
         if !buf.is_empty() {
             let mut size = self.lock_size();
@@ -519,7 +531,7 @@ impl SmallFile {
     pub(crate) fn truncate(&self, engine: &SmallFileStore, size: u64, writer: WriterId) -> Result<()> {
         let at = self.at();
         self.will_push(engine, &at.dir)?;
-        engine.truncate(&at.dir, &at.name, writer, size)?;
+        engine.truncate(&at.dir, &at.name, writer, size).map_err(|error| self.lost_or(engine, &at.dir, error))?;
         self.dirty.store(true, Ordering::Relaxed);
         self.size_stale.store(false, Ordering::Release);
         *self.lock_size() = size;
@@ -537,16 +549,13 @@ impl SmallFile {
     /// Publishes (appends and fsyncs) this process's pending records of the
     /// file's directory.
     pub(crate) fn sync(&self, engine: &SmallFileStore) -> Result<()> {
+        // Reported once, as fsync(2) reports a lost write-back: a failed
+        // flush lost the records for good, and trying again would only
+        // report it again, to every later read and sync of the handle.
         self.dirty.store(false, Ordering::Relaxed);
         let dir = self.at().dir.clone();
-        // Reported once, as fsync(2) reports a lost write-back.
         let since = self.unsynced_since.swap(0, Ordering::AcqRel);
-        let result = if since == 0 { engine.flush_writes(&dir) } else { engine.flush_writes_since(&dir, since) };
-        let result = result.with_context(|| self.context());
-        if result.is_err() {
-            self.dirty.store(true, Ordering::Relaxed);
-        }
-        result
+        engine.flush_writes_since(&dir, since).with_context(|| self.context())
     }
 
     /// At close a handle that changed anything publishes it (close-to-open).
