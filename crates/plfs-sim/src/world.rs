@@ -53,6 +53,12 @@ pub const PID_BASE: u32 = 1 << 30;
 /// takes, so stamps follow steps across processes.
 pub const STEP_NS: u64 = 1_000_000;
 
+/// A small_file step: longer than `LOOK_AGAIN_AFTER`, so a process looks
+/// at what others published since its last step at its next one, as a
+/// process a second later does (README: small files), rather than keeping
+/// a directory view for a thousand steps.
+pub const SMALL_FILE_STEP_NS: u64 = 1_001_000_000;
+
 pub struct World {
     pub memories: Vec<Arc<MemoryStore>>,
     pub faulty: Vec<Arc<FaultyStore>>,
@@ -107,7 +113,8 @@ impl World {
     }
 
     pub fn tick(&self) {
-        self.clock.advance(STEP_NS);
+        let step = if self.workload == Workload::SmallFile { SMALL_FILE_STEP_NS } else { STEP_NS };
+        self.clock.advance(step);
     }
 
     /// Arms `action` on the next `op` call on backend `backend`.
