@@ -3386,7 +3386,8 @@ fn a_small_file_rename_onto_a_file_never_leaves_the_name_missing() {
     let watching = Arc::new(AtomicBool::new(false));
     let (looks, missing) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let observe = {
-        let (inner, watching, looks, missing) = (inner.clone(), watching.clone(), looks.clone(), missing.clone());
+        let (inner, watching, looks, missing) =
+            (inner.clone(), watching.clone(), looks.clone(), missing.clone());
         Arc::new(move || {
             if !watching.load(Ordering::SeqCst) {
                 return;

@@ -462,7 +462,9 @@ impl SmallFileStore {
             // The records it published were others': theirs to report.
             return Ok(());
         }
-        result.and_then(|()| container.failure_within(since, ticket).map_or(Ok(()), Err)).context(dir.to_string())
+        result
+            .and_then(|()| container.failure_within(since, ticket).map_or(Ok(()), Err))
+            .context(dir.to_string())
     }
 
     /// The failure that lost (or may have lost) a record pushed into

@@ -466,7 +466,9 @@ impl SmallFile {
         let at = self.at();
         let file = *self.file.lock().unwrap_or_else(PoisonError::into_inner);
         self.will_push(engine, &at.dir)?;
-        engine.write_to(&at.dir, &at.name, file, writer, offset, buf).map_err(|error| self.lost_or(engine, &at.dir, error))?;
+        engine
+            .write_to(&at.dir, &at.name, file, writer, offset, buf)
+            .map_err(|error| self.lost_or(engine, &at.dir, error))?;
         self.dirty.store(true, Ordering::Relaxed);
         if !buf.is_empty() {
             let mut size = self.lock_size();
@@ -531,7 +533,9 @@ impl SmallFile {
     pub(crate) fn truncate(&self, engine: &SmallFileStore, size: u64, writer: WriterId) -> Result<()> {
         let at = self.at();
         self.will_push(engine, &at.dir)?;
-        engine.truncate(&at.dir, &at.name, writer, size).map_err(|error| self.lost_or(engine, &at.dir, error))?;
+        engine
+            .truncate(&at.dir, &at.name, writer, size)
+            .map_err(|error| self.lost_or(engine, &at.dir, error))?;
         self.dirty.store(true, Ordering::Relaxed);
         self.size_stale.store(false, Ordering::Release);
         *self.lock_size() = size;
