@@ -278,6 +278,11 @@ fn swap_in(
     };
     match store.exchange(new, target) {
         Ok(()) => {}
+        // The file to move went meanwhile (another process removed or
+        // moved it): nothing to move, and the target stays.
+        Err(error) if error.kind() == ErrorKind::NotFound && !still_there(store, new) => {
+            return Err(error);
+        }
         // No swap here, or the target went meanwhile (another process
         // removed it): the caller's remove-then-move handles both.
         Err(error) if matches!(error.kind(), ErrorKind::Unsupported | ErrorKind::NotFound) => {

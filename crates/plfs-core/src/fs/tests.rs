@@ -3518,3 +3518,33 @@ fn a_read_of_an_unpublished_open_or_create_sees_the_shared_file() {
     reader.close().unwrap();
     b.close().unwrap();
 }
+
+/// An n-n rename whose source another process removed after the rename
+/// looked at it fails with ENOENT and leaves the target alone. Before, the
+/// failed swap sent the rename to the remove-then-move path, which removed
+/// the target and then found no source: both files gone.
+#[test]
+fn an_n_n_rename_whose_source_vanished_keeps_the_target() {
+    // Memory stores swap entries (no rename(2) path); the hook removes the
+    // source once the rename has looked at it.
+    let inner = memory_stores(1);
+    let other = Plfs::with_workload(
+        inner.iter().map(|s| (s.clone(), BackendRole::Any)).collect(),
+        options(51),
+        Workload::FilePerProc,
+    )
+    .unwrap();
+    let hooks = ActOnce::on("new");
+    let backends = hooks.wrap(&inner).into_iter().map(|store| (store, BackendRole::Any)).collect();
+    let renaming = Plfs::with_workload(backends, options(52), Workload::FilePerProc).unwrap();
+    write_whole(&renaming, "/old", b"old");
+    write_whole(&renaming, "/new", b"new");
+    let other = Arc::new(other);
+    let acting = other.clone();
+    hooks.arm(Step::Metadata, 0, Box::new(move || acting.unlink("/new").unwrap()));
+    let error = renaming.rename("/new", "/old").unwrap_err();
+    assert!(hooks.ran(), "the other process removed the source");
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    let handle = other.open("/old", OpenFlags::RDONLY, 0, 1).unwrap();
+    assert_eq!(read_all(&handle), b"old");
+}
