@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use crate::attr::{FileAttr, FileKind, Owner};
 use crate::container::placement_name;
-use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::error::{Error, ErrorKind, Result};
 use crate::layout;
 use crate::mount_state::MountState;
 use crate::open::OpenFlags;
@@ -179,20 +179,11 @@ pub(crate) fn rename_file(mount: &MountState, source: &StorePath, target: &Store
             }
         }
     }
-    let name = target.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
-    let staging = target.parent().unwrap_or_default().join(&layout::moving_file_name(
-        name,
-        mount.stamper.next(),
-        mount.pid,
-    ))?;
-    let metadata = from.metadata(source)?;
-    let copied = copy_file(from, source, to, &staging, &metadata)
-        .and_then(|()| to.rename(&staging, target))
-        .with_context(|| format!("copying /{source} from {} to {}", from.url(), to.url()));
-    if let Err(error) = copied {
+    let staging = copy_beside(mount, (from, source), (to, target))?;
+    if let Err(error) = to.rename(&staging, target) {
         // Best effort: the staging name is hidden either way.
         let _ = to.remove_file(&staging);
-        return Err(error);
+        return Err(error.context(format!("copying /{source} from {} to {}", from.url(), to.url())));
     }
     match from.remove_file(source) {
         Err(error) if still_there(from, source) => {
@@ -246,19 +237,30 @@ pub(crate) fn replace_file(mount: &MountState, source: &StorePath, target: &Stor
         // the swap and its removal.
         return swap_in(to, source, target, None);
     }
+    let staging = copy_beside(mount, (from, source), (to, target))?;
+    swap_in(to, &staging, target, Some((from, source)))
+}
+
+/// Copies the file at `source` on `from` to a hidden moving name beside
+/// `target` on `to`, and returns that name; on failure nothing is left
+/// there (best effort: the name is hidden either way).
+fn copy_beside(
+    mount: &MountState,
+    (from, source): (&dyn Store, &StorePath),
+    (to, target): (&dyn Store, &StorePath),
+) -> Result<StorePath> {
     let name = target.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
     let staging = target.parent().unwrap_or_default().join(&layout::moving_file_name(
         name,
         mount.stamper.next(),
         mount.pid,
     ))?;
-    let metadata = from.metadata(source)?;
-    if let Err(error) = copy_file(from, source, to, &staging, &metadata) {
-        // Best effort: the staging name is hidden either way.
+    let copied = from.metadata(source).and_then(|metadata| copy_file(from, source, to, &staging, &metadata));
+    if let Err(error) = copied {
         let _ = to.remove_file(&staging);
         return Err(error.context(format!("copying /{source} from {} to {}", from.url(), to.url())));
     }
-    swap_in(to, &staging, target, Some((from, source)))
+    Ok(staging)
 }
 
 /// Swaps the new file at `new` with the old one at `target` on `store`,
