@@ -2399,19 +2399,25 @@ fn a_closed_containers_stat_is_one_open_of_its_summary() {
     }
 }
 
+/// The publish-by-rename workload (rename_support) in `pub` of `setup`'s
+/// mount, every process under the interposer; the readers' counts.
+fn publish_while_reading_preloaded(setup: &Setup) -> String {
+    let program = rename_support::compile(&setup.scratch(""));
+    setup.run("mkdir", &[&setup.logical("pub")]);
+    rename_support::publish_while_reading(&program, &setup.logical("pub"), |program| {
+        let mut command = setup.preloaded(s(program), &[]);
+        command.env_remove("PLFS_DEBUG");
+        command
+    })
+}
+
 /// The publish-by-rename workload under the interposer: an unmodified C
 /// program renames new versions onto a name while three others open, read
 /// and check it; every read sees one whole version.
 #[test]
 fn rename_by_publishing_processes() {
     let setup = Setup::new();
-    let program = rename_support::compile(&setup.scratch(""));
-    setup.run("mkdir", &[&setup.logical("pub")]);
-    let counts = rename_support::publish_while_reading(&program, &setup.logical("pub"), |program| {
-        let mut command = setup.preloaded(s(program), &[]);
-        command.env_remove("PLFS_DEBUG");
-        command
-    });
+    let counts = publish_while_reading_preloaded(&setup);
     eprintln!("through the preload: {counts}");
     assert_eq!(counts, rename_support::CLEAN);
     let listing = setup.plfs(&["recover", &setup.logical("pub/target")]);
@@ -2435,13 +2441,7 @@ fn rename_by_publishing_processes() {
 #[test]
 fn rename_by_publishing_processes_on_n_n() {
     let setup = Setup::with_workload("n-n");
-    let program = rename_support::compile(&setup.scratch(""));
-    setup.run("mkdir", &[&setup.logical("pub")]);
-    let counts = rename_support::publish_while_reading(&program, &setup.logical("pub"), |program| {
-        let mut command = setup.preloaded(s(program), &[]);
-        command.env_remove("PLFS_DEBUG");
-        command
-    });
+    let counts = publish_while_reading_preloaded(&setup);
     eprintln!("through the preload, n-n: {counts}");
     assert_eq!(counts, rename_support::CLEAN);
     let mut files = 0;
