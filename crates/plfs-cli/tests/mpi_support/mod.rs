@@ -29,6 +29,22 @@ pub fn launch(
 ) {
     if flavor == "openmpi" {
         command.args(["--allow-run-as-root", "--oversubscribe"]);
+        // A session directory of its own, beside the program (in the
+        // test's temporary directory): jobs of tests running at once
+        // otherwise share `$TMPDIR/ompi.<host>.<uid>`, and one removing it
+        // as it ends fails another's start ("A call to mkdir was unable to
+        // create the desired directory", open-mpi/ompi#8510; the bench's
+        // jobs do the same, `OmpiSession`).
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let job = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = program.parent().unwrap_or(std::path::Path::new("/tmp"));
+        let session = base.join(format!("ompi-session.{}.{job}", std::process::id()));
+        // Open to every user, as /tmp is: some jobs run as a second user.
+        if std::fs::create_dir_all(&session).is_ok() {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&session, std::fs::Permissions::from_mode(0o1777));
+            command.env("OMPI_MCA_orte_tmpdir_base", &session);
+        }
         if let Some(io) = io {
             command.args(["--mca", "io", io]);
         }
