@@ -30,8 +30,9 @@
 //!   accepted and ignored (so `cp -p` and `tar` work), `access` checks
 //!   against 0644.
 //! - **rename** within a directory is one engine record; between
-//!   directories it copies the bytes into the target directory's container,
-//!   publishes them, then unlinks the source (a crash in between leaves a
+//!   directories it copies the bytes into the target directory's container
+//!   under a hidden name, publishes them, renames the copy onto the target
+//!   (one record), then unlinks the source (a crash in between leaves a
 //!   copy, never a loss).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -302,26 +303,53 @@ pub(crate) fn rename_file(
         return engine.flush_writes(&from_dir);
     }
     require_directory(mount, &to_dir)?;
+    // The copy is published under a hidden name beside the target first,
+    // then one rename record puts it there: readers of the target see the
+    // old file or the whole new one, and a failure before the record
+    // leaves the target as it was. (Before, a failed copy left the target
+    // removed, or half written under its name.) The hidden name is a
+    // removed file's of this process: `plfs recover` clears it after a
+    // crash, never while this process lives.
+    let hidden = layout::removed_container_name(to, mount.stamper.next(), mount.pid, &mount.hostname);
+    let moved = copy_within(engine, (&from_dir, from), (&to_dir, &hidden), writer)
+        .and_then(|()| engine.flush_writes(&to_dir))
+        .and_then(|()| engine.rename(&to_dir, &hidden, to, writer))
+        .and_then(|()| engine.flush_writes(&to_dir));
+    if let Err(error) = moved {
+        if engine.exists(&to_dir, &hidden).unwrap_or(false) {
+            let _ = engine.unlink(&to_dir, &hidden, writer).and_then(|()| engine.flush_writes(&to_dir));
+        }
+        return Err(error);
+    }
+    // A failure from here on leaves the file at both names, never at none.
+    engine.unlink(&from_dir, from, writer)?;
+    engine.flush_writes(&from_dir)
+}
+
+/// Copies the small file `from` (bytes, size, times) to a new file `to`.
+fn copy_within(
+    engine: &SmallFileStore,
+    (from_dir, from): (&StorePath, &str),
+    (to_dir, to): (&StorePath, &str),
+    writer: u64,
+) -> Result<()> {
     // The lookup that found the source published it, so the view has it.
-    let stat = engine.stat(&from_dir, from)?;
-    engine.create(&to_dir, to, writer)?;
+    let stat = engine.stat(from_dir, from)?;
+    engine.create(to_dir, to, writer)?;
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES.min(usize::try_from(stat.size).unwrap_or(COPY_CHUNK_BYTES))];
     let mut offset = 0;
     while offset < stat.size {
-        let count = engine.read(&from_dir, from, None, offset, &mut buffer)?;
+        let count = engine.read(from_dir, from, None, offset, &mut buffer)?;
         if count == 0 {
             break;
         }
-        engine.write(&to_dir, to, writer, offset, &buffer[..count])?;
+        engine.write(to_dir, to, writer, offset, &buffer[..count])?;
         offset += count as u64;
     }
     if offset < stat.size {
-        engine.truncate(&to_dir, to, writer, stat.size)?;
+        engine.truncate(to_dir, to, writer, stat.size)?;
     }
-    engine.utime(&to_dir, to, writer, stat.atime_ns, stat.mtime_ns)?;
-    engine.flush_writes(&to_dir)?;
-    engine.unlink(&from_dir, from, writer)?;
-    engine.flush_writes(&from_dir)
+    engine.utime(to_dir, to, writer, stat.atime_ns, stat.mtime_ns)
 }
 
 /// Publishes this process's pending small-file records of `dir`.

@@ -106,14 +106,10 @@ impl Workload for SmallFile {
         false
     }
 
-    /// Within one directory a rename is one record, which replaces the
-    /// target for every reader at once. Between directories the file is
-    /// copied (a create record, then its data), so the façade removes the
-    /// target first there.
+    /// A rename record replaces the target for every reader at once:
+    /// within a directory the record moves the file, between directories
+    /// it moves the copy published beside the target.
     fn replace_file(&self, mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
-        if source.parent() != target.parent() {
-            return Ok(false);
-        }
         small::rename_file(mount, self.engine(), source, target).map(|()| true)
     }
 
