@@ -139,15 +139,16 @@ pub struct LookAgain {
 }
 
 impl LookAgain {
-    /// Whether a check is due at `now_ns`: [`LOOK_AGAIN_AFTER`] has passed
-    /// since the last one (the first call only starts the clock). Due, it
-    /// restarts it, so of callers racing one gets true.
     /// Starts the clock again at `now_ns`: the view was just loaded, so
     /// the next check is due a full [`LOOK_AGAIN_AFTER`] later.
     pub fn restart(&self, now_ns: u64) {
         self.last.store(now_ns.max(1), Ordering::Release);
     }
 
+    /// Whether a check is due at `now_ns`: [`LOOK_AGAIN_AFTER`] has passed
+    /// since the last one (the first call only starts the clock, unless
+    /// [`restart`](Self::restart) did). Due, it restarts it, so of callers
+    /// racing one gets true.
     pub fn due(&self, now_ns: u64) -> bool {
         let last = self.last.load(Ordering::Acquire);
         if last == 0 {

@@ -569,7 +569,7 @@ impl Plfs {
                 (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
                 // A container replaces a container in one switch, below.
                 (FileKind::File, FileKind::File) if self.replaces_atomically() => {}
-                // An n-n file replaces one in one switch where the stores can.
+                // n-n and small_file replace in one switch where they can.
                 (FileKind::File, FileKind::File)
                     if self
                         .replace_file(&source, &target)
@@ -662,7 +662,7 @@ impl Plfs {
     }
 
     /// A file moved onto another in one switch by the workload, if it can
-    /// (n-n); false when it did nothing. A target open in this process is
+    /// (n-n, small_file); false when it did nothing. A target open in this process is
     /// left to the unlink that hides it.
     fn replace_file(&self, source: &StorePath, target: &StorePath) -> Result<bool> {
         let open_files = &self.state.open_files;

@@ -232,7 +232,9 @@ pub(crate) trait Workload: Debug + Send + Sync {
     }
 
     /// Whether a rename onto an existing file is one atomic switch for its
-    /// readers; otherwise the façade removes the target first.
+    /// readers, keeping a replaced file open here at a hidden name;
+    /// otherwise the façade asks [`replace_file`](Self::replace_file), or
+    /// removes the target first.
     fn replaces_atomically(&self) -> bool;
 
     /// Where [`replaces_atomically`](Self::replaces_atomically) is false:
