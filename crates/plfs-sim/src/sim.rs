@@ -102,7 +102,7 @@ impl fmt::Display for Failure {
 /// Files live in two directories, so renames cross directories too.
 const NAMES: [&str; 6] = ["/f0", "/f1", "/f2", "/d/g0", "/d/g1", "/d/g2"];
 const MAX_OFFSET: u64 = 12 << 10;
-const TRACE_STEPS: usize = 400;
+const TRACE_STEPS: usize = 40;
 
 type FileId = usize;
 
