@@ -3283,6 +3283,20 @@ fn a_file_made_at_a_name_while_another_process_unlinks_the_old_one_can_be_writte
     assert_eq!(read_whole(&reading, "/f"), vec![2; 4096]);
 }
 
+/// A `workload` mount over two memory stores behind fault injection: the
+/// stores below the faults, the fault wrappers, and the mount.
+fn faulty_mount(
+    pid: u32,
+    workload: Workload,
+) -> (Vec<SharedStore>, Vec<Arc<crate::store::faulty::FaultyStore>>, Plfs) {
+    use crate::store::faulty::FaultyStore;
+    let inner = memory_stores(2);
+    let faulty: Vec<Arc<FaultyStore>> = inner.iter().map(|s| Arc::new(FaultyStore::new(s.clone()))).collect();
+    let backends = faulty.iter().map(|f| (f.clone() as SharedStore, BackendRole::Any)).collect();
+    let plfs = Plfs::with_workload(backends, options(pid), workload).unwrap();
+    (inner, faulty, plfs)
+}
+
 /// An n-n rename onto an existing file is all or nothing, wherever a
 /// store call fails: the target keeps its old bytes and the source stays,
 /// or the target has the source's bytes and the source is gone. Both
@@ -3292,11 +3306,8 @@ fn a_file_made_at_a_name_while_another_process_unlinks_the_old_one_can_be_writte
 /// file_per_proc`), and readers found the name missing meanwhile.
 #[test]
 fn an_n_n_rename_onto_a_file_that_fails_midway_changes_nothing() {
-    use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
-    let inner = memory_stores(2);
-    let faulty: Vec<Arc<FaultyStore>> = inner.iter().map(|s| Arc::new(FaultyStore::new(s.clone()))).collect();
-    let backends = faulty.iter().map(|f| (f.clone() as SharedStore, BackendRole::Any)).collect();
-    let plfs = Plfs::with_workload(backends, options(21), Workload::FilePerProc).unwrap();
+    use crate::store::faulty::{Fault, FaultAction, Op};
+    let (inner, faulty, plfs) = faulty_mount(21, Workload::FilePerProc);
     let contents = |name: &str| -> Option<Vec<u8>> {
         let handle = match plfs.open(name, OpenFlags::RDONLY, 0, 1) {
             Ok(handle) => handle,
@@ -3468,11 +3479,8 @@ fn a_small_file_lookup_a_second_after_the_view_was_loaded_sees_a_removal() {
 /// reported the failure again, seed 120).
 #[test]
 fn a_small_file_sync_reports_a_write_an_earlier_failed_flush_lost() {
-    use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
-    let inner = memory_stores(2);
-    let faulty: Vec<Arc<FaultyStore>> = inner.iter().map(|s| Arc::new(FaultyStore::new(s.clone()))).collect();
-    let backends = faulty.iter().map(|f| (f.clone() as SharedStore, BackendRole::Any)).collect();
-    let plfs = Plfs::with_workload(backends, options(41), Workload::SmallFile).unwrap();
+    use crate::store::faulty::{Fault, FaultAction, Op};
+    let (_, faulty, plfs) = faulty_mount(41, Workload::SmallFile);
     let handle = plfs.open("/f", OpenFlags::RDWR.create(), 0o644, 1).unwrap();
     handle.write(b"first", 0).unwrap();
     handle.sync().unwrap();
@@ -3557,15 +3565,11 @@ fn an_n_n_rename_whose_source_vanished_keeps_the_target() {
 /// `--workload small_file`: 15 of 2,000 seeds).
 #[test]
 fn a_small_file_rename_between_directories_that_fails_keeps_the_target() {
-    use crate::store::faulty::{Fault, FaultAction, FaultyStore, Op};
+    use crate::store::faulty::{Fault, FaultAction, Op};
     let mut failed = 0;
     for op in [Op::Append, Op::Sync, Op::CreateAppend] {
         for nth in 1..=6 {
-            let inner = memory_stores(2);
-            let faulty: Vec<Arc<FaultyStore>> =
-                inner.iter().map(|s| Arc::new(FaultyStore::new(s.clone()))).collect();
-            let backends = faulty.iter().map(|f| (f.clone() as SharedStore, BackendRole::Any)).collect();
-            let plfs = Plfs::with_workload(backends, options(61), Workload::SmallFile).unwrap();
+            let (inner, faulty, plfs) = faulty_mount(61, Workload::SmallFile);
             plfs.mkdir("/a", 0o755).unwrap();
             plfs.mkdir("/b", 0o755).unwrap();
             write_whole(&plfs, "/b/target", b"old version");
