@@ -1000,10 +1000,7 @@ impl DirContainer {
 
     /// The failure that lost (or may have lost) record `ticket`, if any.
     fn failure_for(&self, ticket: u64) -> Option<Error> {
-        self.failures
-            .iter()
-            .find(|(first, last, _, _)| (*first..=*last).contains(&ticket))
-            .map(|(_, _, kind, message)| Error::new(*kind, message.clone()))
+        self.failure_within(ticket, ticket)
     }
 
     /// Takes every pending record into a batch and marks a flush running.
