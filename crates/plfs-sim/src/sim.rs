@@ -967,13 +967,14 @@ impl<'a> Sim<'a> {
         let process = self.rng.below(self.processes.len() as u64) as usize;
         self.touched = Some((process, file));
         self.note(format!("p{process} stat {name}"));
+        // A name only another process knows yet may be missing here, or
+        // another file: neither is checked.
+        let unseen = self.unseen_by(&name, process);
         let attr = match self.processes[process].stat(&name) {
-            Err(error) if error.kind() == ErrorKind::NotFound && self.unseen_by(&name, process) => {
-                return Ok(());
-            }
+            Err(error) if error.kind() == ErrorKind::NotFound && unseen => return Ok(()),
             result => result.map_err(|error| unexpected(format!("stat {name}: {error}")))?,
         };
-        if self.unseen_by(&name, process) {
+        if unseen {
             return Ok(());
         }
         let extent = self.files[file].max_extent();
@@ -1013,10 +1014,12 @@ impl<'a> Sim<'a> {
         self.check_all(true)
     }
 
-    /// small_file creates the model could not tell were published (a read
-    /// or a write a second after the last publishes too) may have
-    /// survived: the name then holds the new file, or the one before it,
-    /// with no byte of either promised (neither was synced).
+    /// After a crash on small_file, what the model could not tell is
+    /// looked at: a name a failed unlink or rename took away may be back;
+    /// a create the model could not tell was published (a read or a write
+    /// a second after the last publishes too) may have survived, and the
+    /// name then holds the new file or the one before it, with no byte of
+    /// either promised (neither was synced).
     fn settle_unpublished_after_crash(&mut self) -> Result<(), String> {
         let checker = self.world.mount();
         for (name, file) in std::mem::take(&mut self.unsettled) {
