@@ -58,13 +58,9 @@ fn parse() -> Result<Args, String> {
 }
 
 fn workload(value: Option<String>) -> Result<Workload, String> {
-    match value.as_deref() {
-        Some("shared_file" | "n-1") => Ok(Workload::SharedFile),
-        Some("file_per_proc" | "n-n") => Ok(Workload::FilePerProc),
-        Some("small_file" | "1-n") => Ok(Workload::SmallFile),
-        Some(other) => Err(format!("--workload: {other:?} is not shared_file, file_per_proc or small_file")),
-        None => Err("--workload needs shared_file, file_per_proc or small_file".to_owned()),
-    }
+    let value = value.ok_or("--workload needs shared_file, file_per_proc or small_file")?;
+    Workload::from_name(&value)
+        .ok_or_else(|| format!("--workload: {value:?} is not shared_file, file_per_proc or small_file"))
 }
 
 fn main() -> ExitCode {

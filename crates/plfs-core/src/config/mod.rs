@@ -32,6 +32,19 @@ pub enum Workload {
     SmallFile,
 }
 
+impl Workload {
+    /// The workload a plfsrc's `workload:` names, by its name or PLFS
+    /// 2.5's (n-1, n-n, 1-n).
+    pub fn from_name(name: &str) -> Option<Workload> {
+        match name {
+            "shared_file" | "n-1" => Some(Workload::SharedFile),
+            "file_per_proc" | "n-n" => Some(Workload::FilePerProc),
+            "small_file" | "1-n" => Some(Workload::SmallFile),
+            _ => None,
+        }
+    }
+}
+
 /// When reads check data against the CRC32C its index record carries
 /// (plfsrc `verify_reads:`). A record's CRC covers all its bytes, and a
 /// pattern record's covers every block of it, so only a read that holds a

@@ -849,11 +849,11 @@ fn workload(entry: &Entry<'_, '_>) -> Result<Workload> {
     let text = scalar_text(entry.value).unwrap_or_default();
     let (name, index) =
         text.split_once(':').map_or((text.as_str(), None), |(name, index)| (name, Some(index)));
-    let workload = match name {
-        "shared_file" | "n-1" => Workload::SharedFile,
-        "file_per_proc" | "n-n" if index.is_none() => Workload::FilePerProc,
-        "small_file" | "1-n" if index.is_none() => Workload::SmallFile,
-        _ => return Err(entry.expected("shared_file (n-1), file_per_proc (n-n) or small_file (1-n)")),
+    // Only shared_file has an index type to name.
+    let Some(workload) =
+        Workload::from_name(name).filter(|workload| index.is_none() || *workload == Workload::SharedFile)
+    else {
+        return Err(entry.expected("shared_file (n-1), file_per_proc (n-n) or small_file (1-n)"));
     };
     match index {
         None | Some("byterange") => Ok(workload),
