@@ -89,6 +89,12 @@ struct Entry {
     gid: u32,
 }
 
+/// A rename a workload did in one switch ([`Plfs::replace_file`]).
+struct Replaced {
+    /// Where the replaced file, open here, lives on until its last close.
+    kept: Option<String>,
+}
+
 /// One mounted plfs namespace over its backends.
 #[derive(Debug, Clone)]
 pub struct Plfs {
@@ -435,14 +441,24 @@ impl Plfs {
 
     /// Removes a file or symlink.
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let logical = parse_file_path(path)?;
-        let found = match self.found(&logical) {
+        self.unlink_keeping(&parse_file_path(path)?, path, false).map(drop)
+    }
+
+    /// [`unlink`](Self::unlink); a file open here is hidden instead, and
+    /// its hidden path returned. Where it cannot be hidden it is removed,
+    /// its handles left detached, unless `keep_open` asks to fail instead
+    /// (a rename may fail; an unlink should not).
+    fn unlink_keeping(&self, logical: &StorePath, path: &str, keep_open: bool) -> Result<Option<StorePath>> {
+        let found = match self.found(logical) {
             Ok(found) => found,
             // Removing a damaged file is how users clean up after damage
             // that `plfs recover` cannot repair or they do not care to.
-            Err(error) if error.kind() == ErrorKind::Corrupt => match self.damaged(&logical)? {
+            Err(error) if error.kind() == ErrorKind::Corrupt => match self.damaged(logical)? {
                 Some(containers) => {
-                    return containers.remove_damaged(&self.state, &logical).context(path.to_owned());
+                    return containers
+                        .remove_damaged(&self.state, logical)
+                        .context(path.to_owned())
+                        .map(|()| None);
                 }
                 None => return Err(error.context(path.to_owned())),
             },
@@ -451,36 +467,38 @@ impl Plfs {
         match found {
             Found::Directory(_) => Err(Error::new(ErrorKind::IsADirectory, path.to_owned())),
             Found::Symlink(_) => {
-                let (backend, _) = container::canonical(&self.state, &logical);
-                self.state.store(backend).remove_file(&logical).context(path.to_owned())
+                let (backend, _) = container::canonical(&self.state, logical);
+                self.state.store(backend).remove_file(logical).context(path.to_owned()).map(|()| None)
             }
             Found::File(file) => {
-                let (_claim, open) = self.state.open_files.claim_move(&[&logical]);
+                let (_claim, open) = self.state.open_files.claim_move(&[logical]);
                 let _gates = hold_gates(&open);
                 if !open.is_empty() {
                     // POSIX: the handles open here keep the file, whole and
                     // writable, until their last close removes it (NFS's
                     // "silly rename"). Processes elsewhere do not count.
-                    match self.hide_open(&logical) {
-                        Ok(()) => return Ok(()),
+                    match self.hide_open(logical) {
+                        Ok(hidden) => return Ok(Some(hidden)),
+                        Err(error) if keep_open => return Err(error.context(path.to_owned())),
                         Err(error) => tracing::debug!("{path}: unlinked while open, not hidden: {error}"),
                     }
                 }
                 // Handles still open here, where the file could not be
                 // hidden, keep their entry, detached.
-                self.state.open_files.detach(&logical);
-                self.state.files.unlink(&self.state, &logical, &file).context(path.to_owned())
+                self.state.open_files.detach(logical);
+                self.state.files.unlink(&self.state, logical, &file).context(path.to_owned()).map(|()| None)
             }
         }
     }
 
     /// Moves a file open in this process to a hidden name beside it, whose
-    /// last close here removes it. Its gates are held by the caller.
-    fn hide_open(&self, logical: &StorePath) -> Result<()> {
+    /// last close here removes it, and returns that name. Its gates are
+    /// held by the caller.
+    fn hide_open(&self, logical: &StorePath) -> Result<StorePath> {
         let hidden = self.hidden_path(logical, self.state.stamper.next())?;
         self.state.files.rename_file(&self.state, logical, &hidden, false)?;
-        self.state.open_files.unlinked(logical, hidden);
-        Ok(())
+        self.state.open_files.unlinked(logical, hidden.clone());
+        Ok(hidden)
     }
 
     /// The hidden name `logical` takes while unlinked but open: reserved
@@ -536,9 +554,9 @@ impl Plfs {
     /// this process, returns the hidden path (in the target's directory)
     /// where that file lives on, whole, until its last close here removes
     /// it (POSIX: open handles keep reading a replaced file). FUSE names its
-    /// node by that path. On mounts whose files are not containers
-    /// ([`replaces_atomically`](Self::replaces_atomically) is false) the
-    /// replaced file is removed and None returned.
+    /// node by that path. Every workload keeps such a file: containers and
+    /// n-n files in the one switch of the rename, small files (and n-n
+    /// files on stores that cannot swap entries) by hiding it just before.
     pub fn rename_keep_replaced(&self, from: &str, to: &str) -> Result<Option<String>> {
         layout::check_user_path(&parse_file_path(to)?)?;
         self.rename_keeping(from, to)
@@ -562,6 +580,8 @@ impl Plfs {
             return Err(Error::invalid(format!("cannot move {from} into itself ({to})")));
         }
         let kind = self.entry(&source).context(from.to_owned())?.kind;
+        // A target open here that had to be hidden before the move.
+        let mut hidden = None;
         match self.entry(&target) {
             Ok(existing) => match (kind, existing.kind) {
                 (FileKind::Directory, FileKind::Directory) => self.rmdir(to)?,
@@ -569,19 +589,19 @@ impl Plfs {
                 (_, FileKind::Directory) => return Err(Error::new(ErrorKind::IsADirectory, to.to_owned())),
                 // A container replaces a container in one switch, below.
                 (FileKind::File, FileKind::File) if self.replaces_atomically() => {}
-                // n-n and small_file replace in one switch where they can.
-                (FileKind::File, FileKind::File)
-                    if self
+                // n-n and small_file replace in one switch where they can,
+                // else remove the target first.
+                (FileKind::File, FileKind::File) => {
+                    if let Some(replaced) = self
                         .replace_file(&source, &target)
-                        .with_context(|| format!("rename {from} to {to}"))? =>
-                {
-                    return Ok(None);
+                        .with_context(|| format!("rename {from} to {to}"))?
+                    {
+                        return Ok(replaced.kept);
+                    }
+                    hidden = self.remove_target(&target, to)?;
                 }
                 // Another process may remove it first: gone either way.
-                _ => match self.unlink(to) {
-                    Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
-                    _ => {}
-                },
+                _ => self.remove_target(&target, to).map(drop)?,
             },
             Err(error) if error.kind() == ErrorKind::NotFound => {}
             Err(error) => return Err(error.context(to.to_owned())),
@@ -603,9 +623,40 @@ impl Plfs {
                 self.state.store(new).symlink(&text, &target).context(to.to_owned())?;
                 self.state.store(old).remove_file(&source).context(from.to_owned()).map(|()| None)
             }
-            FileKind::File => self.rename_file_replacing(&source, &target, to),
+            FileKind::File => match (self.rename_file_replacing(&source, &target, to), hidden) {
+                (Ok(_), Some(hidden)) => Ok(Some(format!("/{hidden}"))),
+                (Err(error), Some(hidden)) => {
+                    self.unhide(&hidden, &target);
+                    Err(error)
+                }
+                (result, None) => result,
+            },
         }
         .with_context(|| format!("rename {from} to {to}"))
+    }
+
+    /// Takes the file at `target` out of a rename's way where it cannot
+    /// be replaced in one switch: unlinked, or, open here, hidden beside
+    /// it (returned) for its handles; where that fails, so does the rename.
+    /// Gone already is fine.
+    fn remove_target(&self, target: &StorePath, to: &str) -> Result<Option<StorePath>> {
+        match self.unlink_keeping(target, to, true) {
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+            result => result,
+        }
+    }
+
+    /// Puts a file hidden for a rename that then failed back under its
+    /// name, as if the rename never began; where something took the name
+    /// meanwhile it stays hidden, and its last close here removes it.
+    fn unhide(&self, hidden: &StorePath, target: &StorePath) {
+        let open_files = &self.state.open_files;
+        let (_claim, open) = open_files.claim_move(&[hidden, target]);
+        let _gates = hold_gates(&open);
+        match self.state.files.rename_file(&self.state, hidden, target, false) {
+            Ok(_) => open_files.unhidden(hidden, target),
+            Err(error) => tracing::warn!("/{target}: left hidden at /{hidden} by a failed rename: {error}"),
+        }
     }
 
     /// [`rename_file`](Self::rename_file), and where files are not
@@ -662,17 +713,23 @@ impl Plfs {
     }
 
     /// A file moved onto another in one switch by the workload, if it can
-    /// (n-n, small_file); false when it did nothing. A target open in this process is
-    /// left to the unlink that hides it.
-    fn replace_file(&self, source: &StorePath, target: &StorePath) -> Result<bool> {
+    /// (n-n, small_file); None when it did nothing. A target open in this
+    /// process lives on at a hidden name beside it, its handles following
+    /// it, until their last close here removes it.
+    fn replace_file(&self, source: &StorePath, target: &StorePath) -> Result<Option<Replaced>> {
         let open_files = &self.state.open_files;
         let (_claim, open) = open_files.claim_move(&[source, target]);
         let _gates = hold_gates(&open);
-        if open_files.is_open(target) || !self.state.files.replace_file(&self.state, source, target)? {
-            return Ok(false);
+        let keep = match open_files.is_open(target) {
+            true => Some(self.hidden_path(target, self.state.stamper.next())?),
+            false => None,
+        };
+        if !self.state.files.replace_file(&self.state, source, target, keep.as_ref())? {
+            return Ok(None);
         }
-        open_files.moved(source, target, None);
-        Ok(true)
+        let kept = keep.as_ref().map(|path| format!("/{path}"));
+        open_files.moved(source, target, keep);
+        Ok(Some(Replaced { kept }))
     }
 
     fn rename_everywhere(&self, source: &StorePath, target: &StorePath) -> Result<()> {

@@ -211,34 +211,70 @@ fn still_there(store: &dyn Store, path: &StorePath) -> bool {
 /// two entries (`exchange`), then removes the old file from the name the
 /// swap gave it. Returns false, having changed nothing, where the store
 /// cannot swap: the caller then removes the target first.
-pub(crate) fn replace_file(mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
+///
+/// With `keep` (a hidden name beside `target`, on its backend) the old
+/// file is not removed but lives on there, for handles still open on it:
+/// a hard link made before the rename(2), or a rename after the swap.
+pub(crate) fn replace_file(
+    mount: &MountState,
+    source: &StorePath,
+    target: &StorePath,
+    keep: Option<&StorePath>,
+) -> Result<bool> {
     let from_backend = backend(mount, source);
     let to_backend = backend(mount, target);
     let from = mount.store(from_backend);
     let to = mount.store(to_backend);
-    if let (Some(from_path), Some(to_path)) = (from.local_path(source), to.local_path(target)) {
-        match std::fs::rename(&from_path, &to_path) {
-            Ok(()) => return Ok(true),
-            // Two file systems: copy below.
-            Err(error) if error.raw_os_error() == Some(libc::EXDEV) => {}
-            Err(error) => {
-                return Err(Error::io(
-                    error,
-                    format!("rename /{source} on {} onto /{target} on {}", from.url(), to.url()),
-                ));
-            }
-        }
+    if let (Some(from_path), Some(to_path)) = (from.local_path(source), to.local_path(target))
+        && let Some(done) = rename_locally(&from_path, &to_path, keep.map(|keep| to.local_path(keep)))
+    {
+        return done.map(|()| true).map_err(|error| {
+            Error::io(error, format!("rename /{source} on {} onto /{target} on {}", from.url(), to.url()))
+        });
     }
     if !to.capabilities().exchange {
         return Ok(false);
     }
     if from_backend == to_backend {
         // The old file takes the source's name for the moment between
-        // the swap and its removal.
-        return swap_in(to, source, target, None);
+        // the swap and its removal (or its move to `keep`).
+        return swap_in(to, source, target, None, keep);
     }
     let staging = copy_beside(mount, (from, source), (to, target))?;
-    swap_in(to, &staging, target, Some((from, source)))
+    swap_in(to, &staging, target, Some((from, source)), keep)
+}
+
+/// One rename(2) of local backend files, after a hard link of the old
+/// file at `keep` when one is asked for. None where rename(2) cannot do
+/// it (two file systems, or a keep name the store has no local path or
+/// hard link for): the caller goes on with the store's calls, and nothing
+/// has changed.
+fn rename_locally(
+    from_path: &std::path::Path,
+    to_path: &std::path::Path,
+    keep: Option<Option<std::path::PathBuf>>,
+) -> Option<std::io::Result<()>> {
+    let linked = match keep {
+        None => None,
+        Some(None) => return None,
+        Some(Some(keep)) => match std::fs::hard_link(to_path, &keep) {
+            Ok(()) => Some(keep),
+            // Not a failure of the rename: no hard links here (or the old
+            // file went meanwhile, which the swap below also answers).
+            Err(_) => return None,
+        },
+    };
+    let renamed = std::fs::rename(from_path, to_path);
+    if renamed.is_err()
+        && let Some(keep) = &linked
+    {
+        let _ = std::fs::remove_file(keep);
+    }
+    match renamed {
+        // Two file systems: the store's calls copy.
+        Err(error) if error.raw_os_error() == Some(libc::EXDEV) => None,
+        result => Some(result),
+    }
 }
 
 /// Copies the file at `source` on `from` to a hidden moving name beside
@@ -265,13 +301,14 @@ fn copy_beside(
 
 /// Swaps the new file at `new` with the old one at `target` on `store`,
 /// then removes the source's original (`copied_from`, after a copy) and
-/// the old file. Until both removals are done the swap is undone on
-/// failure, so a failed move changes nothing.
+/// the old file, or moves the old file to `keep`. Until that is done the
+/// swap is undone on failure, so a failed move changes nothing.
 fn swap_in(
     store: &dyn Store,
     new: &StorePath,
     target: &StorePath,
     copied_from: Option<(&dyn Store, &StorePath)>,
+    keep: Option<&StorePath>,
 ) -> Result<bool> {
     let cleanup = |store: &dyn Store| {
         if copied_from.is_some() {
@@ -296,22 +333,31 @@ fn swap_in(
             return Err(error);
         }
     }
-    // `new` now holds the old file.
+    // `new` now holds the old file; handles open on it want it at `keep`.
+    if let Some(keep) = keep
+        && let Err(error) = store.rename(new, keep)
+    {
+        if store.exchange(new, target).is_ok() {
+            cleanup(store);
+        }
+        return Err(error);
+    }
     let removed = match copied_from {
         Some((from, source)) => from.remove_file(source),
         None => Ok(()),
     }
     .and_then(|()| {
-        match copied_from {
+        match (copied_from, keep) {
+            (_, Some(_)) => Ok(()),
             // The copy is in place and its original gone: the move is
             // done, and the old file is only debris at a hidden name.
-            Some(_) => {
+            (Some(_), None) => {
                 if let Err(error) = store.remove_file(new) {
                     tracing::warn!("{}: /{new}: a replaced file left behind: {error}", store.url());
                 }
                 Ok(())
             }
-            None => store.remove_file(new),
+            (None, None) => store.remove_file(new),
         }
     });
     if let Err(error) = removed {
@@ -320,12 +366,14 @@ fn swap_in(
             None => !still_there(store, new),
         };
         if done {
-            if copied_from.is_some() {
+            if copied_from.is_some() && keep.is_none() {
                 let _ = store.remove_file(new);
             }
             return Ok(true);
         }
-        if store.exchange(new, target).is_ok() {
+        // Back as it was: the old file to the name the swap gave it, and
+        // the swap undone.
+        if keep.is_none_or(|keep| store.rename(keep, new).is_ok()) && store.exchange(new, target).is_ok() {
             cleanup(store);
         }
         return Err(error);

@@ -288,6 +288,18 @@ impl OpenFiles {
         }
     }
 
+    /// A file [`unlinked`](Self::unlinked) for a rename that then failed
+    /// is back at `path`: its handles follow it, and their last close no
+    /// longer removes it.
+    pub(super) fn unhidden(&self, hidden: &StorePath, path: &StorePath) {
+        let mut tables = self.lock();
+        if let Some(mut slot) = tables.slots.remove(hidden) {
+            slot.entry.set_path(path.clone());
+            slot.doomed = false;
+            tables.slots.insert(path.clone(), slot);
+        }
+    }
+
     /// Directory `source` was renamed to `target`: every file open below
     /// it follows.
     pub(super) fn moved_under(&self, source: &StorePath, target: &StorePath) {

@@ -94,8 +94,14 @@ impl Workload for FilePerProc {
     }
 
     /// One rename(2), or a swap of the two entries where the store can.
-    fn replace_file(&self, mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
-        flat::replace_file(mount, source, target)
+    fn replace_file(
+        &self,
+        mount: &MountState,
+        source: &StorePath,
+        target: &StorePath,
+        keep: Option<&StorePath>,
+    ) -> Result<bool> {
+        flat::replace_file(mount, source, target, keep)
     }
 
     /// An n-n file keeps its attributes on its one backend file.

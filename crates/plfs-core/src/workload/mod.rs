@@ -241,8 +241,16 @@ pub(crate) trait Workload: Debug + Send + Sync {
     /// moves the file at `source` onto the file at `target` in one switch
     /// for readers of `target` if the stores allow, and says whether it
     /// did. False changes nothing, and the façade removes the target
-    /// first. Not called when the target is open in this process.
-    fn replace_file(&self, _mount: &MountState, _source: &StorePath, _target: &StorePath) -> Result<bool> {
+    /// first. With `keep` (the target is open in this process) the old
+    /// file lives on at that hidden name beside the target, on its
+    /// backend, instead of being removed.
+    fn replace_file(
+        &self,
+        _mount: &MountState,
+        _source: &StorePath,
+        _target: &StorePath,
+        _keep: Option<&StorePath>,
+    ) -> Result<bool> {
         Ok(false)
     }
 

@@ -108,8 +108,19 @@ impl Workload for SmallFile {
 
     /// A rename record replaces the target for every reader at once:
     /// within a directory the record moves the file, between directories
-    /// it moves the copy published beside the target.
-    fn replace_file(&self, mount: &MountState, source: &StorePath, target: &StorePath) -> Result<bool> {
+    /// it moves the copy published beside the target. A target open here
+    /// is left to the façade, which hides it first: a handle reads its
+    /// file by identity, which the record would end.
+    fn replace_file(
+        &self,
+        mount: &MountState,
+        source: &StorePath,
+        target: &StorePath,
+        keep: Option<&StorePath>,
+    ) -> Result<bool> {
+        if keep.is_some() {
+            return Ok(false);
+        }
         small::rename_file(mount, self.engine(), source, target).map(|()| true)
     }
 
