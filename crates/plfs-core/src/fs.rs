@@ -509,14 +509,17 @@ impl Plfs {
         let name = logical.file_name().ok_or_else(|| Error::new(ErrorKind::IsADirectory, "/"))?;
         let placement = &self.state.placement;
         let home = placement.canonical_backend(name);
-        // One backend in K takes a given name: K tries on average.
+        // One backend in K takes a given name: K tries on average. A retry
+        // takes a fresh stamp, never `unique + 1`: that may be the next
+        // stamp, which other hidden names of this file draw (a small_file
+        // rename's copy beside its target), and the two would be one name.
         let mut unique = unique;
         let hidden = loop {
             let hidden = layout::removed_container_name(name, unique, self.state.pid, &self.state.hostname);
             if placement.canonical_backend(&hidden) == home {
                 break hidden;
             }
-            unique = unique.wrapping_add(1);
+            unique = self.state.stamper.next();
         };
         logical.parent().unwrap_or_default().join(&hidden)
     }

@@ -3495,6 +3495,35 @@ fn an_n_n_rename_onto_a_file_open_here_never_leaves_the_name_missing() {
     }
 }
 
+/// The hidden name of a file open here is never a name this process draws
+/// later for the same file (a small_file rename's copy beside its target
+/// takes the next stamp). Before, a hidden name whose first stamp fell on
+/// the wrong backend took the stamp plus one, which was the next stamp
+/// where the clock had not moved: a rename onto a file open here then
+/// published its copy over the hidden file, and the open handle's file
+/// was gone (`plfs-sim --workload small_file`, seed 33).
+#[test]
+fn a_hidden_name_is_never_one_a_later_stamp_gives() {
+    let (_clock, process) = processes(Workload::SmallFile);
+    let plfs = process(7);
+    let target = StorePath::parse("d/target").unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut retried = 0;
+    for _ in 0..64 {
+        let first = plfs.state.stamper.next();
+        let hidden = plfs.hidden_path(&target, first).unwrap();
+        let hidden = hidden.file_name().unwrap().to_owned();
+        if hidden != layout::removed_container_name("target", first, 7, &plfs.state.hostname) {
+            retried += 1;
+        }
+        let later = plfs.state.stamper.next();
+        let drawn = layout::removed_container_name("target", later, 7, &plfs.state.hostname);
+        assert_ne!(hidden, drawn, "the hidden name is the one the next stamp gives");
+        assert!(seen.insert(hidden.clone()) && seen.insert(drawn), "a name drawn twice: {hidden}");
+    }
+    assert!(retried > 0, "no hidden name needed a second stamp");
+}
+
 /// A small_file rename onto an existing file in its directory is one name
 /// record: another process that looks at any moment of it (before each of
 /// the renamer's appends and syncs) finds the target, old or new. Before,
