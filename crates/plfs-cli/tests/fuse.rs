@@ -202,6 +202,48 @@ fn rename_by_publishing_processes() {
     // The kernel sends a close's release after close(2) returns, and the
     // last release of a replaced file removes it: unmount waits for them.
     mount.unmount();
+    assert_nothing_hidden_left(&mount);
+    let target = mount.path("pub/target");
+    let recover = mount.plfs(&["recover", s(&target)]);
+    assert!(recover.status.success(), "plfs recover: {}", describe(&recover));
+}
+
+/// The same on an n-n mount, with two of the readers on the backend file
+/// itself, the file another node's n-n mount opens. The daemon is one
+/// process for all, so each rename finds the target open there (the
+/// mount's readers hold it) and must keep it for them. Before, such a
+/// rename hid the target first and then moved the new version in: the
+/// kernel kept that from the mount's readers, but the backend file was
+/// missing in between.
+#[test]
+fn rename_by_publishing_processes_on_n_n() {
+    let _serial = serial();
+    let mut mount = PlfsMount::with_workload("file_per_proc", &[]);
+    let program = rename_support::compile(&mount.scratch);
+    fs::create_dir(mount.path("pub")).unwrap();
+    // Which backend holds `target`: where a first version lands.
+    fs::write(mount.path("pub/target"), b"x").unwrap();
+    let on_backend = mount
+        .backends
+        .iter()
+        .map(|backend| backend.join("pub/target"))
+        .find(|path| path.exists())
+        .expect("the n-n file on a backend");
+    fs::remove_file(mount.path("pub/target")).unwrap();
+    let through_mount = mount.path("pub/target");
+    let readers = [&through_mount, &through_mount, &on_backend, &on_backend].map(|path| s(path).to_owned());
+    let counts =
+        rename_support::publish_while_reading_at(&program, s(&mount.path("pub")), &readers, |program| {
+            Command::new(program)
+        });
+    eprintln!("through FUSE, n-n (two readers on the backend file): {counts}");
+    assert_eq!(counts, rename_support::CLEAN, "daemon log:\n{}", mount.log_tail(30));
+    mount.unmount();
+    assert_nothing_hidden_left(&mount);
+}
+
+/// After the unmount: no hidden name in `pub` on any backend.
+fn assert_nothing_hidden_left(mount: &PlfsMount) {
     for backend in &mount.backends {
         let leftovers: Vec<String> = fs::read_dir(backend.join("pub"))
             .unwrap()
@@ -210,9 +252,6 @@ fn rename_by_publishing_processes() {
             .collect();
         assert_eq!(leftovers, Vec::<String>::new(), "left in {}", backend.display());
     }
-    let target = mount.path("pub/target");
-    let recover = mount.plfs(&["recover", s(&target)]);
-    assert!(recover.status.success(), "plfs recover: {}", describe(&recover));
 }
 
 /// Processes of the churn workload (programs/churn.c) and what each does.

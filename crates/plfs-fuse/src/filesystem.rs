@@ -771,25 +771,11 @@ impl PlfsFs {
         let (new_name, to) = self.new_child(new_parent, new_name)?;
         if flags.contains(RenameFlags::RENAME_NOREPLACE) {
             self.core("rename", &from, self.plfs.rename_noreplace(&from, &to))?;
-        } else if self.plfs.replaces_atomically() {
-            // One switch in the core; a replaced file open here lives on
-            // at the hidden path the core returns until its last close.
-            if let Some(hidden) = self.core("rename", &from, self.plfs.rename_keep_replaced(&from, &to))? {
-                lock(&self.inodes).hide_replaced(new_parent, &new_name, hidden);
-            }
-        } else {
-            let hidden_target =
-                if from == to { None } else { self.hide_open_file(new_parent, &new_name, &to)? };
-            if let Err(error) = self.plfs.rename(&from, &to) {
-                // Put an open target back under its name rather than leave
-                // it deleted by a rename that did not happen.
-                if let Some((ino, hidden)) = hidden_target
-                    && self.plfs.rename(&hidden, &to).is_ok()
-                {
-                    lock(&self.inodes).unhide(ino, new_parent, &new_name);
-                }
-                return Err(self.fail("rename", &from, &error));
-            }
+        } else if let Some(hidden) = self.core("rename", &from, self.plfs.rename_keep_replaced(&from, &to))? {
+            // A replaced file open here lives on at the hidden path the
+            // core returns until its last close; a failed rename leaves it
+            // where it was.
+            lock(&self.inodes).hide_replaced(new_parent, &new_name, hidden);
         }
         lock(&self.inodes).rename(parent, name, new_parent, &new_name);
         Ok(())

@@ -325,23 +325,6 @@ impl InodeTable {
         Some(ino)
     }
 
-    /// Undoes [`hide`](Self::hide): the file is back under `name`.
-    pub fn unhide(&mut self, ino: INodeNo, parent: INodeNo, name: &str) {
-        let key = (parent, name.to_owned());
-        if self.names.contains_key(&key) || !self.nodes.contains_key(&parent) {
-            return;
-        }
-        let Some(node) = self.nodes.get_mut(&ino) else { return };
-        node.hidden = None;
-        node.replaced_at = None;
-        node.unlinked_from = None;
-        node.link = Some(key.clone());
-        self.names.insert(key, ino);
-        if let Some(parent_node) = self.nodes.get_mut(&parent) {
-            parent_node.children += 1;
-        }
-    }
-
     /// A rename happened: whatever was at the target is detached and the
     /// source node (with everything under it) moves there.
     pub fn rename(&mut self, from_parent: INodeNo, from_name: &str, to_parent: INodeNo, to_name: &str) {
@@ -623,10 +606,6 @@ mod tests {
         assert!(inodes.is_hidden(f));
         assert_eq!(inodes.path(f).as_deref(), Some("/.plfs-gone.1"));
         assert_eq!(inodes.peek(ROOT, "f"), None);
-        inodes.unhide(f, ROOT, "f");
-        assert_eq!(inodes.path(f).as_deref(), Some("/f"));
-        assert!(!inodes.is_hidden(f));
-        inodes.hide(ROOT, "f", "/.plfs-gone.1".to_owned());
         // The kernel may forget the name before the handles close.
         inodes.forget(f, 1);
         assert_eq!(inodes.released(f), None, "one handle still open");

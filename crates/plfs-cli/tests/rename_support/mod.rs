@@ -30,6 +30,18 @@ pub fn compile(dir: &Path) -> PathBuf {
 /// returns the readers' summed counts, e.g. `missing=0 open_errors=0 …`.
 pub fn publish_while_reading(program: &Path, dir: &str, command: impl Fn(&Path) -> Command) -> String {
     let target = format!("{dir}/target");
+    publish_while_reading_at(program, dir, &vec![target; READERS], command)
+}
+
+/// [`publish_while_reading`] with one reader per path of `readers`, each
+/// the published file seen some way (through the mount, or as the
+/// backend file another node would open).
+pub fn publish_while_reading_at(
+    program: &Path,
+    dir: &str,
+    readers: &[String],
+    command: impl Fn(&Path) -> Command,
+) -> String {
     let first =
         command(program).args(["publish", dir, "1", &VERSION_BYTES.to_string(), "1"]).output().unwrap();
     assert!(first.status.success(), "first publish: {}", String::from_utf8_lossy(&first.stderr));
@@ -42,8 +54,9 @@ pub fn publish_while_reading(program: &Path, dir: &str, command: impl Fn(&Path) 
             .spawn()
             .unwrap()
     };
-    let readers: Vec<Child> = (0..READERS)
-        .map(|_| {
+    let readers: Vec<Child> = readers
+        .iter()
+        .map(|target| {
             let last = PUBLISHES.to_string();
             spawn(&["check".into(), target.clone(), READS_MAX.to_string(), VERSION_BYTES.to_string(), last])
         })
