@@ -3289,9 +3289,24 @@ fn faulty_mount(
     pid: u32,
     workload: Workload,
 ) -> (Vec<SharedStore>, Vec<Arc<crate::store::faulty::FaultyStore>>, Plfs) {
+    faulty_mount_with(pid, workload, true)
+}
+
+/// [`faulty_mount`] whose stores can swap two entries (`exchange`) or not.
+fn faulty_mount_with(
+    pid: u32,
+    workload: Workload,
+    exchange: bool,
+) -> (Vec<SharedStore>, Vec<Arc<crate::store::faulty::FaultyStore>>, Plfs) {
     use crate::store::faulty::FaultyStore;
     let inner = memory_stores(2);
-    let faulty: Vec<Arc<FaultyStore>> = inner.iter().map(|s| Arc::new(FaultyStore::new(s.clone()))).collect();
+    let faulty: Vec<Arc<FaultyStore>> = inner
+        .iter()
+        .map(|s| {
+            let store = FaultyStore::new(s.clone());
+            Arc::new(if exchange { store } else { store.without_exchange() })
+        })
+        .collect();
     let backends = faulty.iter().map(|f| (f.clone() as SharedStore, BackendRole::Any)).collect();
     let plfs = Plfs::with_workload(backends, options(pid), workload).unwrap();
     (inner, faulty, plfs)
@@ -3306,7 +3321,7 @@ fn faulty_mount(
 /// file_per_proc`), and readers found the name missing meanwhile.
 #[test]
 fn an_n_n_rename_onto_a_file_that_fails_midway_changes_nothing() {
-    n_n_rename_with_faults(false);
+    n_n_rename_with_faults(false, true);
 }
 
 /// The same with the target open in the renaming process (as every target
@@ -3315,12 +3330,21 @@ fn an_n_n_rename_onto_a_file_that_fails_midway_changes_nothing() {
 /// rename hid the target first, so the name was missing until the move.
 #[test]
 fn an_n_n_rename_onto_a_file_open_here_that_fails_midway_changes_nothing() {
-    n_n_rename_with_faults(true);
+    n_n_rename_with_faults(true, true);
 }
 
-fn n_n_rename_with_faults(target_open_here: bool) {
+/// The same on stores that cannot swap entries, where the façade hides the
+/// open target before the move: a move that fails puts it back, and a hide
+/// that fails fails the rename. Before, the target stayed hidden (lost to
+/// every other process), or was removed under its open handles.
+#[test]
+fn an_n_n_rename_onto_a_file_open_here_without_exchange_that_fails_keeps_the_target() {
+    n_n_rename_with_faults(true, false);
+}
+
+fn n_n_rename_with_faults(target_open_here: bool, exchange: bool) {
     use crate::store::faulty::{Fault, FaultAction, Op};
-    let (inner, faulty, plfs) = faulty_mount(21, Workload::FilePerProc);
+    let (inner, faulty, plfs) = faulty_mount_with(21, Workload::FilePerProc, exchange);
     let contents = |name: &str| -> Option<Vec<u8>> {
         let handle = match plfs.open(name, OpenFlags::RDONLY, 0, 1) {
             Ok(handle) => handle,
@@ -3340,15 +3364,21 @@ fn n_n_rename_with_faults(target_open_here: bool) {
     let (mut same, mut across, mut failed) = (0, 0, 0);
     let ops = [Op::Metadata, Op::OpenRead, Op::ReadAt, Op::OpenWrite, Op::WriteAt, Op::Sync, Op::SetMode];
     let ops = ops.into_iter().chain([Op::SetTimes, Op::Rename, Op::Exchange, Op::RemoveFile]);
+    // Without exchange a move's undo is itself a call that may fail, so
+    // one store at a time fails there (two failing stores can leave the
+    // file at both names); with exchange every store fails at once.
+    let failing: Vec<Vec<usize>> = if exchange { vec![vec![0, 1]] } else { vec![vec![0], vec![1]] };
     for op in ops {
         for nth in 1..=3 {
-            for target in ["/t0", "/t1", "/t2", "/t3"] {
+            for (target, failing) in
+                ["/t0", "/t1", "/t2", "/t3"].into_iter().flat_map(|t| failing.iter().map(move |f| (t, f)))
+            {
                 let source = "/new";
                 put(target, b"old version");
                 put(source, b"new version!");
                 let held = target_open_here.then(|| plfs.open(target, OpenFlags::RDONLY, 0, 1).unwrap());
-                for store in &faulty {
-                    store.add_fault(Fault::new(op, FaultAction::Eio).nth(nth));
+                for &index in failing {
+                    faulty[index].add_fault(Fault::new(op, FaultAction::Eio).nth(nth));
                 }
                 let result = plfs.rename(source, target);
                 for store in &faulty {
@@ -3356,6 +3386,20 @@ fn n_n_rename_with_faults(target_open_here: bool) {
                 }
                 if let Some(held) = held {
                     assert_eq!(read_all(&held), b"old version", "{op:?} #{nth} {target}: the open handle");
+                    // Replaced, the old file lives on at a hidden name until
+                    // the close (a store's handles may not outlive a removal).
+                    let hidden = inner.iter().any(|store| {
+                        store
+                            .list(&StorePath::root())
+                            .unwrap()
+                            .iter()
+                            .any(|entry| layout::is_removed(&entry.name))
+                    });
+                    assert_eq!(
+                        hidden,
+                        result.is_ok(),
+                        "{op:?} #{nth} {target}: a hidden old file ({result:?})"
+                    );
                     held.close().unwrap();
                 }
                 let (at_source, at_target) = (contents(source), contents(target));
@@ -3531,6 +3575,20 @@ fn a_hidden_name_is_never_one_a_later_stamp_gives() {
 /// publishes found no target.
 #[test]
 fn a_small_file_rename_onto_a_file_never_leaves_the_name_missing() {
+    small_file_rename_watched("/d/tmp", false);
+}
+
+/// The same with the target open in the renaming process, within a
+/// directory and between two: the open file moves to a hidden name in the
+/// rename's own name frame. Before, the façade hid it in a flush of its
+/// own first, and a look between the two flushes found no target.
+#[test]
+fn a_small_file_rename_onto_a_file_open_here_never_leaves_the_name_missing() {
+    small_file_rename_watched("/d/tmp", true);
+    small_file_rename_watched("/e/tmp", true);
+}
+
+fn small_file_rename_watched(source: &str, target_open_here: bool) {
     use crate::store::hooked::{Before, HookedStore};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let inner = memory_stores(2);
@@ -3564,18 +3622,33 @@ fn a_small_file_rename_onto_a_file_never_leaves_the_name_missing() {
         .collect();
     let renamer = Plfs::with_workload(hooked, options(31), Workload::SmallFile).unwrap();
     renamer.mkdir("/d", 0o755).unwrap();
-    for (name, data) in [("/d/target", &b"old"[..]), ("/d/tmp", &b"new"[..])] {
+    renamer.mkdir("/e", 0o755).unwrap();
+    for (name, data) in [("/d/target", &b"old"[..]), (source, &b"new"[..])] {
         let handle = renamer.open(name, OpenFlags::WRONLY.create().truncate(), 0o644, 1).unwrap();
         handle.write(data, 0).unwrap();
         handle.close().unwrap();
     }
+    let held = target_open_here.then(|| renamer.open("/d/target", OpenFlags::RDONLY, 0, 1).unwrap());
     watching.store(true, Ordering::SeqCst);
-    renamer.rename("/d/tmp", "/d/target").unwrap();
+    renamer.rename(source, "/d/target").unwrap();
     watching.store(false, Ordering::SeqCst);
-    assert!(looks.load(Ordering::SeqCst) > 0, "the rename made no append or sync");
-    assert_eq!(missing.load(Ordering::SeqCst), 0, "looks that found no target");
-    let handle = memory_mount_over(&inner).open("/d/target", OpenFlags::RDONLY, 0, 1).unwrap();
-    assert_eq!(read_all(&handle), b"new");
+    let context = format!("{source}, target open here: {target_open_here}");
+    assert!(looks.load(Ordering::SeqCst) > 0, "{context}: the rename made no append or sync");
+    assert_eq!(missing.load(Ordering::SeqCst), 0, "{context}: looks that found no target");
+    if let Some(held) = held {
+        assert_eq!(read_all(&held), b"old", "{context}: the open handle");
+        held.close().unwrap();
+    }
+    let fresh = memory_mount_over(&inner);
+    let handle = fresh.open("/d/target", OpenFlags::RDONLY, 0, 1).unwrap();
+    assert_eq!(read_all(&handle), b"new", "{context}");
+    for dir in ["/d", "/e"] {
+        // Hidden files (listings leave them out) are what recover finds.
+        let findings = fresh.recover_directory(dir, false).unwrap().findings;
+        assert!(findings.is_empty(), "{context}: left in {dir}: {findings:?}");
+    }
+    let names = |dir| fresh.readdir(dir).unwrap().into_iter().map(|entry| entry.name).collect::<Vec<_>>();
+    assert_eq!((names("/d"), names("/e")), (vec!["target".to_owned()], vec![]), "{context}");
 }
 
 fn memory_mount_over(stores: &[SharedStore]) -> Plfs {
@@ -3709,9 +3782,10 @@ fn a_small_file_rename_between_directories_that_fails_keeps_the_target() {
 }
 
 /// The same, within a directory and between two, with the target open in
-/// the renaming process: the façade hides it first, and a rename that
-/// then fails puts it back under its name. Before, it stayed hidden: the
-/// target was lost to every other process.
+/// the renaming process: its handle reads the old file whatever fails, and
+/// the target is never missing for others. Before, the façade hid it first
+/// and a rename that then failed left it hidden (lost to every other
+/// process), or a hide that failed removed it from under the handle.
 #[test]
 fn a_small_file_rename_onto_a_file_open_here_that_fails_keeps_the_target() {
     small_file_rename_with_faults("/a/source", true);
@@ -3721,16 +3795,7 @@ fn a_small_file_rename_onto_a_file_open_here_that_fails_keeps_the_target() {
 fn small_file_rename_with_faults(source_name: &str, target_open_here: bool) {
     use crate::store::faulty::{Fault, FaultAction, Op};
     let mut failed = 0;
-    // A failed sync of the hiding record, with the target open, leaves
-    // that record in the log for other processes to replay while the
-    // engine reports it lost: the engine's known "reported failed but
-    // done" gap (RELIABILITY.md), not this rename's.
-    let ops: &[Op] = if target_open_here {
-        &[Op::Append, Op::CreateAppend]
-    } else {
-        &[Op::Append, Op::Sync, Op::CreateAppend]
-    };
-    for &op in ops {
+    for op in [Op::Append, Op::Sync, Op::CreateAppend] {
         for nth in 1..=6 {
             let (inner, faulty, plfs) = faulty_mount(61, Workload::SmallFile);
             plfs.mkdir("/a", 0o755).unwrap();

@@ -294,6 +294,49 @@ impl SmallFileStore {
         self.name_op(dir, from, writer, record, Effect::MovesTo(to))
     }
 
+    /// Moves `from` to `to` as [`rename`](Self::rename) does, after moving
+    /// the file at `to`, if any, to `keep`: both records go into one name
+    /// frame, which readers find whole or not at all, so `to` is never
+    /// missing for them while its old file lives on at `keep` (a file
+    /// open in this process, whose handles read it by identity).
+    pub fn rename_keeping(
+        &self,
+        dir: &StorePath,
+        from: &str,
+        to: &str,
+        keep: &str,
+        writer: u64,
+    ) -> Result<()> {
+        validate_component(from)?;
+        validate_component(to)?;
+        validate_component(keep)?;
+        self.with_container(dir, |this, container| {
+            let id = container.identity(this, from)?.ok_or_else(not_found)?;
+            let kept = container.identity(this, to)?;
+            container.session(this, writer)?;
+            // Both under this lock: no flush can take one without the other.
+            if let Some(kept) = kept {
+                let stamp = this.stamper().next();
+                container.push_name(
+                    writer,
+                    NameRecord::Rename { stamp, from: to.to_owned(), to: keep.to_owned() },
+                );
+                container.note_changed(to);
+                container.know(to, None);
+                container.know(keep, Some(kept));
+            }
+            let stamp = this.stamper().next();
+            container
+                .push_name(writer, NameRecord::Rename { stamp, from: from.to_owned(), to: to.to_owned() });
+            container.note_changed(from);
+            container.know(from, None);
+            container.know(to, Some(id));
+            Ok(container.after_record(this, writer))
+        })
+        .and_then(|full| self.flush_if(full, dir))
+        .with_context(|| logical(dir, from))
+    }
+
     /// Reads `file` (else the file `name` denotes) from the cached view;
     /// `NotFound` if the view has no such file (see
     /// [`read_fresh`](Self::read_fresh) for what handles read).

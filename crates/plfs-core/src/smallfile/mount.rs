@@ -282,14 +282,26 @@ pub(crate) fn utime(
 /// Moves a small file whose target name is free or a small file (which is
 /// replaced). Within a directory: one rename record. Between directories:
 /// copy into the target's container and publish it, then unlink the source.
+/// With `keep` (a hidden name beside the target) the replaced file moves
+/// there in the same name frame instead of ending.
 pub(crate) fn rename_file(
     mount: &MountState,
     engine: &SmallFileStore,
     source: &StorePath,
     target: &StorePath,
+    keep: Option<&StorePath>,
 ) -> Result<()> {
     let (from_dir, from) = split(source)?;
     let (to_dir, to) = split(target)?;
+    let keep = match keep.map(split).transpose()? {
+        Some((keep_dir, keep)) if keep_dir == to_dir => Some(keep),
+        Some(_) => return Err(Error::invalid(format!("/{target}: a replaced file is kept beside it"))),
+        None => None,
+    };
+    let rename = |dir: &StorePath, from: &str| match keep {
+        Some(keep) => engine.rename_keeping(dir, from, to, keep, writer_of(mount)),
+        None => engine.rename(dir, from, to, writer_of(mount)),
+    };
     // A hidden name is the façade's, for a file unlinked while open.
     if layout::is_reserved(to) && !layout::is_removed(to) {
         return Err(Error::invalid(format!(
@@ -299,7 +311,7 @@ pub(crate) fn rename_file(
     }
     let writer = writer_of(mount);
     if from_dir == to_dir {
-        engine.rename(&from_dir, from, to, writer)?;
+        rename(&from_dir, from)?;
         return engine.flush_writes(&from_dir);
     }
     require_directory(mount, &to_dir)?;
@@ -313,7 +325,7 @@ pub(crate) fn rename_file(
     let hidden = layout::removed_container_name(to, mount.stamper.next(), mount.pid, &mount.hostname);
     let moved = copy_within(engine, (&from_dir, from), (&to_dir, &hidden), writer)
         .and_then(|()| engine.flush_writes(&to_dir))
-        .and_then(|()| engine.rename(&to_dir, &hidden, to, writer))
+        .and_then(|()| rename(&to_dir, &hidden))
         .and_then(|()| engine.flush_writes(&to_dir));
     if let Err(error) = moved {
         if engine.exists(&to_dir, &hidden).unwrap_or(false) {

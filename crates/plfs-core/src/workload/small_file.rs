@@ -90,7 +90,7 @@ impl Workload for SmallFile {
         target: &StorePath,
         _keep_replaced: bool,
     ) -> Result<Option<StorePath>> {
-        small::rename_file(mount, self.engine(), source, target).map(|()| None)
+        small::rename_file(mount, self.engine(), source, target, None).map(|()| None)
     }
 
     /// A file unlinked while open, at its hidden name.
@@ -109,8 +109,8 @@ impl Workload for SmallFile {
     /// A rename record replaces the target for every reader at once:
     /// within a directory the record moves the file, between directories
     /// it moves the copy published beside the target. A target open here
-    /// is left to the façade, which hides it first: a handle reads its
-    /// file by identity, which the record would end.
+    /// moves to `keep` in the same name frame, since its handles read it
+    /// by an identity a replacing record would end.
     fn replace_file(
         &self,
         mount: &MountState,
@@ -118,10 +118,7 @@ impl Workload for SmallFile {
         target: &StorePath,
         keep: Option<&StorePath>,
     ) -> Result<bool> {
-        if keep.is_some() {
-            return Ok(false);
-        }
-        small::rename_file(mount, self.engine(), source, target).map(|()| true)
+        small::rename_file(mount, self.engine(), source, target, keep).map(|()| true)
     }
 
     /// The engine keeps no modes or owners: chmod and chown are accepted
