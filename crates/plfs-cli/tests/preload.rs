@@ -2456,6 +2456,18 @@ fn rename_by_publishing_processes_on_n_n() {
     assert_eq!(files, 1, "one plain file, the last version, on the backends");
 }
 
+/// The same publish-by-rename on a small_file mount. Every version is
+/// replaced while readers in other processes hold it open, so a reader
+/// whose process loads the directory again mid-read must still read its
+/// own version. Before, such a read failed with ESTALE (1-2 reads a run).
+#[test]
+fn rename_by_publishing_processes_on_small_file() {
+    let setup = Setup::with_workload("small_file");
+    let counts = publish_while_reading_preloaded(&setup);
+    eprintln!("through the preload, small_file: {counts}");
+    assert_eq!(counts, rename_support::CLEAN);
+}
+
 /// The unmodified `setfattr`/`getfattr` under the interposer reach plfs:
 /// a directory's `user.plfs.layout` template is set, checked and shown in
 /// canonical text, and a file copied in below it is striped over both

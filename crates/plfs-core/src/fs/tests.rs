@@ -2945,9 +2945,10 @@ fn two_processes_on_disk(root: &std::path::Path, workload: Workload) -> (Plfs, P
 /// new file at its name, or removes it and puts a new one there. After a
 /// refresh (a lock) the holder reads its own file, as on a local file
 /// system: shared_file keeps what it loaded, small_file reads the file
-/// where it went, or fails with ESTALE once it is removed; never the new
-/// file's bytes. Before, shared_file and small_file handles read whatever
-/// file was at the name once they looked again: the new file, silently.
+/// where it went, or as it was when removed; never the new file's bytes.
+/// Before, shared_file and small_file handles read whatever file was at
+/// the name once they looked again: the new file, silently; then a
+/// small_file handle read ESTALE once its file was removed.
 #[test]
 fn a_descriptor_keeps_its_file_when_another_process_reuses_the_name() {
     for workload in [Workload::SharedFile, Workload::FilePerProc, Workload::SmallFile] {
@@ -2966,17 +2967,10 @@ fn a_descriptor_keeps_its_file_when_another_process_reuses_the_name() {
             write_whole(&other, "/f", &[b'y'; 2048]);
             handle.refresh().unwrap();
             let mut buf = vec![0u8; 8192];
-            match handle.read(&mut buf, 0) {
-                Ok(count) => {
-                    assert_eq!(count, 4096, "{what}");
-                    assert!(buf[..count].iter().all(|byte| *byte == b'x'), "{what}");
-                }
-                Err(error) => {
-                    assert!(removed && workload == Workload::SmallFile, "{what}: {error}");
-                    assert_eq!(error.kind(), ErrorKind::Stale, "{what}: {error}");
-                }
-            }
-            assert_ne!(handle.size().unwrap(), 2048, "{what}");
+            let count = handle.read(&mut buf, 0).unwrap_or_else(|error| panic!("{what}: {error}"));
+            assert_eq!(count, 4096, "{what}");
+            assert!(buf[..count].iter().all(|byte| *byte == b'x'), "{what}");
+            assert_eq!(handle.size().unwrap(), 4096, "{what}");
             handle.close().unwrap();
         }
     }
@@ -2984,10 +2978,11 @@ fn a_descriptor_keeps_its_file_when_another_process_reuses_the_name() {
 
 /// A reader that read a file to its end while another process published a
 /// new version at its name by rename (write a temporary file, rename it
-/// onto the name) reads the end of its own file a second later. Before,
-/// its look at the store for appends found the new file, and a
-/// shared_file reader read the new version's bytes past its own end; a
-/// small_file one failed.
+/// onto the name) reads the end of its own file a second later, and its
+/// bytes after its process saw the new version. Before, its look at the
+/// store for appends found the new file, and a shared_file reader read the
+/// new version's bytes past its own end; a small_file one failed, at the
+/// end and then inside the file (ESTALE).
 #[test]
 fn a_reader_at_the_end_of_a_file_republished_by_rename_stays_at_its_end() {
     use crate::clock::{LOOK_AGAIN_AFTER, saturating_ns};
@@ -3003,6 +2998,16 @@ fn a_reader_at_the_end_of_a_file_republished_by_rename_stays_at_its_end() {
         clock.advance(saturating_ns(LOOK_AGAIN_AFTER));
         assert_eq!(handle.read(&mut buf, 4096).unwrap(), 0, "{workload:?}");
         assert_eq!(handle.size().unwrap(), 4096, "{workload:?}");
+        // Inside its file too, after its process looked at the directory
+        // again: the old version's bytes (small_file read ESTALE before).
+        clock.advance(saturating_ns(LOOK_AGAIN_AFTER));
+        assert_eq!(
+            reader.stat("/latest").unwrap().size,
+            8192,
+            "{workload:?}: the reader's process sees the new one"
+        );
+        assert_eq!(handle.read(&mut buf, 1000).unwrap(), 3096, "{workload:?}");
+        assert!(buf[..3096].iter().all(|&byte| byte == b'x'), "{workload:?}: the old version's bytes");
         let again = reader.open("/latest", OpenFlags::RDONLY, 0, 4).unwrap();
         assert_eq!(read_all(&again), vec![b'y'; 8192], "{workload:?}: a new open reads the new file");
     }

@@ -349,7 +349,7 @@ impl SmallFileStore {
         buf: &mut [u8],
     ) -> Result<usize> {
         let view = self.view(dir)?;
-        read_in(&view, dir, name, file, offset, buf)
+        self.read_kept(&view, dir, name, file, offset, buf)
     }
 
     /// Reads as a handle does: a file this process changed since its last
@@ -384,7 +384,63 @@ impl SmallFileStore {
                 self.view(dir)?
             }
         };
-        read_in(&view, dir, name, file, offset, buf)
+        self.read_kept(&view, dir, name, file, offset, buf)
+    }
+
+    /// Reads in `view`, or, for a handle's file another process removed
+    /// or replaced since, in the view it lives on in ([`hold`](Self::hold)).
+    fn read_kept(
+        &self,
+        view: &DirView,
+        dir: &StorePath,
+        name: &str,
+        file: Option<FileId>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        match read_in(view, dir, name, file, offset, buf) {
+            Err(error) if error.kind() == ErrorKind::Stale => match self.retained(dir, file) {
+                Some(kept) => read_in(&kept, dir, name, file, offset, buf),
+                None => Err(error),
+            },
+            other => other,
+        }
+    }
+
+    /// A handle of this process has `file` open in `dir`: if another
+    /// process removes or replaces it, the handle still reads it as it was
+    /// last seen, until it lets go ([`release`](Self::release)). Before,
+    /// such a handle read ESTALE once its process loaded the directory
+    /// again, even mid-file (a reader of a file published by rename).
+    pub(crate) fn hold(&self, dir: &StorePath, file: FileId) -> Result<()> {
+        self.with_container(dir, |_, container| {
+            *container.open_files.entry(file).or_insert(0) += 1;
+            Ok(())
+        })
+        .context(dir.to_string())
+    }
+
+    /// One handle of `file` in `dir` lets go of it (see [`hold`](Self::hold)).
+    pub(crate) fn release(&self, dir: &StorePath, file: FileId) {
+        let _ = self.with_container(dir, |_, container| {
+            if let Some(count) = container.open_files.get_mut(&file) {
+                *count -= 1;
+                if *count == 0 {
+                    container.open_files.remove(&file);
+                    container.retained.remove(&file);
+                }
+            }
+            if container.open_files.is_empty() {
+                container.dropped = None;
+            }
+            Ok(())
+        });
+    }
+
+    /// The view a handle's file another process removed lives on in.
+    fn retained(&self, dir: &StorePath, file: Option<FileId>) -> Option<Arc<DirView>> {
+        let file = file?;
+        self.with_container(dir, |_, container| Ok(container.retained.get(&file).cloned())).ok().flatten()
     }
 
     /// Stat from the cached view alone (see [`stat_fresh`](Self::stat_fresh)
@@ -397,7 +453,10 @@ impl SmallFileStore {
     /// no longer holds it; see [`read_fresh`](Self::read_fresh)).
     pub fn stat_as(&self, dir: &StorePath, name: &str, file: Option<FileId>) -> Result<FileStat> {
         let view = self.view(dir)?;
-        view.stat_as(name, file).ok_or_else(|| gone(file)).with_context(|| logical(dir, name))
+        view.stat_as(name, file)
+            .or_else(|| self.retained(dir, file).and_then(|kept| kept.stat_as(name, file)))
+            .ok_or_else(|| gone(file))
+            .with_context(|| logical(dir, name))
     }
 
     /// Stat under close-to-open: a name the cached view lacks is looked
@@ -527,7 +586,7 @@ impl SmallFileStore {
     pub fn invalidate_read_cache(&self, dir: &StorePath) {
         let slot = self.lock().peek(dir).cloned();
         if let Some(slot) = slot {
-            slot.lock().view = None;
+            slot.lock().drop_view();
         }
     }
 
@@ -819,6 +878,17 @@ struct DirContainer {
     failures: Vec<(u64, u64, ErrorKind, String)>,
     /// Closed (evicted or closed with the store): open the container anew.
     closed: bool,
+    /// Files this process's handles have open here, by identity, with how
+    /// many handles: [`SmallFileStore::hold`].
+    open_files: HashMap<FileId, usize>,
+    /// For an open file another process removed or replaced since: the
+    /// last view that held it. Its handles read it there (logs are never
+    /// rewritten), as a local file system's descriptors keep an unlinked
+    /// file, until the last of them lets go.
+    retained: HashMap<FileId, Arc<DirView>>,
+    /// The view dropped last, kept while files are open here until the
+    /// next load tells which of them it alone still holds.
+    dropped: Option<Arc<DirView>>,
 }
 
 /// What a name record does to this process's knowledge of names.
@@ -910,6 +980,9 @@ impl DirContainer {
             flushing: false,
             failures: Vec::new(),
             closed: false,
+            open_files: HashMap::new(),
+            retained: HashMap::new(),
+            dropped: None,
         }
     }
 
@@ -973,6 +1046,7 @@ impl DirContainer {
         // New records must order after everything already on disk, even if
         // another host's clock is ahead of ours.
         store.stamper().observe(view.newest_stamp());
+        self.retain_gone(&view);
         self.view = Some(view.clone());
         Ok(view)
     }
@@ -983,9 +1057,30 @@ impl DirContainer {
         if let Some(view) = &self.view
             && !view.is_current(&self.dir)?
         {
-            self.view = None;
+            self.drop_view();
         }
         Ok(())
+    }
+
+    /// Forgets the view (the next use loads one); while files are open
+    /// here it is kept until then, for [`retain_gone`](Self::retain_gone).
+    fn drop_view(&mut self) {
+        let view = self.view.take();
+        if view.is_some() && !self.open_files.is_empty() {
+            self.dropped = view;
+        }
+    }
+
+    /// A view was just loaded: an open file that the view dropped last
+    /// held and this one does not, another process removed or replaced,
+    /// and its handles keep reading it in that older view.
+    fn retain_gone(&mut self, loaded: &DirView) {
+        let Some(dropped) = self.dropped.take() else { return };
+        for &file in self.open_files.keys() {
+            if dropped.holds(file) && !loaded.holds(file) {
+                self.retained.insert(file, dropped.clone());
+            }
+        }
     }
 
     /// The file `name` denotes in this process's knowledge (the view, loaded
@@ -1110,7 +1205,7 @@ impl DirContainer {
             // are lost too, so the failure covers everything pushed so far.
             self.failures.push((batch.first, self.pushed_seq, error.kind(), error.to_string()));
             self.durable_seq = self.pushed_seq;
-            self.view = None;
+            self.drop_view();
             self.pending.clear();
             self.known.clear();
             self.changed.clear();
@@ -1118,7 +1213,7 @@ impl DirContainer {
         }
         self.durable_seq = batch.last;
         if batch.view_loads != self.view_loads || !self.fold_pending(&batch.pending) {
-            self.view = None;
+            self.drop_view();
         } else if let Some(view) = self.view.as_mut() {
             // The view now holds everything this process's logs hold.
             let view = Arc::make_mut(view);

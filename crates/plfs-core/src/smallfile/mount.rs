@@ -176,7 +176,7 @@ pub(crate) fn open(
         // Exactly the engine's create: no need to know what exists, so a
         // create storm loads no view of the directory.
         file.will_push(engine, &dir)?;
-        file.set_file(engine.create(&dir, name, writer)?);
+        file.set_file(engine, &dir, engine.create(&dir, name, writer)?);
         file.dirty.store(true, Ordering::Relaxed);
         return Ok(file);
     }
@@ -200,7 +200,7 @@ pub(crate) fn open(
             return Err(Error::new(ErrorKind::AlreadyExists, format!("/{logical}")));
         }
         if let Some(id) = engine.identity(&dir, name)? {
-            file.set_file(id);
+            file.set_file(engine, &dir, id);
         }
         if flags.truncate && flags.write {
             file.will_push(engine, &dir)?;
@@ -228,7 +228,7 @@ pub(crate) fn open(
         } else {
             engine.open_or_create(&dir, name, writer)?
         };
-        file.set_file(id);
+        file.set_file(engine, &dir, id);
         file.dirty.store(true, Ordering::Relaxed);
     } else {
         return Err(Error::new(ErrorKind::NotFound, format!("/{logical}")));
@@ -413,6 +413,9 @@ pub(crate) struct SmallFile {
     /// The first container record this handle may have pushed since its
     /// last sync (0: none), so the sync reports a failure that lost one.
     unsynced_since: AtomicU64,
+    /// The file this handle told the engine it holds open, and where
+    /// ([`SmallFileStore::hold`]).
+    held: Mutex<Option<(StorePath, FileId)>>,
 }
 
 impl SmallFile {
@@ -426,6 +429,7 @@ impl SmallFile {
             size_stale: AtomicBool::new(false),
             look_again: LookAgain::default(),
             unsynced_since: AtomicU64::new(0),
+            held: Mutex::new(None),
         }
     }
 
@@ -451,8 +455,29 @@ impl SmallFile {
         Ok(())
     }
 
-    fn set_file(&self, id: FileId) {
+    fn set_file(&self, engine: &SmallFileStore, dir: &StorePath, id: FileId) {
         *self.file.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
+        self.hold(engine, dir, Some(id));
+    }
+
+    /// Tells the engine which file this handle has open (letting go of the
+    /// one it held before), so the file stays readable here if another
+    /// process removes or replaces it. Best effort: where the engine cannot
+    /// note it, such a read is ESTALE, as before.
+    fn hold(&self, engine: &SmallFileStore, dir: &StorePath, file: Option<FileId>) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let wanted = file.map(|id| (dir.clone(), id));
+        if *held == wanted {
+            return;
+        }
+        if let Some((dir, id)) = held.take() {
+            engine.release(&dir, id);
+        }
+        if let Some((dir, id)) = wanted
+            && engine.hold(&dir, id).is_ok()
+        {
+            *held = Some((dir, id));
+        }
     }
 
     fn lock_size(&self) -> std::sync::MutexGuard<'_, u64> {
@@ -488,6 +513,7 @@ impl SmallFile {
             // This process moved it: the name denotes it now.
             let id = engine.identity(&at.dir, &at.name)?;
             *self.file.lock().unwrap_or_else(PoisonError::into_inner) = id;
+            self.hold(engine, &at.dir, id);
         }
         Ok(*self.file.lock().unwrap_or_else(PoisonError::into_inner))
     }
@@ -604,6 +630,9 @@ impl SmallFile {
 
     /// At close a handle that changed anything publishes it (close-to-open).
     pub(crate) fn close(&self, engine: &SmallFileStore) -> Result<()> {
-        if self.dirty.load(Ordering::Relaxed) { self.sync(engine) } else { Ok(()) }
+        let synced = if self.dirty.load(Ordering::Relaxed) { self.sync(engine) } else { Ok(()) };
+        let dir = self.at().dir.clone();
+        self.hold(engine, &dir, None);
+        synced
     }
 }

@@ -182,6 +182,47 @@ fn a_write_to_a_name_another_process_removed_is_an_orphan() {
     assert_eq!(two.orphan_writes(&d).unwrap(), 1);
 }
 
+/// A file this process holds open that another process removes stays
+/// readable here, as it was, in the last view that held it, and only
+/// while held: the last release lets that view go, so nothing outlives the
+/// handles. A file nobody here holds is gone at the reload, as before.
+#[test]
+fn a_held_file_another_process_removed_reads_as_it_was_until_released() {
+    let stores = memory_stores(2);
+    let stamper = stamper();
+    let one = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let two = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let d = dir("d");
+    for name in ["held", "other"] {
+        one.create(&d, name, 0).unwrap();
+        one.write(&d, name, 0, 0, name.as_bytes()).unwrap();
+    }
+    one.flush_writes(&d).unwrap();
+    let held = two.identity(&d, "held").unwrap().expect("two sees it");
+    let other = two.identity(&d, "other").unwrap().expect("two sees it");
+    two.hold(&d, held).unwrap();
+    two.hold(&d, held).unwrap();
+    one.unlink(&d, "held", 0).unwrap();
+    one.unlink(&d, "other", 0).unwrap();
+    one.flush_writes(&d).unwrap();
+    two.invalidate_read_cache(&d);
+    assert_eq!(two.list(&d).unwrap(), Vec::<String>::new(), "two's process sees both gone");
+    let mut buf = [0u8; 16];
+    assert_eq!(two.read(&d, "held", Some(held), 0, &mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"held");
+    assert_eq!(two.stat_as(&d, "held", Some(held)).unwrap().size, 4);
+    let error = two.read(&d, "other", Some(other), 0, &mut buf).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Stale, "not held: {error}");
+    let retained = |engine: &SmallFileStore| engine.slot(&d).unwrap().lock().retained.len();
+    assert_eq!(retained(&two), 1);
+    two.release(&d, held);
+    assert_eq!(two.read(&d, "held", Some(held), 0, &mut buf).unwrap(), 4, "one holder left");
+    two.release(&d, held);
+    assert_eq!(retained(&two), 0, "the last release lets the old view go");
+    let error = two.read(&d, "held", Some(held), 0, &mut buf).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Stale, "{error}");
+}
+
 /// logrotate without copytruncate, across processes: one process renames
 /// the log another is writing and makes a new one. The writer's handle
 /// keeps writing to its file, now under the new name (its writes went to

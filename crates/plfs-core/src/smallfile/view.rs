@@ -511,6 +511,11 @@ impl DirView {
         }
     }
 
+    /// Whether this view holds the file `file` (under any name).
+    pub fn holds(&self, file: FileId) -> bool {
+        self.state_as("", Some(file)).is_some()
+    }
+
     /// The file `name` denotes in this view.
     pub fn identity(&self, name: &str) -> Option<FileId> {
         self.files.get(name).copied()
