@@ -2976,6 +2976,24 @@ fn a_descriptor_keeps_its_file_when_another_process_reuses_the_name() {
     }
 }
 
+/// A small_file handle open for writing whose file another process
+/// removed reads ESTALE, not the file as it was: its later writes may land
+/// in another file than that snapshot (an O_TRUNC create over a name its
+/// process's view still held), so the snapshot could silently lack them.
+#[test]
+fn a_small_file_writer_whose_file_another_process_removed_reads_estale() {
+    let root = tempfile::tempdir().unwrap();
+    let (other, holding) = two_processes_on_disk(root.path(), Workload::SmallFile);
+    write_whole(&other, "/f", &[b'x'; 4096]);
+    let handle = holding.open("/f", OpenFlags::RDWR, 0, 2).unwrap();
+    other.unlink("/f").unwrap();
+    handle.refresh().unwrap();
+    let mut buf = vec![0u8; 8192];
+    let error = handle.read(&mut buf, 0).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Stale, "{error}");
+    handle.close().unwrap();
+}
+
 /// A reader that read a file to its end while another process published a
 /// new version at its name by rename (write a temporary file, rename it
 /// onto the name) reads the end of its own file a second later, and its

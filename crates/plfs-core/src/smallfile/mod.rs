@@ -349,7 +349,7 @@ impl SmallFileStore {
         buf: &mut [u8],
     ) -> Result<usize> {
         let view = self.view(dir)?;
-        self.read_kept(&view, dir, name, file, offset, buf)
+        read_in(&view, dir, name, file, offset, buf)
     }
 
     /// Reads as a handle does: a file this process changed since its last
@@ -384,34 +384,39 @@ impl SmallFileStore {
                 self.view(dir)?
             }
         };
-        self.read_kept(&view, dir, name, file, offset, buf)
+        read_in(&view, dir, name, file, offset, buf)
     }
 
-    /// Reads in `view`, or, for a handle's file another process removed
-    /// or replaced since, in the view it lives on in ([`hold`](Self::hold)).
-    fn read_kept(
+    /// Reads `file` as it was when another process removed or replaced
+    /// it, in the last view that held it, if a handle holds it ([`hold`]);
+    /// None if none is kept.
+    ///
+    /// [`hold`]: Self::hold
+    pub(crate) fn read_retained(
         &self,
-        view: &DirView,
         dir: &StorePath,
         name: &str,
-        file: Option<FileId>,
+        file: FileId,
         offset: u64,
         buf: &mut [u8],
-    ) -> Result<usize> {
-        match read_in(view, dir, name, file, offset, buf) {
-            Err(error) if error.kind() == ErrorKind::Stale => match self.retained(dir, file) {
-                Some(kept) => read_in(&kept, dir, name, file, offset, buf),
-                None => Err(error),
-            },
-            other => other,
+    ) -> Result<Option<usize>> {
+        match self.retained(dir, file) {
+            Some(kept) => read_in(&kept, dir, name, Some(file), offset, buf).map(Some),
+            None => Ok(None),
         }
     }
 
-    /// A handle of this process has `file` open in `dir`: if another
-    /// process removes or replaces it, the handle still reads it as it was
-    /// last seen, until it lets go ([`release`](Self::release)). Before,
-    /// such a handle read ESTALE once its process loaded the directory
-    /// again, even mid-file (a reader of a file published by rename).
+    /// The size and times of `file` as [`read_retained`](Self::read_retained) reads it.
+    pub(crate) fn stat_retained(&self, dir: &StorePath, name: &str, file: FileId) -> Option<FileStat> {
+        self.retained(dir, file)?.stat_as(name, Some(file))
+    }
+
+    /// A handle of this process that only reads has `file` open in `dir`:
+    /// if another process removes or replaces it, the handle can still
+    /// read it as it was last seen ([`read_retained`](Self::read_retained)),
+    /// until it lets go ([`release`](Self::release)). Before, such a handle
+    /// read ESTALE once its process loaded the directory again, even
+    /// mid-file (a reader of a file published by rename).
     pub(crate) fn hold(&self, dir: &StorePath, file: FileId) -> Result<()> {
         self.with_container(dir, |_, container| {
             *container.open_files.entry(file).or_insert(0) += 1;
@@ -437,9 +442,8 @@ impl SmallFileStore {
         });
     }
 
-    /// The view a handle's file another process removed lives on in.
-    fn retained(&self, dir: &StorePath, file: Option<FileId>) -> Option<Arc<DirView>> {
-        let file = file?;
+    /// The view a held file another process removed lives on in.
+    fn retained(&self, dir: &StorePath, file: FileId) -> Option<Arc<DirView>> {
         self.with_container(dir, |_, container| Ok(container.retained.get(&file).cloned())).ok().flatten()
     }
 
@@ -453,10 +457,7 @@ impl SmallFileStore {
     /// no longer holds it; see [`read_fresh`](Self::read_fresh)).
     pub fn stat_as(&self, dir: &StorePath, name: &str, file: Option<FileId>) -> Result<FileStat> {
         let view = self.view(dir)?;
-        view.stat_as(name, file)
-            .or_else(|| self.retained(dir, file).and_then(|kept| kept.stat_as(name, file)))
-            .ok_or_else(|| gone(file))
-            .with_context(|| logical(dir, name))
+        view.stat_as(name, file).ok_or_else(|| gone(file)).with_context(|| logical(dir, name))
     }
 
     /// Stat under close-to-open: a name the cached view lacks is looked

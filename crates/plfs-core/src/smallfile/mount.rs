@@ -171,7 +171,7 @@ pub(crate) fn open(
         Err(error) if error.kind() == ErrorKind::NotFound => {}
         Err(error) => return Err(error),
     }
-    let file = SmallFile::new(dir.clone(), name.to_owned());
+    let file = SmallFile::new(dir.clone(), name.to_owned(), !flags.write);
     if flags.create && flags.truncate && flags.write && !flags.exclusive {
         // Exactly the engine's create: no need to know what exists, so a
         // create storm loads no view of the directory.
@@ -413,13 +413,17 @@ pub(crate) struct SmallFile {
     /// The first container record this handle may have pushed since its
     /// last sync (0: none), so the sync reports a failure that lost one.
     unsynced_since: AtomicU64,
+    /// Opened for reading only: a file another process removes or
+    /// replaces stays readable as it was (a writer's later writes could
+    /// land in another file than that snapshot, so a writer gets ESTALE).
+    reads_only: bool,
     /// The file this handle told the engine it holds open, and where
-    /// ([`SmallFileStore::hold`]).
+    /// ([`SmallFileStore::hold`]); only a handle that `reads_only`.
     held: Mutex<Option<(StorePath, FileId)>>,
 }
 
 impl SmallFile {
-    fn new(dir: StorePath, name: String) -> SmallFile {
+    fn new(dir: StorePath, name: String, reads_only: bool) -> SmallFile {
         SmallFile {
             at: RwLock::new(Location { dir, name }),
             file: Mutex::new(None),
@@ -429,6 +433,7 @@ impl SmallFile {
             size_stale: AtomicBool::new(false),
             look_again: LookAgain::default(),
             unsynced_since: AtomicU64::new(0),
+            reads_only,
             held: Mutex::new(None),
         }
     }
@@ -465,6 +470,9 @@ impl SmallFile {
     /// process removes or replaces it. Best effort: where the engine cannot
     /// note it, such a read is ESTALE, as before.
     fn hold(&self, engine: &SmallFileStore, dir: &StorePath, file: Option<FileId>) {
+        if !self.reads_only {
+            return;
+        }
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let wanted = file.map(|id| (dir.clone(), id));
         if *held == wanted {
@@ -553,9 +561,15 @@ impl SmallFile {
         // This handle's file, not whatever is at its name now.
         let file = self.own_file(engine, &at)?;
         let count = match engine.read_fresh(&at.dir, &at.name, file, offset, buf) {
-            // Removed by another process, and the view that had it is
-            // gone: at or past its end it still ends there.
-            Err(error) if error.kind() == ErrorKind::Stale && offset >= *self.lock_size() => return Ok(0),
+            Err(error) if error.kind() == ErrorKind::Stale => {
+                match self.read_retained(engine, &at, file, offset, buf)? {
+                    Some(count) => return Ok(count),
+                    // Removed by another process, and the view that had it is
+                    // gone: at or past its end it still ends there.
+                    None if offset >= *self.lock_size() => return Ok(0),
+                    None => return Err(error),
+                }
+            }
             other => other?,
         };
         // At the end as cached: another process may have written past it.
@@ -571,6 +585,23 @@ impl SmallFile {
         Ok(count)
     }
 
+    /// A read-only handle's file as it was when another process removed
+    /// or replaced it (see [`SmallFileStore::hold`]); None where nothing
+    /// is kept.
+    fn read_retained(
+        &self,
+        engine: &SmallFileStore,
+        at: &Location,
+        file: Option<FileId>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
+        match file {
+            Some(file) if self.reads_only => engine.read_retained(&at.dir, &at.name, file, offset, buf),
+            _ => Ok(None),
+        }
+    }
+
     /// The size tracked since the open, or after a [`refresh`](Self::refresh)
     /// the published one (this handle's own changes published first).
     pub(crate) fn size(&self, engine: &SmallFileStore) -> Result<u64> {
@@ -583,7 +614,12 @@ impl SmallFile {
             }
             let stat = {
                 let at = self.at();
-                self.own_file(engine, &at).and_then(|file| engine.stat_as(&at.dir, &at.name, file))
+                self.own_file(engine, &at).and_then(|file| {
+                    engine.stat_as(&at.dir, &at.name, file).or_else(|error| {
+                        let kept = file.filter(|_| self.reads_only);
+                        kept.and_then(|file| engine.stat_retained(&at.dir, &at.name, file)).ok_or(error)
+                    })
+                })
             };
             match stat {
                 Ok(stat) => *self.lock_size() = stat.size,

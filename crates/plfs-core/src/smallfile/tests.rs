@@ -208,19 +208,19 @@ fn a_held_file_another_process_removed_reads_as_it_was_until_released() {
     two.invalidate_read_cache(&d);
     assert_eq!(two.list(&d).unwrap(), Vec::<String>::new(), "two's process sees both gone");
     let mut buf = [0u8; 16];
-    assert_eq!(two.read(&d, "held", Some(held), 0, &mut buf).unwrap(), 4);
+    let error = two.read(&d, "held", Some(held), 0, &mut buf).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Stale, "the current view: {error}");
+    assert_eq!(two.read_retained(&d, "held", held, 0, &mut buf).unwrap(), Some(4));
     assert_eq!(&buf[..4], b"held");
-    assert_eq!(two.stat_as(&d, "held", Some(held)).unwrap().size, 4);
-    let error = two.read(&d, "other", Some(other), 0, &mut buf).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Stale, "not held: {error}");
+    assert_eq!(two.stat_retained(&d, "held", held).map(|stat| stat.size), Some(4));
+    assert_eq!(two.read_retained(&d, "other", other, 0, &mut buf).unwrap(), None, "not held");
     let retained = |engine: &SmallFileStore| engine.slot(&d).unwrap().lock().retained.len();
     assert_eq!(retained(&two), 1);
     two.release(&d, held);
-    assert_eq!(two.read(&d, "held", Some(held), 0, &mut buf).unwrap(), 4, "one holder left");
+    assert_eq!(two.read_retained(&d, "held", held, 0, &mut buf).unwrap(), Some(4), "one holder left");
     two.release(&d, held);
     assert_eq!(retained(&two), 0, "the last release lets the old view go");
-    let error = two.read(&d, "held", Some(held), 0, &mut buf).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Stale, "{error}");
+    assert_eq!(two.read_retained(&d, "held", held, 0, &mut buf).unwrap(), None);
 }
 
 /// logrotate without copytruncate, across processes: one process renames
