@@ -3411,13 +3411,9 @@ fn n_n_rename_with_faults(target_open_here: bool, exchange: bool) {
                     assert_eq!(read_all(&held), b"old version", "{op:?} #{nth} {target}: the open handle");
                     // Replaced, the old file lives on at a hidden name until
                     // the close (a store's handles may not outlive a removal).
-                    let hidden = inner.iter().any(|store| {
-                        store
-                            .list(&StorePath::root())
-                            .unwrap()
-                            .iter()
-                            .any(|entry| layout::is_removed(&entry.name))
-                    });
+                    let hidden = inner
+                        .iter()
+                        .any(|store| hidden_names(store).iter().any(|name| layout::is_removed(name)));
                     assert_eq!(
                         hidden,
                         result.is_ok(),
@@ -3458,15 +3454,14 @@ fn n_n_rename_with_faults(target_open_here: bool, exchange: bool) {
     // that recover clears.
     plfs.recover_directory("/", true).unwrap();
     for store in &inner {
-        let left: Vec<String> = store
-            .list(&StorePath::root())
-            .unwrap()
-            .into_iter()
-            .map(|entry| entry.name)
-            .filter(|name| name.starts_with(".plfs-"))
-            .collect();
-        assert_eq!(left, Vec::<String>::new(), "hidden names left on {}", store.url());
+        assert_eq!(hidden_names(store), Vec::<String>::new(), "hidden names left on {}", store.url());
     }
+}
+
+/// plfs's reserved names at the root of a backend.
+fn hidden_names(store: &SharedStore) -> Vec<String> {
+    let entries = store.list(&StorePath::root()).unwrap();
+    entries.into_iter().map(|entry| entry.name).filter(|name| name.starts_with(".plfs-")).collect()
 }
 
 /// An n-n rename onto a file open in the renaming process never leaves the
@@ -3551,14 +3546,7 @@ fn an_n_n_rename_onto_a_file_open_here_never_leaves_the_name_missing() {
     assert!(looks.load(Ordering::SeqCst) > 0, "no look during the renames");
     assert_eq!(missing.load(Ordering::SeqCst), 0, "looks that found no target");
     for store in &inner {
-        let hidden: Vec<String> = store
-            .list(&StorePath::root())
-            .unwrap()
-            .into_iter()
-            .map(|entry| entry.name)
-            .filter(|name| name.starts_with(".plfs-"))
-            .collect();
-        assert_eq!(hidden, Vec::<String>::new(), "left on {} after the last close", store.url());
+        assert_eq!(hidden_names(store), Vec::<String>::new(), "left on {} after the last close", store.url());
     }
 }
 
