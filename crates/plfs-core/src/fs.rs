@@ -723,9 +723,10 @@ impl Plfs {
         let open_files = &self.state.open_files;
         let (_claim, open) = open_files.claim_move(&[source, target]);
         let _gates = hold_gates(&open);
-        let keep = match open_files.is_open(target) {
-            true => Some(self.hidden_path(target, self.state.stamper.next())?),
-            false => None,
+        let keep = if open_files.is_open(target) {
+            Some(self.hidden_path(target, self.state.stamper.next())?)
+        } else {
+            None
         };
         if !self.state.files.replace_file(&self.state, source, target, keep.as_ref())? {
             return Ok(None);

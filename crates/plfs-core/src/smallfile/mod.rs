@@ -426,20 +426,21 @@ impl SmallFileStore {
     }
 
     /// One handle of `file` in `dir` lets go of it (see [`hold`](Self::hold)).
+    /// A container closed since holds nothing any more: none is opened
+    /// (and another evicted) just to forget it.
     pub(crate) fn release(&self, dir: &StorePath, file: FileId) {
-        let _ = self.with_container(dir, |_, container| {
-            if let Some(count) = container.open_files.get_mut(&file) {
-                *count -= 1;
-                if *count == 0 {
-                    container.open_files.remove(&file);
-                    container.retained.remove(&file);
-                }
+        let Some(slot) = self.lock().peek(dir).cloned() else { return };
+        let mut container = slot.lock();
+        if let Some(count) = container.open_files.get_mut(&file) {
+            *count -= 1;
+            if *count == 0 {
+                container.open_files.remove(&file);
+                container.retained.remove(&file);
             }
-            if container.open_files.is_empty() {
-                container.dropped = None;
-            }
-            Ok(())
-        });
+        }
+        if container.open_files.is_empty() {
+            container.dropped = None;
+        }
     }
 
     /// The view a held file another process removed lives on in.

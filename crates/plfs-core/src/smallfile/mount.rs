@@ -298,10 +298,6 @@ pub(crate) fn rename_file(
         Some(_) => return Err(Error::invalid(format!("/{target}: a replaced file is kept beside it"))),
         None => None,
     };
-    let rename = |dir: &StorePath, from: &str| match keep {
-        Some(keep) => engine.rename_keeping(dir, from, to, keep, writer_of(mount)),
-        None => engine.rename(dir, from, to, writer_of(mount)),
-    };
     // A hidden name is the façade's, for a file unlinked while open.
     if layout::is_reserved(to) && !layout::is_removed(to) {
         return Err(Error::invalid(format!(
@@ -310,6 +306,10 @@ pub(crate) fn rename_file(
         )));
     }
     let writer = writer_of(mount);
+    let rename = |dir: &StorePath, from: &str| match keep {
+        Some(keep) => engine.rename_keeping(dir, from, to, keep, writer),
+        None => engine.rename(dir, from, to, writer),
+    };
     if from_dir == to_dir {
         rename(&from_dir, from)?;
         return engine.flush_writes(&from_dir);

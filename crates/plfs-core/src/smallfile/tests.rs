@@ -223,6 +223,31 @@ fn a_held_file_another_process_removed_reads_as_it_was_until_released() {
     assert_eq!(two.read_retained(&d, "held", held, 0, &mut buf).unwrap(), None);
 }
 
+/// Letting go of a file in a directory whose container was closed since
+/// (the bound on open containers) opens nothing: before, the release
+/// opened that container again and so closed the least recently used
+/// one, publishing its unflushed records early.
+#[test]
+fn a_release_after_its_container_closed_opens_none() {
+    let stores = memory_stores(1);
+    let stamper = stamper();
+    let mut bounded = options(&stamper);
+    bounded.max_containers = NonZeroUsize::new(1).unwrap();
+    let one = SmallFileStore::new(stores.clone(), bounded).unwrap();
+    let two = SmallFileStore::new(stores.clone(), options(&stamper)).unwrap();
+    let (a, b) = (dir("a"), dir("b"));
+    one.create(&a, "f", 0).unwrap();
+    one.flush_writes(&a).unwrap();
+    let held = one.identity(&a, "f").unwrap().expect("created");
+    one.hold(&a, held).unwrap();
+    one.create(&b, "unflushed", 0).unwrap(); // closes a's container
+    one.release(&a, held);
+    assert_eq!(two.list(&b).unwrap(), Vec::<String>::new(), "b's record published by the release");
+    one.flush_writes(&b).unwrap();
+    two.invalidate_read_cache(&b);
+    assert_eq!(two.list(&b).unwrap(), vec!["unflushed".to_owned()]);
+}
+
 /// logrotate without copytruncate, across processes: one process renames
 /// the log another is writing and makes a new one. The writer's handle
 /// keeps writing to its file, now under the new name (its writes went to
